@@ -1,0 +1,711 @@
+package qwp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// EncoderOptions configure an Encoder.
+type EncoderOptions struct {
+	// MaxFrameBytes bounds a whole message, header included. 0 or anything
+	// above the protocol ceiling means HeaderSize+MaxPayloadBytes.
+	MaxFrameBytes int
+	// Gorilla sets FlagGorilla: TIMESTAMP and TIMESTAMP_NANOS columns carry
+	// an encoding byte and are delta-of-delta compressed when they can be.
+	Gorilla bool
+	// DeltaSymbolDict sets FlagDeltaSymbolDict on every message: each starts
+	// with the dictionary entries added since the previous one and SYMBOL
+	// columns carry global ids. SYMBOL columns require it.
+	DeltaSymbolDict bool
+}
+
+// ErrFrameFull is returned by EndRow when the row does not fit in the
+// current frame. The row has been rolled back; finish the frame and write the
+// row again.
+var ErrFrameFull = errors.New("qwp: frame full")
+
+// RowTooLargeError is returned by EndRow when a row does not fit even in a
+// frame holding no other rows. The row has been rolled back.
+type RowTooLargeError struct {
+	Table string
+	Size  int // frame size with this row alone
+	Limit int // MaxFrameBytes in effect
+}
+
+func (e *RowTooLargeError) Error() string {
+	return fmt.Sprintf("qwp: a row of table %q needs a %d-byte frame on its own, over the %d-byte frame limit",
+		e.Table, e.Size, e.Limit)
+}
+
+// Encoder builds QWP messages row by row into reusable buffers. Rows of any
+// number of tables accumulate in the current frame; Finish appends the
+// complete message and starts the next frame. Once its buffers have grown to
+// a frame's size, writing rows allocates nothing.
+//
+// An Encoder is not safe for concurrent use.
+type Encoder struct {
+	dict  SymbolDict
+	opts  EncoderOptions
+	limit int
+	flags byte
+
+	frame   uint64 // generation of the current frame; starts at 1
+	tables  map[string]*Table
+	active  []*Table // tables touched in the current frame, in first-touch order
+	nTables int      // active tables with rows
+	rows    int
+	size    int // exact frame size; 0 while the frame has no rows
+	tblSize int // sum of the block sizes of the active tables
+
+	dictStart int // first dictionary id of this frame's delta section
+	dictEnd   int // end of the ids covered by rows ended so far
+	dictBytes int // bytes of the entries [dictStart, dictEnd)
+}
+
+// NewEncoder returns an encoder whose first frame's delta section starts at
+// dict.Len(): entries already in dict are assumed known to the server (sent
+// as catch-up). dict may be nil only when DeltaSymbolDict is false.
+func NewEncoder(dict SymbolDict, opts EncoderOptions) *Encoder {
+	if opts.DeltaSymbolDict && dict == nil {
+		panic("qwp: NewEncoder: DeltaSymbolDict requires a SymbolDict")
+	}
+	e := &Encoder{opts: opts, tables: make(map[string]*Table), frame: 1}
+	e.limit = opts.MaxFrameBytes
+	if e.limit <= 0 || e.limit > HeaderSize+MaxPayloadBytes {
+		e.limit = HeaderSize + MaxPayloadBytes
+	}
+	if opts.Gorilla {
+		e.flags |= FlagGorilla
+	}
+	if opts.DeltaSymbolDict {
+		e.flags |= FlagDeltaSymbolDict
+	}
+	e.Reset(dict)
+	return e
+}
+
+// Reset discards the current frame and continues with dict, whose existing
+// entries are assumed known to the server (for a new dictionary generation,
+// pass an empty one). Table and column handles stay valid.
+func (e *Encoder) Reset(dict SymbolDict) {
+	e.dict = dict
+	e.clear()
+	e.dictStart, e.dictEnd = 0, 0
+	if dict != nil {
+		e.dictStart, e.dictEnd = dict.Len(), dict.Len()
+	}
+}
+
+// MaxFrameBytes is the frame limit in effect.
+func (e *Encoder) MaxFrameBytes() int { return e.limit }
+
+// Rows is the number of rows ended in the current frame.
+func (e *Encoder) Rows() int { return e.rows }
+
+// Size is the exact length Finish would append now: 0 for a frame without
+// rows. A row in progress is not counted.
+func (e *Encoder) Size() int { return e.size }
+
+// SymbolRange is the range of dictionary ids [from, to) that the current
+// frame's delta section carries. A caller that persists the dictionary must
+// have stored these entries before it stores the frame.
+func (e *Encoder) SymbolRange() (from, to int) { return e.dictStart, e.dictEnd }
+
+// Table returns the block of table name in the current frame. The *Table
+// stays valid across frames: a table not touched in a frame is left out of
+// it.
+func (e *Encoder) Table(name string) (*Table, error) {
+	if t, ok := e.tables[name]; ok {
+		return t, nil
+	}
+	if err := checkTableName(name); err != nil {
+		return nil, err
+	}
+	t := &Table{
+		e:       e,
+		name:    name,
+		nameHdr: uvarintLen(uint64(len(name))) + len(name),
+		cols:    make(map[string]int32),
+		seq:     1,
+	}
+	e.tables[name] = t
+	return t, nil
+}
+
+// Finish appends the frame (header, delta symbol dictionary when enabled,
+// one block per table with rows) to dst and starts the next frame. Rows in
+// progress are cancelled. A frame without rows appends nothing.
+func (e *Encoder) Finish(dst []byte) []byte {
+	for _, t := range e.active {
+		t.rollback()
+	}
+	if e.rows > 0 {
+		dst = appendHeader(dst, e.flags, e.nTables, e.size-HeaderSize)
+		if e.opts.DeltaSymbolDict {
+			dst = binary.AppendUvarint(dst, uint64(e.dictStart))
+			dst = binary.AppendUvarint(dst, uint64(e.dictEnd-e.dictStart))
+			for id := e.dictStart; id < e.dictEnd; id++ {
+				sym := e.dict.Entry(id)
+				dst = binary.AppendUvarint(dst, uint64(len(sym)))
+				dst = append(dst, sym...)
+			}
+		}
+		for _, t := range e.active {
+			if t.rows > 0 {
+				dst = t.appendBlock(dst)
+			}
+		}
+	}
+	e.clear()
+	e.dictStart = e.dictEnd
+	return dst
+}
+
+// clear empties the current frame except the dictionary range.
+func (e *Encoder) clear() {
+	for _, t := range e.active {
+		t.clear()
+	}
+	e.active = e.active[:0]
+	e.frame++
+	e.nTables, e.rows, e.size, e.tblSize, e.dictBytes = 0, 0, 0, 0, 0
+}
+
+// dictSection is the size of the delta section covering [dictStart, end)
+// whose entries take entryBytes.
+func (e *Encoder) dictSection(end, entryBytes int) int {
+	if !e.opts.DeltaSymbolDict {
+		return 0
+	}
+	return uvarintLen(uint64(e.dictStart)) + uvarintLen(uint64(end-e.dictStart)) + entryBytes
+}
+
+// Col is a handle to a column of one table, returned by Table.Column and
+// friends. It stays valid across frames.
+type Col struct {
+	t *Table
+	i int32
+}
+
+// Table is one table's block in the encoder's frames. Set the values of a
+// row with the setters, then call EndRow; a column not set in a row is NULL
+// in it. A setter given a handle of the wrong table or type makes EndRow
+// fail with an error naming the column.
+type Table struct {
+	e       *Encoder
+	name    string
+	nameHdr int
+
+	cols   map[string]int32
+	pool   []*column // every column ever declared; Col.i indexes it
+	frame  uint64    // Encoder.frame while the table is in the current frame
+	active []*column // columns in the current block, in first-set order
+	kept   int       // len(active) after the last ended row
+	schema int       // schema bytes of active
+	rows   int
+	size   int    // block size with the ended rows; 0 without rows
+	seq    uint64 // number of the row in progress; never 0
+	rowErr error
+}
+
+// Name is the table's name.
+func (t *Table) Name() string { return t.name }
+
+// Column returns the handle of column name of type typ, declaring it on
+// first use. The empty name is the designated timestamp and must be
+// TIMESTAMP or TIMESTAMP_NANOS. GEOHASH columns are declared with
+// GeohashColumn; DECIMAL columns declared here have scale 0.
+func (t *Table) Column(name string, typ ColumnType) (Col, error) {
+	if typ == TypeGeohash {
+		return Col{}, fmt.Errorf("qwp: column %q of table %q: GEOHASH needs a precision; use GeohashColumn", name, t.name)
+	}
+	return t.declare(name, typ, 0)
+}
+
+// GeohashColumn returns the handle of a GEOHASH column of bits precision
+// (1..60).
+func (t *Table) GeohashColumn(name string, bits int) (Col, error) {
+	if bits < 1 || bits > 60 {
+		return Col{}, fmt.Errorf("qwp: GEOHASH column %q of table %q: precision %d bits is outside 1..60", name, t.name, bits)
+	}
+	return t.declare(name, TypeGeohash, byte(bits))
+}
+
+// maxScale is the largest scale of each decimal type: its precision.
+var maxScale = map[ColumnType]int{TypeDecimal64: 18, TypeDecimal128: 38, TypeDecimal256: 76}
+
+// DecimalColumn returns the handle of a DECIMAL64, DECIMAL128 or DECIMAL256
+// column whose values are unscaled integers with scale decimal digits after
+// the point.
+func (t *Table) DecimalColumn(name string, typ ColumnType, scale int) (Col, error) {
+	m, ok := maxScale[typ]
+	if !ok {
+		return Col{}, fmt.Errorf("qwp: column %q of table %q: %s is not a decimal type", name, t.name, typ)
+	}
+	if scale < 0 || scale > m {
+		return Col{}, fmt.Errorf("qwp: %s column %q of table %q: scale %d is outside 0..%d", typ, name, t.name, scale, m)
+	}
+	return t.declare(name, typ, byte(scale))
+}
+
+func (t *Table) declare(name string, typ ColumnType, param byte) (Col, error) {
+	if i, ok := t.cols[name]; ok {
+		c := t.pool[i]
+		if c.typ != typ || c.param != param {
+			return Col{}, fmt.Errorf("qwp: column %q of table %q is %s, cannot redeclare it as %s",
+				name, t.name, c.describe(), (&column{typ: typ, param: param}).describe())
+		}
+		return Col{t: t, i: i}, nil
+	}
+	if !typ.Valid() {
+		return Col{}, fmt.Errorf("qwp: column %q of table %q: type %s is not an ingress type", name, t.name, typ)
+	}
+	if name == "" {
+		if typ != TypeTimestamp && typ != TypeTimestampNanos {
+			return Col{}, fmt.Errorf("qwp: designated timestamp of table %q must be TIMESTAMP or TIMESTAMP_NANOS, not %s", t.name, typ)
+		}
+	} else if err := checkColumnName(name); err != nil {
+		return Col{}, fmt.Errorf("table %q: %w", t.name, err)
+	}
+	if typ == TypeSymbol && !t.e.opts.DeltaSymbolDict {
+		return Col{}, fmt.Errorf("qwp: SYMBOL column %q of table %q needs EncoderOptions.DeltaSymbolDict", name, t.name)
+	}
+	for _, c := range t.pool {
+		if strings.EqualFold(c.name, name) {
+			return Col{}, fmt.Errorf("qwp: column %q of table %q clashes with column %q: QuestDB names are case-insensitive", name, t.name, c.name)
+		}
+	}
+	i := int32(len(t.pool))
+	t.pool = append(t.pool, newColumn(name, typ, param))
+	t.cols[name] = i
+	return Col{t: t, i: i}, nil
+}
+
+func (c *column) describe() string {
+	switch c.kind {
+	case kindGeohash:
+		return fmt.Sprintf("GEOHASH(%d bits)", c.param)
+	case kindDecimal:
+		return fmt.Sprintf("%s(scale %d)", c.typ, c.param)
+	}
+	return c.typ.String()
+}
+
+// EndRow ends the row in progress. It returns nil when the row is in the
+// frame; ErrFrameFull when the frame cannot take it (finish the frame and
+// write the row again); *RowTooLargeError when no frame can; or the error
+// of a setter given a bad handle or value. On any error the row is rolled
+// back and the frame is unchanged.
+func (t *Table) EndRow() error {
+	e := t.e
+	if t.rowErr != nil {
+		err := t.rowErr
+		t.rollback()
+		return err
+	}
+	if t.frame != e.frame {
+		e.activate(t)
+	}
+	if t.rows == MaxRowsPerBlock || (t.rows == 0 && e.nTables == math.MaxUint16) {
+		t.rollback()
+		return ErrFrameFull
+	}
+	rows := t.rows + 1
+	block := t.nameHdr + uvarintLen(uint64(rows)) + uvarintLen(uint64(len(t.active))) + t.schema
+	for _, c := range t.active {
+		nulls := c.nullCount
+		if c.setSeq != t.seq {
+			nulls++
+		}
+		block += c.size(rows, nulls, e.opts.Gorilla)
+	}
+	dictEnd, dictBytes := e.dictEnd, e.dictBytes
+	if e.opts.DeltaSymbolDict {
+		for dictEnd < e.dict.Len() {
+			n := len(e.dict.Entry(dictEnd))
+			dictBytes += uvarintLen(uint64(n)) + n
+			dictEnd++
+		}
+	}
+	size := HeaderSize + e.dictSection(dictEnd, dictBytes) + e.tblSize - t.size + block
+	if size > e.limit {
+		t.rollback()
+		if e.rows == 0 {
+			return &RowTooLargeError{Table: t.name, Size: size, Limit: e.limit}
+		}
+		return ErrFrameFull
+	}
+	for _, c := range t.active {
+		c.endRow(t.rows, c.setSeq == t.seq)
+	}
+	if t.rows == 0 {
+		e.nTables++
+	}
+	t.rows = rows
+	e.tblSize += block - t.size
+	t.size = block
+	t.kept = len(t.active)
+	t.seq++
+	e.rows++
+	e.size = size
+	e.dictEnd, e.dictBytes = dictEnd, dictBytes
+	return nil
+}
+
+// CancelRow drops the row in progress.
+func (t *Table) CancelRow() { t.rollback() }
+
+func (e *Encoder) activate(t *Table) {
+	t.frame = e.frame
+	e.active = append(e.active, t)
+}
+
+func (t *Table) rollback() {
+	for _, c := range t.active[:t.kept] {
+		if c.setSeq == t.seq {
+			c.undo()
+		}
+	}
+	for _, c := range t.active[t.kept:] {
+		t.schema -= c.schema
+		c.reset()
+	}
+	t.active = t.active[:t.kept]
+	t.rowErr = nil
+	t.seq++
+}
+
+func (t *Table) clear() {
+	for _, c := range t.active {
+		c.reset()
+	}
+	t.active = t.active[:0]
+	t.frame = 0
+	t.kept, t.schema, t.rows, t.size = 0, 0, 0, 0
+	t.rowErr = nil
+	t.seq++
+}
+
+func (t *Table) appendBlock(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(t.name)))
+	dst = append(dst, t.name...)
+	dst = binary.AppendUvarint(dst, uint64(t.rows))
+	dst = binary.AppendUvarint(dst, uint64(len(t.active)))
+	for _, c := range t.active {
+		dst = binary.AppendUvarint(dst, uint64(len(c.name)))
+		dst = append(dst, c.name...)
+		dst = append(dst, byte(c.typ))
+	}
+	for _, c := range t.active {
+		dst = c.appendData(dst, t.e.opts.Gorilla)
+	}
+	return dst
+}
+
+// value returns the column of handle h ready to take a value of typ in the
+// row in progress, or nil after recording why it cannot.
+func (t *Table) value(h Col, typ ColumnType) *column {
+	if h.t != t {
+		t.fail(fmt.Errorf("qwp: table %q: column handle belongs to another table or is zero", t.name))
+		return nil
+	}
+	c := t.pool[h.i]
+	if c.typ != typ {
+		t.fail(fmt.Errorf("qwp: column %q of table %q is %s; cannot write a %s value", c.name, t.name, c.typ, typ))
+		return nil
+	}
+	e := t.e
+	if t.frame != e.frame {
+		e.activate(t)
+	}
+	if c.frame != e.frame {
+		if len(t.active) == MaxColumnsPerBlock {
+			t.fail(fmt.Errorf("qwp: column %q of table %q would be column %d of the block; the limit is %d",
+				c.name, t.name, MaxColumnsPerBlock+1, MaxColumnsPerBlock))
+			return nil
+		}
+		c.frame = e.frame
+		c.backfill(t.rows)
+		t.active = append(t.active, c)
+		t.schema += c.schema
+	}
+	c.begin(t.seq)
+	return c
+}
+
+func (t *Table) fail(err error) {
+	if t.rowErr == nil {
+		t.rowErr = err
+	}
+}
+
+// badValue drops the value just begun in c and records why.
+func (t *Table) badValue(c *column, format string, args ...any) {
+	c.undo()
+	t.fail(fmt.Errorf("qwp: column %q of table %q: "+format, append([]any{c.name, t.name}, args...)...))
+}
+
+// Bool sets a BOOLEAN value.
+func (t *Table) Bool(h Col, v bool) {
+	if c := t.value(h, TypeBoolean); c != nil {
+		var b byte
+		if v {
+			b = 1
+		}
+		c.data = append(c.data, b)
+	}
+}
+
+// Byte sets a BYTE value.
+func (t *Table) Byte(h Col, v int8) {
+	if c := t.value(h, TypeByte); c != nil {
+		c.data = append(c.data, byte(v))
+	}
+}
+
+// Short sets a SHORT value.
+func (t *Table) Short(h Col, v int16) {
+	if c := t.value(h, TypeShort); c != nil {
+		c.appendU16(uint16(v))
+	}
+}
+
+// Char sets a CHAR value, one UTF-16 code unit.
+func (t *Table) Char(h Col, v uint16) {
+	if c := t.value(h, TypeChar); c != nil {
+		c.appendU16(v)
+	}
+}
+
+// Int sets an INT value.
+func (t *Table) Int(h Col, v int32) {
+	if c := t.value(h, TypeInt); c != nil {
+		c.appendU32(uint32(v))
+	}
+}
+
+// IPv4 sets an IPv4 value, the address as a big-endian number
+// (192.168.0.1 is 0xC0A80001).
+func (t *Table) IPv4(h Col, v uint32) {
+	if c := t.value(h, TypeIPv4); c != nil {
+		c.appendU32(v)
+	}
+}
+
+// Float sets a FLOAT value.
+func (t *Table) Float(h Col, v float32) {
+	if c := t.value(h, TypeFloat); c != nil {
+		c.appendU32(math.Float32bits(v))
+	}
+}
+
+// Long sets a LONG value.
+func (t *Table) Long(h Col, v int64) {
+	if c := t.value(h, TypeLong); c != nil {
+		c.appendU64(uint64(v))
+	}
+}
+
+// Double sets a DOUBLE value.
+func (t *Table) Double(h Col, v float64) {
+	if c := t.value(h, TypeDouble); c != nil {
+		c.appendF64(v)
+	}
+}
+
+// Date sets a DATE value, milliseconds since the Unix epoch.
+func (t *Table) Date(h Col, millis int64) {
+	if c := t.value(h, TypeDate); c != nil {
+		c.appendU64(uint64(millis))
+	}
+}
+
+// Timestamp sets a TIMESTAMP value, microseconds since the Unix epoch.
+func (t *Table) Timestamp(h Col, micros int64) { t.timestamp(h, TypeTimestamp, micros) }
+
+// TimestampNanos sets a TIMESTAMP_NANOS value, nanoseconds since the Unix
+// epoch.
+func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestampNanos, nanos) }
+
+func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
+	if c := t.value(h, typ); c != nil {
+		c.appendU64(uint64(v))
+		c.gor.add(v)
+	}
+}
+
+// UUID sets a UUID value from its low and high 64 bits.
+func (t *Table) UUID(h Col, lo, hi uint64) {
+	if c := t.value(h, TypeUUID); c != nil {
+		c.appendU64(lo)
+		c.appendU64(hi)
+	}
+}
+
+// Long256 sets a LONG256 value, least significant word first.
+func (t *Table) Long256(h Col, v [4]uint64) { t.words(h, TypeLong256, v[:]) }
+
+// Decimal64 sets a DECIMAL64 value: the unscaled integer.
+func (t *Table) Decimal64(h Col, unscaled int64) {
+	if c := t.value(h, TypeDecimal64); c != nil {
+		c.appendU64(uint64(unscaled))
+	}
+}
+
+// Decimal128 sets a DECIMAL128 value: the unscaled two's complement integer
+// as its low and high 64 bits.
+func (t *Table) Decimal128(h Col, lo, hi uint64) {
+	if c := t.value(h, TypeDecimal128); c != nil {
+		c.appendU64(lo)
+		c.appendU64(hi)
+	}
+}
+
+// Decimal256 sets a DECIMAL256 value: the unscaled two's complement integer,
+// least significant word first.
+func (t *Table) Decimal256(h Col, v [4]uint64) { t.words(h, TypeDecimal256, v[:]) }
+
+func (t *Table) words(h Col, typ ColumnType, w []uint64) {
+	if c := t.value(h, typ); c != nil {
+		for _, x := range w {
+			c.appendU64(x)
+		}
+	}
+}
+
+// Geohash sets a GEOHASH value: the hash's bits, which must fit the column's
+// precision.
+func (t *Table) Geohash(h Col, v uint64) {
+	c := t.value(h, TypeGeohash)
+	if c == nil {
+		return
+	}
+	if v>>c.param != 0 {
+		t.badValue(c, "geohash %#x has more than %d bits", v, c.param)
+		return
+	}
+	for i := 0; i < (int(c.param)+7)/8; i++ {
+		c.data = append(c.data, byte(v>>(8*i)))
+	}
+}
+
+// Symbol sets a SYMBOL value, registering it in the dictionary when new.
+// It must be valid UTF-8.
+func (t *Table) Symbol(h Col, v []byte) {
+	c := t.value(h, TypeSymbol)
+	if c == nil {
+		return
+	}
+	if !utf8.Valid(v) {
+		t.badValue(c, "symbol %q is not valid UTF-8", v)
+		return
+	}
+	id := t.e.dict.ID(v)
+	if id >= MaxSymbolDictSize {
+		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
+		return
+	}
+	c.data = binary.AppendUvarint(c.data, uint64(id))
+}
+
+// SymbolString is Symbol for a string.
+func (t *Table) SymbolString(h Col, v string) {
+	t.Symbol(h, unsafe.Slice(unsafe.StringData(v), len(v))) // read only: SymbolDict must not retain or modify it
+}
+
+// Varchar sets a VARCHAR value, which must be valid UTF-8.
+func (t *Table) Varchar(h Col, v []byte) {
+	c := t.value(h, TypeVarchar)
+	if c == nil {
+		return
+	}
+	if !utf8.Valid(v) {
+		t.badValue(c, "value %q is not valid UTF-8", v)
+		return
+	}
+	c.data = append(c.data, v...)
+	c.offs = append(c.offs, uint32(len(c.data)))
+}
+
+// VarcharString is Varchar for a string.
+func (t *Table) VarcharString(h Col, v string) {
+	c := t.value(h, TypeVarchar)
+	if c == nil {
+		return
+	}
+	if !utf8.ValidString(v) {
+		t.badValue(c, "value %q is not valid UTF-8", v)
+		return
+	}
+	c.data = append(c.data, v...)
+	c.offs = append(c.offs, uint32(len(c.data)))
+}
+
+// Binary sets a BINARY value.
+func (t *Table) Binary(h Col, v []byte) {
+	if c := t.value(h, TypeBinary); c != nil {
+		c.data = append(c.data, v...)
+		c.offs = append(c.offs, uint32(len(c.data)))
+	}
+}
+
+// MaxArrayDims is the largest number of dimensions of an array value.
+const MaxArrayDims = 32
+
+// DoubleArray sets a DOUBLE_ARRAY value of the given shape (1..32
+// dimensions, each >= 0) from vals in row-major order; len(vals) must be
+// the product of shape. A zero dimension makes an empty array, which is a
+// value, distinct from NULL (not setting the column).
+func (t *Table) DoubleArray(h Col, shape []int32, vals []float64) {
+	if c := t.array(h, TypeDoubleArray, shape, len(vals)); c != nil {
+		for _, v := range vals {
+			c.appendF64(v)
+		}
+	}
+}
+
+// LongArray sets a LONG_ARRAY value; see DoubleArray.
+func (t *Table) LongArray(h Col, shape []int32, vals []int64) {
+	if c := t.array(h, TypeLongArray, shape, len(vals)); c != nil {
+		for _, v := range vals {
+			c.appendU64(uint64(v))
+		}
+	}
+}
+
+func (t *Table) array(h Col, typ ColumnType, shape []int32, n int) *column {
+	c := t.value(h, typ)
+	if c == nil {
+		return nil
+	}
+	if len(shape) < 1 || len(shape) > MaxArrayDims {
+		t.badValue(c, "array has %d dimensions; it must have 1..%d", len(shape), MaxArrayDims)
+		return nil
+	}
+	product := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			t.badValue(c, "array shape %v has a negative dimension", shape)
+			return nil
+		}
+		product *= int64(d)
+		if product > math.MaxInt32 {
+			t.badValue(c, "array shape %v has more than %d elements", shape, math.MaxInt32)
+			return nil
+		}
+	}
+	if product != int64(n) {
+		t.badValue(c, "array shape %v needs %d values, got %d", shape, product, n)
+		return nil
+	}
+	c.data = append(c.data, byte(len(shape)))
+	for _, d := range shape {
+		c.appendU32(uint32(d))
+	}
+	return c
+}
