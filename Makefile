@@ -31,3 +31,14 @@ bench:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## generate: regenerate internal/metadata and generated_*_test.go from metadata.yaml.
+# mdatagen runs from its own tools module (internal/tools) so its dependencies
+# stay out of go.mod. It names the generated test package after the folder
+# holding metadata.yaml, so it is pointed at the repository through a symlink
+# called questdbexporter: the output then does not depend on the checkout's name.
+.PHONY: generate
+generate:
+	@tmp=$$(mktemp -d) && ln -s "$(CURDIR)" "$$tmp/questdbexporter" && \
+	(cd internal/tools && $(GO) run go.opentelemetry.io/collector/cmd/mdatagen "$$tmp/questdbexporter/metadata.yaml"); \
+	rc=$$?; rm -f "$$tmp/questdbexporter"; rmdir "$$tmp"; exit $$rc
