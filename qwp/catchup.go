@@ -1,0 +1,93 @@
+package qwp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// CatchUpFrames re-registers dictionary ids [from, to) on a new connection:
+// it calls emit with each of as few messages as fit, each at most
+// maxFrameBytes (0 = the protocol ceiling) with flags
+// FlagDeferCommit|FlagDeltaSymbolDict and no tables. Deferred frames commit
+// nothing, so the server only accumulates the entries. The frame passed to
+// emit is valid only during the call. An entry too large for a frame on its
+// own is an error, as is any error from emit, which stops the sequence.
+func CatchUpFrames(dict SymbolDict, from, to int, maxFrameBytes int, emit func(frame []byte) error) error {
+	if from < 0 || from > to || to > dict.Len() {
+		return fmt.Errorf("qwp: catch-up range [%d, %d) is not within the dictionary's %d entries", from, to, dict.Len())
+	}
+	limit := maxFrameBytes
+	if limit <= 0 || limit > HeaderSize+MaxPayloadBytes {
+		limit = HeaderSize + MaxPayloadBytes
+	}
+	var buf []byte
+	for start := from; start < to; {
+		// Take entries while the frame, with its count varint, still fits.
+		end, entryBytes := start, 0
+		for end < to {
+			n := len(dict.Entry(end))
+			add := uvarintLen(uint64(n)) + n
+			size := HeaderSize + uvarintLen(uint64(start)) + uvarintLen(uint64(end+1-start)) + entryBytes + add
+			if size > limit {
+				break
+			}
+			entryBytes += add
+			end++
+		}
+		if end == start {
+			return fmt.Errorf("qwp: symbol id %d (%d bytes) does not fit in a %d-byte catch-up frame",
+				start, len(dict.Entry(start)), limit)
+		}
+		payload := uvarintLen(uint64(start)) + uvarintLen(uint64(end-start)) + entryBytes
+		buf = appendHeader(buf[:0], FlagDeferCommit|FlagDeltaSymbolDict, 0, payload)
+		buf = binary.AppendUvarint(buf, uint64(start))
+		buf = binary.AppendUvarint(buf, uint64(end-start))
+		for id := start; id < end; id++ {
+			sym := dict.Entry(id)
+			buf = binary.AppendUvarint(buf, uint64(len(sym)))
+			buf = append(buf, sym...)
+		}
+		if err := emit(buf); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// DeltaDictRange reads the delta symbol dictionary section of message msg:
+// the entries it defines are ids [start, end), and a message can reference
+// only ids below end. A message without FlagDeltaSymbolDict carries and
+// references no global ids: (0, 0, nil).
+func DeltaDictRange(msg []byte) (start, end int, err error) {
+	if len(msg) < HeaderSize {
+		return 0, 0, fmt.Errorf("qwp: message of %d bytes is shorter than the %d-byte header", len(msg), HeaderSize)
+	}
+	if m := binary.LittleEndian.Uint32(msg); m != Magic {
+		return 0, 0, fmt.Errorf("qwp: message magic %#08x is not %#08x", m, Magic)
+	}
+	if msg[5]&FlagDeltaSymbolDict == 0 {
+		return 0, 0, nil
+	}
+	plen := binary.LittleEndian.Uint32(msg[8:])
+	payload := msg[HeaderSize:]
+	if uint64(plen) > uint64(len(payload)) {
+		return 0, 0, fmt.Errorf("qwp: payload_length %d exceeds the %d bytes present", plen, len(payload))
+	}
+	payload = payload[:plen]
+	s, n := binary.Uvarint(payload)
+	if n <= 0 {
+		return 0, 0, errTruncatedDict
+	}
+	c, m := binary.Uvarint(payload[n:])
+	if m <= 0 {
+		return 0, 0, errTruncatedDict
+	}
+	if s > MaxSymbolDictSize || c > MaxSymbolDictSize-s {
+		return 0, 0, fmt.Errorf("qwp: delta dictionary [%d, +%d) exceeds %d ids", s, c, MaxSymbolDictSize)
+	}
+	return int(s), int(s + c), nil
+}
+
+var errTruncatedDict = errors.New("qwp: delta symbol dictionary header is truncated")

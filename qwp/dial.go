@@ -1,0 +1,282 @@
+package qwp
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// HTTP headers of the upgrade handshake.
+const (
+	HeaderMaxVersion        = "X-QWP-Max-Version"         // request: highest version spoken
+	HeaderClientID          = "X-QWP-Client-Id"           // request: free-form client name
+	HeaderRequestDurableAck = "X-QWP-Request-Durable-Ack" // request: durable-ack opt-in
+	HeaderVersion           = "X-QWP-Version"             // response: negotiated version
+	HeaderMaxBatchSize      = "X-QWP-Max-Batch-Size"      // response: per-message byte cap
+	HeaderDurableAck        = "X-QWP-Durable-Ack"         // response: durable-ack confirmation
+	HeaderRole              = "X-QuestDB-Role"            // response: the node's replication role
+)
+
+// Durable-ack tiers a client may request (DialOptions.DurableAck).
+const (
+	DurableAckNone            = ""
+	DurableAckLocal           = "local"
+	DurableAckReplicated      = "replicated"
+	DurableAckLocalReplicated = "local,replicated"
+)
+
+// MaxResponseBytes is the read limit set on connections. The largest
+// legitimate response is an OK naming every table a connection may write
+// (10,000 by default) with 127-character names: about 5 MiB at 4 bytes per
+// character, so this leaves room and still bounds a misbehaving peer.
+const MaxResponseBytes = 8 << 20
+
+// DefaultHandshakeTimeout applies when DialOptions.HandshakeTimeout is 0.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// DialOptions configure Dial.
+type DialOptions struct {
+	// URL is ws://host:port/write/v4 or wss://…; the path is used as given.
+	URL string
+	// TLS configures wss connections; nil means the defaults.
+	TLS *tls.Config
+	// Username and Password select HTTP basic auth; Token selects a bearer
+	// token. At most one of the two may be set.
+	Username, Password string
+	Token              string
+	// ClientID is sent as X-QWP-Client-Id when not empty.
+	ClientID string
+	// DurableAck is one of the DurableAck* tiers. Dial fails unless the
+	// server confirms every tier asked for.
+	DurableAck       string
+	HandshakeTimeout time.Duration
+}
+
+// Conn is an upgraded QWP connection.
+type Conn struct {
+	WS      *websocket.Conn
+	Version int
+	// MaxBatchSize is the server's per-message payload cap, 0 when not
+	// advertised.
+	MaxBatchSize int
+	// DurableAck is the confirmed tier, DurableAckNone when not requested.
+	DurableAck string
+	// Role is X-QuestDB-Role of the 101 response, "" when absent.
+	Role string
+}
+
+// Close closes the underlying connection without a close handshake.
+func (c *Conn) Close() error { return c.WS.Close() }
+
+// UpgradeErrorKind says what a failed upgrade means for reconnecting.
+type UpgradeErrorKind int
+
+const (
+	// UpgradeTransient: retry, with backoff (honouring RetryAfter).
+	UpgradeTransient UpgradeErrorKind = iota
+	// UpgradeTerminal: retrying cannot help (authentication refused, or a
+	// durable ack that was asked for not confirmed).
+	UpgradeTerminal
+	// UpgradeRoleReject: the node's role (Role) cannot take writes; try
+	// the next endpoint.
+	UpgradeRoleReject
+	// UpgradeVersionMismatch: the endpoint speaks no version this client
+	// does; try the next endpoint.
+	UpgradeVersionMismatch
+)
+
+func (k UpgradeErrorKind) String() string {
+	switch k {
+	case UpgradeTransient:
+		return "transient"
+	case UpgradeTerminal:
+		return "terminal"
+	case UpgradeRoleReject:
+		return "role_reject"
+	case UpgradeVersionMismatch:
+		return "version_mismatch"
+	}
+	return fmt.Sprintf("UpgradeErrorKind(%d)", int(k))
+}
+
+// UpgradeError is a failed connection attempt.
+type UpgradeError struct {
+	StatusCode int // HTTP status; 0 when no response arrived
+	Kind       UpgradeErrorKind
+	RetryAfter time.Duration // from Retry-After on 429 and 503; 0 otherwise
+	Role       string        // X-QuestDB-Role of a 421
+	Msg        string
+	Err        error // the underlying dial error, if any
+}
+
+func (e *UpgradeError) Error() string {
+	return fmt.Sprintf("qwp: upgrade failed (%s): %s", e.Kind, e.Msg)
+}
+
+func (e *UpgradeError) Unwrap() error { return e.Err }
+
+// Dial opens a QWP connection: the WebSocket upgrade with version, client
+// id, authentication and durable-ack headers, then the checks of the 101
+// response. Configuration mistakes are plain errors; everything that went
+// wrong with the server is an *UpgradeError.
+func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("qwp: endpoint URL %q: %w", o.URL, err)
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return nil, fmt.Errorf("qwp: endpoint URL %q: scheme must be ws or wss", o.URL)
+	}
+	if o.Token != "" && (o.Username != "" || o.Password != "") {
+		return nil, errors.New("qwp: set either a username and password or a token, not both")
+	}
+	h := http.Header{}
+	h.Set(HeaderMaxVersion, strconv.Itoa(int(Version)))
+	if o.ClientID != "" {
+		h.Set(HeaderClientID, o.ClientID)
+	}
+	switch {
+	case o.Token != "":
+		h.Set("Authorization", "Bearer "+o.Token)
+	case o.Username != "" || o.Password != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(o.Username+":"+o.Password)))
+	}
+	switch o.DurableAck {
+	case DurableAckNone:
+	case DurableAckReplicated:
+		h.Set(HeaderRequestDurableAck, "true")
+	case DurableAckLocal, DurableAckLocalReplicated:
+		h.Set(HeaderRequestDurableAck, o.DurableAck)
+	default:
+		return nil, fmt.Errorf("qwp: durable ack %q is not one of local, replicated, local,replicated", o.DurableAck)
+	}
+	d := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		TLSClientConfig:  o.TLS,
+		HandshakeTimeout: o.HandshakeTimeout,
+		WriteBufferSize:  64 << 10,
+	}
+	if d.HandshakeTimeout <= 0 {
+		d.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	ws, resp, err := d.DialContext(ctx, o.URL, h)
+	if err != nil {
+		return nil, classifyUpgrade(o.URL, resp, err, time.Now())
+	}
+	c, err := checkUpgrade(o, resp)
+	if err != nil {
+		_ = ws.Close()
+		return nil, err
+	}
+	ws.SetReadLimit(MaxResponseBytes)
+	c.WS = ws
+	return c, nil
+}
+
+// checkUpgrade validates the 101 response's QWP headers.
+func checkUpgrade(o DialOptions, resp *http.Response) (*Conn, error) {
+	c := &Conn{Version: int(Version), Role: resp.Header.Get(HeaderRole)}
+	fail := func(kind UpgradeErrorKind, format string, args ...any) error {
+		return &UpgradeError{StatusCode: resp.StatusCode, Kind: kind, Msg: o.URL + ": " + fmt.Sprintf(format, args...)}
+	}
+	// Servers always send X-QWP-Version; one that does not predates
+	// negotiation and speaks version 1.
+	if v := resp.Header.Get(HeaderVersion); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > int(Version) {
+			return nil, fail(UpgradeVersionMismatch, "server selected %s %q; this client speaks 1..%d", HeaderVersion, v, Version)
+		}
+		c.Version = n
+	}
+	if v := resp.Header.Get(HeaderMaxBatchSize); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return nil, fail(UpgradeTransient, "%s %q is not a positive byte count", HeaderMaxBatchSize, v)
+		}
+		c.MaxBatchSize = n
+	}
+	if o.DurableAck != DurableAckNone {
+		got, present := resp.Header.Get(HeaderDurableAck), len(resp.Header.Values(HeaderDurableAck)) > 0
+		var ok bool
+		sent := o.DurableAck
+		if o.DurableAck == DurableAckReplicated {
+			sent = "true"
+			ok = strings.EqualFold(strings.TrimSpace(got), "enabled")
+		} else {
+			ok = strings.TrimSpace(got) == o.DurableAck
+		}
+		if !ok {
+			answer := fmt.Sprintf("%s: %q", HeaderDurableAck, got)
+			if !present {
+				answer = "no " + HeaderDurableAck + " header"
+			}
+			return nil, fail(UpgradeTerminal, "asked for durable ack %q (%s: %s) but the server answered with %s",
+				o.DurableAck, HeaderRequestDurableAck, sent, answer)
+		}
+		c.DurableAck = o.DurableAck
+	}
+	return c, nil
+}
+
+// classifyUpgrade turns a failed dial into an *UpgradeError.
+func classifyUpgrade(rawURL string, resp *http.Response, err error, now time.Time) *UpgradeError {
+	if resp == nil {
+		return &UpgradeError{Kind: UpgradeTransient, Msg: rawURL + ": " + err.Error(), Err: err}
+	}
+	ue := &UpgradeError{StatusCode: resp.StatusCode, Kind: UpgradeTransient, Err: err}
+	ue.Msg = fmt.Sprintf("%s: HTTP %s", rawURL, resp.Status)
+	if body := responseText(resp); body != "" {
+		ue.Msg += ": " + body
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		ue.Kind = UpgradeTerminal
+	case http.StatusMisdirectedRequest:
+		if role := resp.Header.Get(HeaderRole); role != "" {
+			ue.Kind, ue.Role = UpgradeRoleReject, role
+			ue.Msg += " (role " + role + ")"
+		}
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		ue.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now)
+	}
+	return ue
+}
+
+// responseText is the start of a refusal's body, which servers use for the
+// reason.
+func responseText(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP-date; 0
+// when absent, malformed or in the past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(time.Duration(1<<63-1)/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
