@@ -1,0 +1,394 @@
+package qwptest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// flagDurableAckPoll is the header-only durable-ack poll flag of newer
+// servers; without a negotiated durable ack it is a parse error.
+const flagDurableAckPoll = 0x02
+
+// okEvery is the number of unacknowledged frames after which an OK is sent
+// even in the middle of a socket read.
+const okEvery = 8
+
+// drainTimeout bounds how long a closing connection keeps reading after its
+// CLOSE frame, so that the client sees the CLOSE rather than a reset.
+const drainTimeout = 5 * time.Second
+
+const writeTimeout = 10 * time.Second
+
+type itemKind int
+
+const (
+	itemFrame  itemKind = iota // a BINARY message
+	itemText                   // a TEXT message: CLOSE 1003
+	itemTooBig                 // a message over the receive buffer: CLOSE 1009
+	itemPing                   // flush OKs, then PONG
+	itemClose                  // the client's CLOSE: flush OKs, echo it
+	itemGone                   // the connection failed
+)
+
+// item is what the reading goroutine hands to the connection's processor,
+// in wire order.
+type item struct {
+	kind itemKind
+	data []byte
+	code int
+	err  error
+}
+
+// conn is one upgraded connection. A reading goroutine turns WebSocket
+// messages into items; run processes them one at a time and is the only
+// writer of data frames, so responses leave in frame order.
+type conn struct {
+	s       *Server
+	ws      *websocket.Conn
+	id      int
+	durable qwp.Status // status of durable-ack frames, 0 when not negotiated
+
+	in         chan item
+	wake       chan struct{} // ReleaseAcks, EmitDurableAcks
+	stop       chan struct{} // closed by kill
+	stopOnce   sync.Once
+	done       chan struct{} // closed when run returns
+	readerDone chan struct{}
+
+	dec          Decoder
+	seq          int64 // the next frame's seq; also the frames received
+	poisoned     bool
+	pend         pending
+	deferred     bool  // a FLAG_DEFER_COMMIT group is open
+	committedSeq int64 // highest seq whose rows are committed
+	okSeq        int64 // highest seq covered by a sent OK
+	okTables     []tableTxn
+	heldErr      []byte // an error frame held by StallAcks
+	okTxn        map[*table]int64
+	durableSent  map[*table]int64
+}
+
+func newConn(s *Server, ws *websocket.Conn, id int, durable qwp.Status) *conn {
+	return &conn{
+		s: s, ws: ws, id: id, durable: durable,
+		in: make(chan item), wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		done: make(chan struct{}), readerDone: make(chan struct{}),
+		dec:          Decoder{CountOnly: s.opts.CountOnly},
+		committedSeq: -1, okSeq: -1,
+		okTxn: map[*table]int64{}, durableSent: map[*table]int64{},
+	}
+}
+
+// kill drops the connection without a CLOSE frame.
+func (c *conn) kill() {
+	c.stopOnce.Do(func() { close(c.stop) })
+	_ = c.ws.NetConn().Close()
+}
+
+func (c *conn) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *conn) run() {
+	go c.read()
+	defer func() {
+		close(c.done)
+		_ = c.ws.NetConn().Close()
+		<-c.readerDone
+		c.pend.reset() // uncommitted rows, including an open deferred group, are lost
+	}()
+	for {
+		select {
+		case it := <-c.in:
+			if !c.handle(it) {
+				return
+			}
+		case <-c.wake:
+			c.release()
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// handle processes an item and every frame already read behind it, then
+// flushes the cumulative OK: one OK per socket read, as QuestDB does. It
+// returns false when the connection must end.
+func (c *conn) handle(it item) bool {
+	for {
+		switch it.kind {
+		case itemFrame:
+			if !c.frame(it.data) {
+				return false
+			}
+		case itemPing:
+			c.flushOK()
+			_ = c.ws.WriteControl(websocket.PongMessage, it.data, time.Now().Add(writeTimeout))
+			return true
+		case itemText:
+			c.closeWith(websocket.CloseUnsupportedData, "TEXT frames are not supported")
+			return false
+		case itemTooBig:
+			c.closeWith(websocket.CloseMessageTooBig, "")
+			return false
+		case itemClose:
+			c.flushOK()
+			code := it.code
+			if code == websocket.CloseNoStatusReceived {
+				code = websocket.CloseNormalClosure
+			}
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(writeTimeout))
+			return false
+		case itemGone:
+			c.s.logf("conn %d: %v", c.id, it.err)
+			return false
+		}
+		select {
+		case it = <-c.in:
+		default:
+			c.flushOK()
+			return true
+		}
+	}
+}
+
+// frame handles one BINARY message; false ends the connection.
+func (c *conn) frame(data []byte) bool {
+	if c.stopped() {
+		return false
+	}
+	seq := c.seq
+	c.seq++
+	reject, drop := c.s.frameFaults()
+	if !c.poisoned {
+		if reject != nil {
+			c.fail(seq, &StatusError{Status: reject.status, Msg: reject.msg})
+		} else if err := c.process(seq, data); err != nil {
+			c.fail(seq, err)
+		}
+	}
+	if drop != nil {
+		if drop.flushAcks {
+			c.flushOK()
+		}
+		c.s.logf("conn %d: dropped after frame %d (fault)", c.id, seq)
+		return false
+	}
+	return true
+}
+
+func (c *conn) process(seq int64, data []byte) *StatusError {
+	if len(data) == 0 { // a bare commit
+		c.commit(seq)
+		return nil
+	}
+	m, err := c.dec.Decode(data)
+	if err != nil {
+		return err.(*StatusError)
+	}
+	if m.Flags&flagDurableAckPoll != 0 && c.durable == 0 {
+		return parseErr("durable-ack poll flag 0x%02x without a negotiated durable ack", flagDurableAckPoll)
+	}
+	for i := range m.Tables {
+		if err := c.s.store.stage(&m.Tables[i], &c.pend); err != nil {
+			return err
+		}
+	}
+	if m.Flags&qwp.FlagDeferCommit != 0 {
+		c.deferred = true
+		return nil
+	}
+	c.commit(seq)
+	if m.Flags&flagDurableAckPoll != 0 {
+		c.flushOK()
+		c.sendDurable()
+	}
+	return nil
+}
+
+// commit commits the staged rows (closing any deferred group) through seq.
+func (c *conn) commit(seq int64) {
+	for _, tx := range c.s.store.commit(&c.pend) {
+		c.addOKTable(tx)
+	}
+	c.committedSeq = seq
+	closedGroup := c.deferred
+	c.deferred = false
+	if closedGroup || seq-c.okSeq >= okEvery {
+		c.flushOK()
+	}
+}
+
+// addOKTable records a commit for the next OK: one latest seqTxn per table.
+func (c *conn) addOKTable(tx tableTxn) {
+	for i := range c.okTables {
+		if c.okTables[i].t == tx.t {
+			c.okTables[i] = tx
+			return
+		}
+	}
+	c.okTables = append(c.okTables, tx)
+}
+
+// fail rolls back everything uncommitted, sends pending OKs and the error
+// frame, and poisons the connection.
+func (c *conn) fail(seq int64, err *StatusError) {
+	c.pend.reset()
+	c.deferred = false
+	c.flushOK()
+	ef := errorFrame(err.Status, seq, err.Msg)
+	if c.s.isStalled() {
+		c.heldErr = ef
+	} else {
+		c.write(ef)
+	}
+	c.poisoned = true
+	c.s.logf("conn %d: frame %d refused with %s: %s", c.id, seq, err.Status, err.Msg)
+}
+
+// flushOK sends the cumulative OK if any committed frame is unacknowledged.
+func (c *conn) flushOK() {
+	if c.committedSeq <= c.okSeq || c.s.isStalled() {
+		return
+	}
+	c.write(okFrame(c.committedSeq, c.okTables))
+	for _, tx := range c.okTables {
+		c.okTxn[tx.t] = tx.seqTxn
+	}
+	acked := c.okTables
+	c.okTables = nil
+	c.okSeq = c.committedSeq
+	if c.durable != 0 && c.s.opts.AutoDurable {
+		c.s.store.makeDurable(acked)
+		c.sendDurable()
+	}
+}
+
+// sendDurable sends a durable ack for the tables whose durable seqTxn
+// advanced, never past what this connection's OKs reported.
+func (c *conn) sendDurable() {
+	if c.durable == 0 || c.s.isStalled() {
+		return
+	}
+	var entries []tableTxn
+	for t, ok := range c.okTxn {
+		d := min(c.s.store.durableTxn(t), ok)
+		if d > c.durableSent[t] {
+			c.durableSent[t] = d
+			entries = append(entries, tableTxn{t: t, name: t.name, seqTxn: d})
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	c.write(durableFrame(c.durable, entries))
+}
+
+// release runs on ReleaseAcks and EmitDurableAcks.
+func (c *conn) release() {
+	if c.s.isStalled() {
+		return
+	}
+	c.flushOK()
+	if c.heldErr != nil {
+		c.write(c.heldErr)
+		c.heldErr = nil
+	}
+	c.sendDurable()
+}
+
+func (c *conn) write(b []byte) {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+		c.s.logf("conn %d: write: %v", c.id, err)
+	}
+}
+
+// closeWith flushes OKs, sends a CLOSE frame, half-closes the TCP
+// connection and drains what the client still sends, as QuestDB does.
+func (c *conn) closeWith(code int, reason string) {
+	c.flushOK()
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeTimeout))
+	<-c.readerDone // the reader stopped after handing over this item
+	nc := c.ws.NetConn()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(drainTimeout))
+	_, _ = io.Copy(io.Discard, nc)
+	c.s.logf("conn %d: closed with %d", c.id, code)
+}
+
+// push hands an item to the processor; false once the connection ended.
+func (c *conn) push(it item) bool {
+	select {
+	case c.in <- it:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// wsHeaderLen is the size of a masked client frame header for a payload.
+func wsHeaderLen(n int) int {
+	switch {
+	case n < 126:
+		return 6
+	case n < 1<<16:
+		return 8
+	}
+	return 14
+}
+
+// read turns WebSocket messages into items until the first terminal one.
+func (c *conn) read() {
+	defer close(c.readerDone)
+	c.ws.SetPingHandler(func(p string) error {
+		c.push(item{kind: itemPing, data: []byte(p)})
+		return nil
+	})
+	c.ws.SetCloseHandler(func(int, string) error { return nil }) // the processor answers
+	limit := c.s.opts.RecvBufferSize
+	for {
+		mt, r, err := c.ws.NextReader()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				c.push(item{kind: itemClose, code: ce.Code})
+			} else {
+				c.push(item{kind: itemGone, err: err})
+			}
+			return
+		}
+		if mt == websocket.TextMessage {
+			c.push(item{kind: itemText})
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+		if err != nil {
+			c.push(item{kind: itemGone, err: err})
+			return
+		}
+		if len(data)+wsHeaderLen(len(data)) > limit {
+			c.push(item{kind: itemTooBig})
+			return
+		}
+		if !c.push(item{kind: itemFrame, data: data}) {
+			return
+		}
+	}
+}

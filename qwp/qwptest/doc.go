@@ -1,0 +1,59 @@
+// Package qwptest is a QuestDB stand-in for tests: a strict server-side
+// decoder of QWP v1 ingress messages and an in-process WebSocket server that
+// answers like QuestDB does (per the project's reference summary of the
+// server source, /work/shared/reference/qwp-server-behaviour.md).
+//
+// # Decoder
+//
+// Decoder validates every rule a QuestDB server applies to a message and
+// returns typed values (see Column). Refusals are *StatusError carrying the
+// status QuestDB answers with: PARSE_ERROR for malformed input (header,
+// limits, truncation, bad UTF-8 anywhere including VARCHAR values, bad
+// offsets, symbol ids past the dictionary, timestamp encodings other than
+// 0/1, geohash precision outside 1..60, array dimensions outside 1..32 or
+// negative), DICTIONARY_GAP for a delta whose start runs past the
+// connection's dictionary. A failed message leaves the dictionary untouched.
+//
+// # Server
+//
+// NewServer listens on 127.0.0.1:0 and serves /write/v4 and /api/v4/write.
+// Reproduced:
+//   - upgrade: X-QWP-Version 1, X-QWP-Max-Batch-Size = recv buffer - 14,
+//     durable-ack opt-in ("true" -> "enabled"; tier lists echoed) only when
+//     configured, 426 for a Sec-WebSocket-Version other than 13;
+//   - per connection: seq from 0 taken by every BINARY frame, a symbol
+//     dictionary, cumulative OKs (after each batch of frames read together,
+//     every 8 unacknowledged frames, when a deferred group commits, before an
+//     error frame, on PING and on the client's CLOSE) carrying per-table
+//     seqTxn; error frames with the failing seq, after which the connection
+//     is poisoned (frames take a seq and are ignored; PINGs are answered);
+//     FLAG_DEFER_COMMIT groups committed by the next frame without the flag,
+//     rolled back on error or disconnect; an empty frame commits;
+//   - CLOSE 1009 for a frame whose header and payload exceed the receive
+//     buffer, 1003 for TEXT, each after flushing OKs, then FIN and a drain;
+//   - tables in memory (an outage or dropped connection keeps them):
+//     auto-created from the first non-empty block, designated timestamp
+//     stored as "timestamp" (server time when absent or NULL), new columns
+//     added, QuestDB's table and column name rules (0x06 for a new table,
+//     0x09 for a new column), SCHEMA_MISMATCH for incompatible types,
+//     TIMESTAMP <-> TIMESTAMP_NANOS converted, integer and float widening
+//     with range checks, array dimensions fixed by the first value;
+//   - durable acks (0x02, or 0x0E for the "local" tier) on demand
+//     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
+//     only tables whose durable seqTxn advanced.
+//
+// Faults: RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades,
+// Outage, DropConnections. Observability: Connections, Accepted, Frames,
+// Tables, RowCount, Rows, Snapshot, WaitRows, and AdminHandler's JSON API.
+//
+// Not reproduced: WebSocket-level protocol violations (RSV bits, unmasked or
+// fragmented frames) are handled by gorilla/websocket, which answers with
+// its own CLOSE codes instead of a bare TCP close and reassembles fragmented
+// messages instead of refusing them with 1002; the Origin check; the
+// force-commit of a deferred group at qwp.max.uncommitted.rows; the
+// 10,000-tables-per-connection limit; conversions beyond those listed
+// (VARCHAR parsing, anything to VARCHAR/SYMBOL, DECIMAL rescaling);
+// QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
+// (kept as plain values); LONG_ARRAY is accepted; dedup (there is none, as
+// on auto-created tables); seqTxn counts commits only, not schema changes.
+package qwptest

@@ -1,0 +1,440 @@
+package qwptest
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// ColumnInfo names a stored column and its type. The designated timestamp
+// is stored as "timestamp".
+type ColumnInfo struct {
+	Name string
+	Type qwp.ColumnType
+}
+
+// TableData is a copy of one table: its columns and its rows in commit
+// order, each row one value per column (nil for NULL; a column added later
+// reads as nil in older rows). In count-only mode Rows is empty. Values are
+// shared with the server and must not be modified.
+type TableData struct {
+	Name     string
+	Columns  []ColumnInfo
+	Rows     [][]any
+	RowCount int64
+	SeqTxn   int64 // the table's last sequencer transaction (1, 2, ...)
+}
+
+// designatedName is the name QuestDB gives the designated timestamp of an
+// auto-created table.
+const designatedName = "timestamp"
+
+type table struct {
+	name       string
+	cols       []ColumnInfo
+	byName     map[string]int // lower-case column name -> index
+	arrayDims  map[int]int    // array column -> dimensions, once known
+	designated int
+	rows       [][]any
+	rowCount   int64
+	seqTxn     int64
+	durableTxn int64
+}
+
+// store holds the committed tables, shared by every connection; it outlives
+// connections (an outage keeps it).
+type store struct {
+	mu        sync.Mutex
+	tables    map[string]*table // lower-case name -> table
+	countOnly bool
+	now       func() time.Time
+	changed   chan struct{} // closed and replaced on every commit
+}
+
+func newStore(countOnly bool, now func() time.Time) *store {
+	return &store{tables: map[string]*table{}, countOnly: countOnly, now: now, changed: make(chan struct{})}
+}
+
+// pending is a connection's uncommitted rows, per table in first-touch order.
+type pending struct {
+	order []*table
+	rows  map[*table]*stagedRows
+}
+
+type stagedRows struct {
+	rows  [][]any
+	count int64
+}
+
+func (p *pending) reset() { p.order, p.rows = nil, nil }
+
+func (p *pending) empty() bool { return len(p.order) == 0 }
+
+// stage validates one block against the stored schema (creating the table
+// and adding columns as QuestDB does, outside the transaction) and stages its
+// rows on p.
+func (s *store) stage(b *Block, p *pending) *StatusError {
+	if b.Rows == 0 {
+		return nil // QuestDB ignores empty blocks entirely
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := validTableName(b.Table); err != nil {
+		return &StatusError{Status: qwp.StatusInternalError,
+			Msg: fmt.Sprintf("failed to create table update details: table name %q %s", b.Table, err)}
+	}
+	t := s.tables[strings.ToLower(b.Table)]
+	if t == nil {
+		var err *StatusError
+		if t, err = newTable(b); err != nil {
+			return err
+		}
+		s.tables[strings.ToLower(b.Table)] = t
+	}
+	idx, err := t.mapColumns(b)
+	if err != nil {
+		return err
+	}
+	sr := p.rows[t]
+	if sr == nil {
+		if p.rows == nil {
+			p.rows = map[*table]*stagedRows{}
+		}
+		sr = &stagedRows{}
+		p.rows[t] = sr
+		p.order = append(p.order, t)
+	}
+	if s.countOnly {
+		sr.count += int64(b.Rows)
+		return nil
+	}
+	rows, err := t.convertRows(b, idx, s.now())
+	if err != nil {
+		return err
+	}
+	sr.rows = append(sr.rows, rows...)
+	sr.count += int64(b.Rows)
+	return nil
+}
+
+// commit appends the staged rows; each table touched gets the next seqTxn.
+func (s *store) commit(p *pending) []tableTxn {
+	if p.empty() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]tableTxn, 0, len(p.order))
+	for _, t := range p.order {
+		sr := p.rows[t]
+		t.rows = append(t.rows, sr.rows...)
+		t.rowCount += sr.count
+		t.seqTxn++
+		out = append(out, tableTxn{t: t, name: t.name, seqTxn: t.seqTxn})
+	}
+	p.reset()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return out
+}
+
+type tableTxn struct {
+	t      *table
+	name   string
+	seqTxn int64
+}
+
+func newTable(b *Block) (*table, *StatusError) {
+	t := &table{name: b.Table, byName: map[string]int{}, arrayDims: map[int]int{}, designated: -1}
+	for _, c := range b.Columns {
+		name := c.Name
+		if name == "" {
+			name = designatedName
+		} else if err := validColumnName(name); err != nil {
+			return nil, &StatusError{Status: qwp.StatusInternalError,
+				Msg: fmt.Sprintf("failed to create table update details: table %q column name %q %s", b.Table, name, err)}
+		}
+		key := strings.ToLower(name)
+		if _, dup := t.byName[key]; dup {
+			continue // mapColumns reports duplicates
+		}
+		t.byName[key] = len(t.cols)
+		if c.Name == "" || (key == designatedName && isTimestamp(c.Type)) {
+			if t.designated < 0 {
+				t.designated = len(t.cols)
+			}
+		}
+		t.cols = append(t.cols, ColumnInfo{Name: name, Type: c.Type})
+	}
+	if t.designated < 0 {
+		if _, taken := t.byName[designatedName]; taken {
+			return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
+				Msg: fmt.Sprintf("table %q: column %q is not a timestamp and cannot be the designated timestamp", b.Table, designatedName)}
+		}
+		t.designated = len(t.cols)
+		t.byName[designatedName] = t.designated
+		t.cols = append(t.cols, ColumnInfo{Name: designatedName, Type: qwp.TypeTimestamp})
+	}
+	return t, nil
+}
+
+func isTimestamp(t qwp.ColumnType) bool {
+	return t == qwp.TypeTimestamp || t == qwp.TypeTimestampNanos
+}
+
+// mapColumns returns, per block column, the table column it writes,
+// adding new columns and refusing incompatible types.
+func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
+	idx := make([]int, len(b.Columns))
+	seen := make(map[int]bool, len(b.Columns))
+	for i, c := range b.Columns {
+		j := t.designated
+		if c.Name != "" {
+			var ok bool
+			if j, ok = t.byName[strings.ToLower(c.Name)]; !ok {
+				if err := validColumnName(c.Name); err != nil {
+					return nil, &StatusError{Status: qwp.StatusWriteError,
+						Msg: fmt.Sprintf("table %q: new column name %q %s", t.name, c.Name, err)}
+				}
+				j = len(t.cols)
+				t.byName[strings.ToLower(c.Name)] = j
+				t.cols = append(t.cols, ColumnInfo{Name: c.Name, Type: c.Type})
+			}
+		}
+		if seen[j] {
+			return nil, &StatusError{Status: qwp.StatusWriteError,
+				Msg: fmt.Sprintf("table %q: column %q appears twice in one block", t.name, t.cols[j].Name)}
+		}
+		seen[j] = true
+		if !compatible(c.Type, t.cols[j].Type) {
+			return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
+				Msg: fmt.Sprintf("table %q column %q: cannot write %s into a %s column", t.name, t.cols[j].Name, c.Type, t.cols[j].Type)}
+		}
+		if err := t.checkArrayDims(j, c); err != nil {
+			return nil, err
+		}
+		idx[i] = j
+	}
+	return idx, nil
+}
+
+// checkArrayDims fixes an array column's dimensions from its first non-null
+// value and refuses other dimensions afterwards.
+func (t *table) checkArrayDims(j int, c Column) *StatusError {
+	for _, v := range c.Values {
+		a, ok := v.(Array)
+		if !ok {
+			continue
+		}
+		want, known := t.arrayDims[j]
+		if !known {
+			t.arrayDims[j] = len(a.Shape)
+			continue
+		}
+		if len(a.Shape) != want {
+			return &StatusError{Status: qwp.StatusSchemaMismatch,
+				Msg: fmt.Sprintf("table %q column %q: %d-dimensional array into a %d-dimensional column", t.name, t.cols[j].Name, len(a.Shape), want)}
+		}
+	}
+	return nil
+}
+
+// convertRows lays the block out as table rows, converting values to the
+// column types and filling a missing or NULL designated timestamp with the
+// server's time.
+func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *StatusError) {
+	rows := make([][]any, b.Rows)
+	width := len(t.cols)
+	cells := make([]any, width*b.Rows)
+	for r := range rows {
+		rows[r] = cells[r*width : (r+1)*width : (r+1)*width]
+	}
+	for i, c := range b.Columns {
+		j := idx[i]
+		for r, v := range c.Values {
+			if v == nil {
+				continue
+			}
+			cv, ok := convertValue(v, c.Type, t.cols[j].Type)
+			if !ok {
+				return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
+					Msg: fmt.Sprintf("table %q column %q row %d: %s value %v does not fit a %s column", t.name, t.cols[j].Name, r, c.Type, v, t.cols[j].Type)}
+			}
+			rows[r][j] = cv
+		}
+	}
+	var serverTime int64
+	if t.cols[t.designated].Type == qwp.TypeTimestampNanos {
+		serverTime = now.UnixNano()
+	} else {
+		serverTime = now.UnixMicro()
+	}
+	for _, row := range rows {
+		if row[t.designated] == nil {
+			row[t.designated] = serverTime
+		}
+	}
+	return rows, nil
+}
+
+func isInteger(t qwp.ColumnType) bool {
+	switch t {
+	case qwp.TypeByte, qwp.TypeShort, qwp.TypeInt, qwp.TypeLong:
+		return true
+	}
+	return false
+}
+
+func isFloat(t qwp.ColumnType) bool { return t == qwp.TypeFloat || t == qwp.TypeDouble }
+
+// compatible is the subset of QuestDB's wire-to-column conversions this
+// server implements: identity, TIMESTAMP <-> TIMESTAMP_NANOS, integers into
+// any numeric, DATE or TIMESTAMP column, floats into numeric columns.
+// Everything else is a SCHEMA_MISMATCH.
+func compatible(wire, col qwp.ColumnType) bool {
+	switch {
+	case wire == col:
+		return true
+	case isTimestamp(wire) && isTimestamp(col):
+		return true
+	case isInteger(wire):
+		return isInteger(col) || isFloat(col) || col == qwp.TypeDate || col == qwp.TypeTimestamp
+	case isFloat(wire):
+		return isInteger(col) || isFloat(col)
+	}
+	return false
+}
+
+// convertValue converts a decoded value to the column type; ok is false when
+// the value does not fit (out of range, or a fraction into an integer).
+func convertValue(v any, wire, col qwp.ColumnType) (any, bool) {
+	if wire == col {
+		return v, true
+	}
+	if isTimestamp(wire) && isTimestamp(col) {
+		if col == qwp.TypeTimestampNanos {
+			return v.(int64) * 1000, true
+		}
+		return v.(int64) / 1000, true
+	}
+	var f float64
+	var i int64
+	integral := true
+	switch x := v.(type) {
+	case int8:
+		i = int64(x)
+	case int16:
+		i = int64(x)
+	case int32:
+		i = int64(x)
+	case int64:
+		i = x
+	case float32:
+		f, integral = float64(x), false
+	case float64:
+		f, integral = x, false
+	default:
+		return nil, false
+	}
+	if !integral && isInteger(col) {
+		if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			return nil, false
+		}
+		i, integral = int64(f), true
+	}
+	if integral {
+		f = float64(i)
+	}
+	switch col {
+	case qwp.TypeByte:
+		return int8(i), i >= math.MinInt8 && i <= math.MaxInt8
+	case qwp.TypeShort:
+		return int16(i), i >= math.MinInt16 && i <= math.MaxInt16
+	case qwp.TypeInt:
+		return int32(i), i >= math.MinInt32 && i <= math.MaxInt32
+	case qwp.TypeLong, qwp.TypeDate, qwp.TypeTimestamp:
+		return i, true
+	case qwp.TypeFloat:
+		return float32(f), true
+	case qwp.TypeDouble:
+		return f, true
+	}
+	return nil, false
+}
+
+// validTableName applies QuestDB's table name rules; the error completes
+// the sentence "table name X ...".
+func validTableName(name string) error {
+	if utf8.RuneCountInString(name) > qwp.MaxNameBytes {
+		return fmt.Errorf("is longer than %d characters", qwp.MaxNameBytes)
+	}
+	if strings.HasPrefix(name, " ") || strings.HasSuffix(name, " ") {
+		return fmt.Errorf("starts or ends with a space")
+	}
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return fmt.Errorf("has a '.' at an end or doubled")
+	}
+	return badChar(name, "")
+}
+
+// validColumnName applies QuestDB's column name rules, which also refuse
+// '.' and '-'.
+func validColumnName(name string) error {
+	if utf8.RuneCountInString(name) > qwp.MaxNameBytes {
+		return fmt.Errorf("is longer than %d characters", qwp.MaxNameBytes)
+	}
+	return badChar(name, ".-")
+}
+
+func badChar(name, extra string) error {
+	for _, r := range name {
+		if r <= 0x0F || r == 0x7F || r == 0xFEFF || strings.ContainsRune(`?,'"\/:)(+*%~`+extra, r) {
+			return fmt.Errorf("contains the forbidden character %q", r)
+		}
+	}
+	return nil
+}
+
+// snapshot copies one table; rows are padded to the current column count.
+func (t *table) snapshot(limit int) TableData {
+	td := TableData{Name: t.name, Columns: append([]ColumnInfo(nil), t.cols...), RowCount: t.rowCount, SeqTxn: t.seqTxn}
+	n := len(t.rows)
+	if limit >= 0 && limit < n {
+		n = limit
+	}
+	td.Rows = make([][]any, n)
+	for i := range n {
+		row := make([]any, len(t.cols))
+		copy(row, t.rows[i])
+		td.Rows[i] = row
+	}
+	return td
+}
+
+// makeDurable advances the durable seqTxn of the given commits, or of every
+// table to its last seqTxn when txns is nil.
+func (s *store) makeDurable(txns []tableTxn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if txns == nil {
+		for _, t := range s.tables {
+			t.durableTxn = t.seqTxn
+		}
+		return
+	}
+	for _, tx := range txns {
+		tx.t.durableTxn = max(tx.t.durableTxn, tx.seqTxn)
+	}
+}
+
+// durableTxn reads a table's durable seqTxn.
+func (s *store) durableTxn(t *table) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.durableTxn
+}
