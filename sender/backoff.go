@@ -1,0 +1,49 @@
+package sender
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// backoff computes reconnect delays: capped exponential growth with full
+// jitter, so that many senders recovering from one outage spread their
+// attempts instead of arriving together.
+type backoff struct {
+	initial, max time.Duration
+	failures     int // consecutive failures since the last progress
+	rand         func(n int64) int64
+}
+
+func newBackoff(initial, max time.Duration) *backoff {
+	return &backoff{initial: initial, max: max, rand: rand.Int64N}
+}
+
+// next records one more failure and returns the delay before the next
+// attempt: a uniform draw from [0, min(max, initial*2^(failures-1))].
+func (b *backoff) next() time.Duration {
+	b.failures++
+	ceiling := b.max
+	// Past 2^30 the shift would overflow long before any sane cap.
+	if shift := b.failures - 1; shift < 30 {
+		if d := b.initial << shift; d > 0 && d < ceiling {
+			ceiling = d
+		}
+	}
+	if ceiling <= 0 {
+		return 0
+	}
+	return time.Duration(b.rand(int64(ceiling) + 1))
+}
+
+// reset forgets earlier failures after the connection made progress.
+func (b *backoff) reset() { b.failures = 0 }
+
+// retryAfterDelay is the delay an upgrade's Retry-After asks for, capped so
+// that a misconfigured proxy cannot park the sender for hours. It never
+// shortens the jittered backoff: the server's request is a minimum.
+func retryAfterDelay(retryAfter, limit, jittered time.Duration) time.Duration {
+	if retryAfter > limit {
+		retryAfter = limit
+	}
+	return max(retryAfter, jittered)
+}

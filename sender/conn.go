@@ -1,0 +1,142 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// conn is the I/O goroutine's state for one WebSocket connection. Only the
+// reader goroutine touches ws's read side; it hands decoded responses over
+// through the mailbox, which never blocks it: a reader stuck behind a busy
+// sender would stop draining OKs, the server would stop reading frames, and
+// both sides would wait for each other.
+type conn struct {
+	qc       *qwp.Conn
+	ws       *websocket.Conn
+	endpoint string
+	opened   time.Time
+
+	win   *window
+	stash *durableStash // nil without durable acks
+
+	gen       uint32 // dictionary generation registered on this connection
+	genKnown  bool
+	genSwitch bool // the next frame belongs to a newer generation
+
+	lastSend time.Time
+
+	mu         sync.Mutex
+	responses  []qwp.Response
+	readErr    error
+	wake       chan struct{}
+	readerDone chan struct{}
+
+	// stopWrites interrupts a write blocked on a peer that stopped reading
+	// when the sender closes; writesStopped is closed once it has run.
+	stopWrites    func() bool
+	writesStopped chan struct{}
+}
+
+func newConn(ctx context.Context, qc *qwp.Conn, endpoint string) *conn {
+	c := &conn{
+		qc: qc, ws: qc.WS, endpoint: endpoint, opened: time.Now(),
+		wake: make(chan struct{}, 1), readerDone: make(chan struct{}),
+		writesStopped: make(chan struct{}),
+	}
+	c.stopWrites = context.AfterFunc(ctx, func() {
+		defer close(c.writesStopped)
+		_ = c.ws.NetConn().SetWriteDeadline(time.Now())
+	})
+	go c.read()
+	return c
+}
+
+// read decodes server messages until the connection fails.
+func (c *conn) read() {
+	defer close(c.readerDone)
+	for {
+		typ, data, err := c.ws.ReadMessage()
+		if err == nil && typ != websocket.BinaryMessage {
+			err = fmt.Errorf("server sent a WebSocket message of type %d; QWP responses are binary", typ)
+		}
+		var r qwp.Response
+		if err == nil {
+			if derr := qwp.DecodeResponse(data, &r); derr != nil {
+				err = fmt.Errorf("malformed server response: %w", derr)
+			}
+		}
+		c.mu.Lock()
+		if err != nil {
+			c.readErr = err
+		} else {
+			c.responses = append(c.responses, r)
+		}
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// take returns the responses received so far (reusing dst) and, once every
+// response before it has been taken, the error that ended the reader.
+func (c *conn) take(dst []qwp.Response) ([]qwp.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dst = append(dst, c.responses...)
+	clear(c.responses)
+	c.responses = c.responses[:0]
+	return dst, c.readErr
+}
+
+func (c *conn) write(msg []byte) error {
+	if err := c.ws.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	return c.ws.WriteMessage(websocket.BinaryMessage, msg)
+}
+
+func (c *conn) ping() error {
+	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout))
+}
+
+// close says goodbye with a WebSocket close frame (best effort: the peer
+// may already be gone), closes the socket and waits for the reader.
+func (c *conn) close() {
+	if !c.stopWrites() {
+		<-c.writesStopped
+	}
+	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
+	_ = c.ws.Close()
+	<-c.readerDone
+}
+
+// symbols adapts a persisted dictionary generation to qwp.SymbolDict for
+// catch-up frames, which read only Len and Entry.
+type symbols struct{ entries [][]byte }
+
+func (s *symbols) Len() int            { return len(s.entries) }
+func (s *symbols) Entry(id int) []byte { return s.entries[id] }
+
+// ID completes qwp.SymbolDict. The sender never assigns ids, so a linear
+// lookup is enough.
+func (s *symbols) ID(sym []byte) uint32 {
+	for i, e := range s.entries {
+		if string(e) == string(sym) {
+			return uint32(i)
+		}
+	}
+	s.entries = append(s.entries, append([]byte(nil), sym...))
+	return uint32(len(s.entries) - 1)
+}

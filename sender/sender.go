@@ -1,0 +1,665 @@
+package sender
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// closeFrameTimeout bounds the courtesy close frame on a connection's end.
+const closeFrameTimeout = time.Second
+
+// ErrClosed is returned by WaitAcked once the sender has been closed.
+var ErrClosed = errors.New("sender: closed")
+
+// TerminalError is the error behind the Terminal state: the sender stopped
+// sending and every unacknowledged frame stays in the queue.
+type TerminalError struct {
+	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, or SECURITY_ERROR for a refused upgrade
+	FSN      uint64       // the frame concerned, 0 when none
+	Err      error
+}
+
+func (e *TerminalError) Error() string { return e.Err.Error() }
+func (e *TerminalError) Unwrap() error { return e.Err }
+
+// Sender is the I/O loop of one queue (one slot): it streams the queue's
+// frames to the server in FSN order over one WebSocket connection at a
+// time, advances the queue's ack watermark from the server's acks, and
+// reconnects and replays after every failure. See the package doc.
+type Sender struct {
+	q   *sfqueue.Queue
+	o   Options
+	log *zap.Logger
+	obs Observer
+	box *inbox
+
+	ctx          context.Context // cancelled by Close: stops the loop
+	cancel       context.CancelFunc
+	loopDone     chan struct{}
+	dispatchStop chan struct{}
+	dispatchDone chan struct{}
+
+	lifeMu  sync.Mutex // Start/Close ordering
+	started bool
+	closed  bool
+
+	mu      sync.Mutex
+	ackCh   chan struct{} // closed and replaced when ackedFSN advances or the sender stops
+	termErr *TerminalError
+	stopped bool // the loop has exited
+
+	// Owned by the I/O goroutine.
+	cursor       *sfqueue.Cursor
+	bo           *backoff
+	endpoint     int    // index into o.Endpoints
+	acked        uint64 // ackedFSN as this sender last set it
+	maxSent      uint64 // highest FSN ever sent, to count replays
+	droppedBelow uint32 // generations below this were dropped from the dictionary
+	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects      int    // consecutive rejections of rejectFSN with no ack of it
+	attempts     int    // failed attempts since the last connection
+	outageStart  time.Time
+}
+
+// New validates o and prepares a sender for q; nothing runs until Start.
+func New(q *sfqueue.Queue, o Options) (*Sender, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Sender{
+		q: q, o: o, log: o.Logger, obs: o.Observer,
+		box:          newInbox(o.ErrorInboxCapacity),
+		ctx:          ctx,
+		cancel:       cancel,
+		loopDone:     make(chan struct{}),
+		dispatchStop: make(chan struct{}),
+		dispatchDone: make(chan struct{}),
+		ackCh:        make(chan struct{}),
+		bo:           newBackoff(o.InitialBackoff, o.MaxBackoff),
+	}
+	if s.o.ErrorHandler == nil {
+		s.o.ErrorHandler = s.logEvent
+	}
+	return s, nil
+}
+
+// Start launches the I/O and error-dispatch goroutines. It never blocks on
+// the network: connecting is the loop's first step. Data loss reported by the
+// queue's recovery goes to the error inbox.
+func (s *Sender) Start() error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.started {
+		return errors.New("sender: Start called twice")
+	}
+	s.started = true
+	if dl := s.q.Recovery().Unreplayable; dl != nil {
+		s.box.put(Event{Time: time.Now(), Kind: EventDataLoss, Category: qwp.CategoryDataLoss, Err: dl})
+	}
+	s.acked = s.q.AckedFSN()
+	s.cursor = s.q.NewCursor()
+	go func() {
+		defer close(s.dispatchDone)
+		s.box.dispatch(s.dispatchStop, s.o.ErrorHandler, func(n uint64) {
+			s.log.Warn("error inbox overflowed; oldest entries dropped", zap.Uint64("dropped", n))
+		})
+	}()
+	go s.run()
+	return nil
+}
+
+// Err returns the terminal error once the sender has stopped sending, else
+// nil. The exporter fails later calls with a retryable error while it is set.
+func (s *Sender) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.termErr == nil {
+		return nil
+	}
+	return s.termErr
+}
+
+// DroppedErrors is how many error-inbox entries overflow discarded.
+func (s *Sender) DroppedErrors() uint64 { return s.box.dropped.Load() }
+
+// WaitAcked returns once the queue's ackedFSN reaches fsn (durably, with
+// durable acks). Network failures never fail it; only ctx, a terminal error
+// or Close do.
+func (s *Sender) WaitAcked(ctx context.Context, fsn uint64) error {
+	for {
+		s.mu.Lock()
+		ch, term, stopped := s.ackCh, s.termErr, s.stopped
+		s.mu.Unlock()
+		if s.q.AckedFSN() >= fsn {
+			return nil
+		}
+		switch {
+		case term != nil:
+			return term
+		case stopped:
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close waits up to CloseFlushTimeout (and ctx) for every frame published so
+// far to be acknowledged, then stops the loop, sends a WebSocket close frame
+// and returns once no goroutine of the sender is left. Frames still
+// unacknowledged are reported in the returned error: in SF mode they stay in
+// the slot for the next start; in memory-only mode they are lost.
+func (s *Sender) Close(ctx context.Context) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if !s.started {
+		s.cancel()
+		return nil
+	}
+	var err error
+	if s.o.CloseFlushTimeout > 0 {
+		target := s.q.PublishedFSN()
+		wctx, cancel := context.WithTimeout(ctx, s.o.CloseFlushTimeout)
+		werr := s.WaitAcked(wctx, target)
+		cancel()
+		if werr != nil {
+			err = s.unflushed(werr)
+		}
+	}
+	s.cancel()
+	<-s.loopDone
+	close(s.dispatchStop)
+	<-s.dispatchDone
+	return err
+}
+
+// unflushed describes the frames Close leaves behind, and logs it.
+func (s *Sender) unflushed(cause error) error {
+	acked, published := s.q.AckedFSN(), s.q.PublishedFSN()
+	if acked >= published {
+		return nil
+	}
+	where := "memory-only mode: they are lost"
+	if s.o.SlotDir != "" {
+		where = "they stay in " + s.o.SlotDir + " and are replayed by the next sender that opens it"
+	}
+	err := fmt.Errorf("sender: close: %d frames (FSN %d..%d) not acknowledged (%v); %s",
+		published-acked, acked+1, published, cause, where)
+	s.log.Warn("close left frames unacknowledged", zap.Uint64("frames", published-acked),
+		zap.Uint64("first_fsn", acked+1), zap.Uint64("last_fsn", published), zap.Error(err))
+	return err
+}
+
+func (s *Sender) logEvent(e Event) {
+	s.log.Error("questdb sender error", zap.Stringer("kind", e.Kind), zap.Stringer("category", e.Category),
+		zap.Uint64("fsn", e.FSN), zap.String("endpoint", e.Endpoint), zap.Error(e.Err))
+}
+
+func (s *Sender) notifyAck() {
+	s.mu.Lock()
+	close(s.ackCh)
+	s.ackCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Sender) state(st State) {
+	if s.o.OnState != nil {
+		s.o.OnState(st)
+	}
+}
+
+// ack advances ackedFSN to fsn (never backwards).
+func (s *Sender) ack(fsn uint64) {
+	if fsn <= s.acked {
+		return
+	}
+	s.obs.FramesAcked(int(fsn - s.acked))
+	s.acked = fsn
+	s.q.Ack(fsn)
+	s.bo.reset()
+	s.notifyAck()
+}
+
+// fail latches a terminal error: the loop stops sending, frames stay queued.
+func (s *Sender) fail(te *TerminalError, endpoint string) {
+	s.mu.Lock()
+	s.termErr = te
+	close(s.ackCh)
+	s.ackCh = make(chan struct{})
+	s.mu.Unlock()
+	now := time.Now()
+	s.box.put(Event{Time: now, Kind: EventTerminal, Category: te.Category, FSN: te.FSN, Endpoint: endpoint, Err: te})
+	s.q.SetConsumerState(sfqueue.ConsumerState{})
+	s.state(State{Kind: Terminal, Reason: te.Error(), Endpoint: endpoint, Attempts: s.attempts, Since: now, Err: te})
+}
+
+// lost records a failed attempt or a lost connection.
+func (s *Sender) lost(err error, endpoint string) {
+	s.attempts++
+	if s.attempts == 1 {
+		s.outageStart = time.Now()
+		s.log.Warn("questdb connection lost; reconnecting", zap.String("endpoint", endpoint), zap.Error(err))
+	} else {
+		s.log.Debug("questdb connection attempt failed", zap.String("endpoint", endpoint),
+			zap.Int("attempts", s.attempts), zap.Error(err))
+	}
+	s.q.SetConsumerState(sfqueue.ConsumerState{Reconnecting: true, Attempts: s.attempts, OutageStart: s.outageStart})
+	s.state(State{Kind: Reconnecting, Reason: err.Error(), Endpoint: endpoint, Attempts: s.attempts, Since: s.outageStart, Err: err})
+}
+
+func (s *Sender) connected(c *conn) {
+	if s.attempts > 0 {
+		s.log.Info("questdb connection restored", zap.String("endpoint", c.endpoint),
+			zap.Int("attempts", s.attempts), zap.Duration("outage", time.Since(s.outageStart)))
+	}
+	s.attempts = 0
+	s.q.SetConsumerState(sfqueue.ConsumerState{})
+	s.state(State{Kind: Connected, Endpoint: c.endpoint, Since: c.opened})
+}
+
+// sleep waits d unless the sender closes first.
+func (s *Sender) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+func (s *Sender) rotate() { s.endpoint = (s.endpoint + 1) % len(s.o.Endpoints) }
+
+func (s *Sender) dialOptions(url string) qwp.DialOptions {
+	return qwp.DialOptions{
+		URL: url, TLS: s.o.TLS, Username: s.o.Username, Password: s.o.Password, Token: s.o.Token,
+		ClientID: s.o.ClientID, DurableAck: s.o.DurableAck, HandshakeTimeout: s.o.HandshakeTimeout,
+	}
+}
+
+// run is the I/O goroutine: connect, serve, and decide what comes next.
+func (s *Sender) run() {
+	defer func() {
+		s.mu.Lock()
+		s.stopped = true
+		close(s.ackCh)
+		s.ackCh = make(chan struct{})
+		s.mu.Unlock()
+		close(s.loopDone)
+	}()
+	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
+	everConnected := false
+	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
+	for s.ctx.Err() == nil {
+		url := s.o.Endpoints[s.endpoint]
+		if everConnected || s.attempts > 0 {
+			s.obs.ReconnectAttempt()
+		}
+		qc, err := qwp.Dial(s.ctx, s.dialOptions(url))
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			delay, te := s.dialFailed(err, url, &rejectsThisRound)
+			if te != nil {
+				s.fail(te, url)
+				<-s.ctx.Done()
+				return
+			}
+			s.lost(err, url)
+			if !s.sleep(delay) {
+				return
+			}
+			continue
+		}
+		rejectsThisRound = 0
+		if everConnected || s.attempts > 0 {
+			s.obs.ReconnectSuccess()
+		}
+		everConnected = true
+		c := newConn(s.ctx, qc, url)
+		s.connected(c)
+		end := s.serve(c)
+		c.close()
+		if time.Since(c.opened) >= s.o.MaxBackoff {
+			// A connection that lived this long was healthy; start over.
+			s.bo.reset()
+		}
+		switch end.kind {
+		case endStop:
+			return
+		case endTerminal:
+			s.fail(end.term, url)
+			<-s.ctx.Done()
+			return
+		case endRecycle:
+			continue
+		case endRetriableOther:
+			s.rotate()
+		}
+		s.lost(end.err, url)
+		if !s.sleep(s.bo.next()) {
+			return
+		}
+	}
+}
+
+// dialFailed classifies a failed upgrade: the delay before the next
+// attempt, or a terminal error.
+func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.Duration, *TerminalError) {
+	var ue *qwp.UpgradeError
+	if !errors.As(err, &ue) {
+		s.rotate()
+		return s.bo.next(), nil
+	}
+	switch ue.Kind {
+	case qwp.UpgradeTerminal:
+		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: qwp.CategorySecurityError, Endpoint: url, Err: err})
+		return 0, &TerminalError{Category: qwp.CategorySecurityError, Err: fmt.Errorf("sender: connecting to %s: %w", url, err)}
+	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
+		// Another endpoint may serve us right away; back off only once
+		// every endpoint has refused.
+		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Endpoint: url, Err: err})
+		s.rotate()
+		*rejectsThisRound++
+		if *rejectsThisRound < len(s.o.Endpoints) {
+			return time.Duration(s.bo.rand(int64(s.o.InitialBackoff) + 1)), nil
+		}
+		*rejectsThisRound = 0
+		return s.bo.next(), nil
+	}
+	s.rotate()
+	if ue.RetryAfter > 0 {
+		return retryAfterDelay(ue.RetryAfter, s.o.RetryAfterCap, s.bo.next()), nil
+	}
+	return s.bo.next(), nil
+}
+
+type endKind int
+
+const (
+	endStop           endKind = iota // the sender is closing
+	endBroken                        // transport failure: back off, same endpoint
+	endRetriable                     // retriable server error: back off, same endpoint
+	endRetriableOther                // back off, next endpoint
+	endRecycle                       // planned: reconnect at once
+	endTerminal
+)
+
+type end struct {
+	kind endKind
+	err  error
+	term *TerminalError
+}
+
+func terminal(cat qwp.Category, fsn uint64, err error) end {
+	return end{kind: endTerminal, term: &TerminalError{Category: cat, FSN: fsn, Err: err}}
+}
+
+// serve runs one connection until it ends.
+func (s *Sender) serve(c *conn) end {
+	s.acked = max(s.acked, s.q.AckedFSN()) // eviction may have moved it
+	c.win = newWindow(s.acked+1, s.o.MaxInFlight)
+	s.cursor.Seek(s.acked + 1)
+	var keepalive <-chan time.Time
+	if s.o.DurableAck != "" {
+		c.stash = newDurableStash()
+		t := time.NewTicker(s.o.DurableAckKeepalive)
+		defer t.Stop()
+		keepalive = t.C
+	}
+	var resps []qwp.Response
+	for {
+		var readErr error
+		resps, readErr = c.take(resps[:0])
+		for i := range resps {
+			if e, done := s.handle(c, &resps[i]); done {
+				return e
+			}
+		}
+		if readErr != nil {
+			return s.readFailed(c, readErr)
+		}
+		if e, done := s.send(c); done {
+			return e
+		}
+		if c.genSwitch && s.acked+1 >= c.win.nextFSN() {
+			s.log.Debug("dictionary generation switch: recycling the connection", zap.Uint32("from", c.gen))
+			return end{kind: endRecycle}
+		}
+		select {
+		case <-s.ctx.Done():
+			return end{kind: endStop}
+		case <-s.q.Published():
+		case <-c.wake:
+		case <-keepalive:
+			if c.stash.pending() && time.Since(c.lastSend) >= s.o.DurableAckKeepalive {
+				if err := c.ping(); err != nil {
+					return end{kind: endBroken, err: fmt.Errorf("sender: keepalive ping to %s: %w", c.endpoint, err)}
+				}
+			}
+		}
+	}
+}
+
+// send writes frames while the in-flight limit allows.
+func (s *Sender) send(c *conn) (end, bool) {
+	for !c.genSwitch && c.win.inFlight() < s.o.MaxInFlight {
+		fsn, payload, ok, err := s.cursor.Next()
+		if err != nil {
+			return terminal(qwp.CategoryInternalError, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
+		}
+		if !ok {
+			return end{}, false
+		}
+		if want := c.win.nextFSN(); fsn != want {
+			if c.win.sent > c.win.catchUp {
+				// Eviction removed frames under us: the wire mapping cannot
+				// skip FSNs, so start a fresh window.
+				s.log.Warn("queue skipped frames (evicted); recycling the connection", zap.Uint64("expected_fsn", want), zap.Uint64("fsn", fsn))
+				return end{kind: endRecycle}, true
+			}
+			c.win.fsnAtZero = fsn
+		}
+		if len(payload) < 4+qwp.HeaderSize {
+			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf("sender: stored frame FSN %d is %d bytes, shorter than the 4-byte generation prefix and the %d-byte QWP header", fsn, len(payload), qwp.HeaderSize)), true
+		}
+		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
+		if !c.genKnown {
+			if e, done := s.catchUp(c, gen); done {
+				return e, true
+			}
+		} else if gen != c.gen {
+			s.cursor.Seek(fsn)
+			c.genSwitch = true
+			return end{}, false
+		}
+		if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
+			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+				"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
+				fsn, len(msg), limit, c.endpoint)), true
+		}
+		if err := c.write(msg); err != nil {
+			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
+		}
+		now := time.Now()
+		c.win.sendData(now)
+		c.lastSend = now
+		s.obs.FramesSent(1)
+		if fsn <= s.maxSent {
+			s.obs.FramesReplayed(1)
+		} else {
+			s.maxSent = fsn
+		}
+		s.obs.InFlight(c.win.inFlight())
+	}
+	return end{}, false
+}
+
+// catchUp registers generation gen's whole dictionary on a connection before
+// its first data frame.
+func (s *Sender) catchUp(c *conn, gen uint32) (end, bool) {
+	c.gen, c.genKnown = gen, true
+	if gen > s.droppedBelow {
+		// The first frame of a connection is ackedFSN+1: every frame of an
+		// older generation is acknowledged.
+		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
+			s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
+		} else {
+			s.droppedBelow = gen
+		}
+	}
+	dict := &symbols{entries: s.q.Symbols(gen)}
+	s.obs.DictionarySize(dict.Len())
+	if dict.Len() == 0 {
+		return end{}, false
+	}
+	limit := s.o.MaxBatchBytes
+	if m := c.qc.MaxBatchSize; m > 0 && m < limit {
+		limit = m
+	}
+	var writeErr error
+	err := qwp.CatchUpFrames(dict, 0, dict.Len(), limit, func(frame []byte) error {
+		if writeErr = c.write(frame); writeErr != nil {
+			return writeErr
+		}
+		c.win.sendCatchUp()
+		c.lastSend = time.Now()
+		return nil
+	})
+	switch {
+	case writeErr != nil:
+		return end{kind: endBroken, err: fmt.Errorf("sender: sending the symbol dictionary to %s: %w", c.endpoint, writeErr)}, true
+	case err != nil:
+		return terminal(qwp.CategoryParseError, 0, fmt.Errorf("sender: symbol dictionary generation %d cannot be registered: %w", gen, err)), true
+	}
+	return end{}, false
+}
+
+// handle applies one server response.
+func (s *Sender) handle(c *conn, r *qwp.Response) (end, bool) {
+	switch r.Status {
+	case qwp.StatusOK:
+		fsn, latency, err := c.win.ok(r.Seq, time.Now())
+		if err != nil {
+			return end{kind: endBroken, err: fmt.Errorf("sender: %s: %w", c.endpoint, err)}, true
+		}
+		if fsn == 0 {
+			return end{}, false
+		}
+		s.obs.AckLatency(latency)
+		s.obs.InFlight(c.win.inFlight())
+		if s.rejects > 0 && (s.rejectFSN == 0 || fsn >= s.rejectFSN) {
+			s.rejects = 0 // the frame rejected before has now been accepted
+		}
+		if c.stash == nil {
+			s.ack(fsn)
+			return end{}, false
+		}
+		c.stash.add(fsn, r.Tables)
+	case qwp.StatusDurableAck, qwp.StatusLocalDurableAck:
+		if c.stash == nil || r.Status != s.trimStatus() {
+			// Progress of a tier that does not drive trim.
+			s.log.Debug("durable ack progress", zap.Stringer("status", r.Status), zap.Int("tables", len(r.Tables)))
+			return end{}, false
+		}
+		c.stash.durableAck(r.Tables)
+	default:
+		return s.rejected(c, r), true
+	}
+	s.ack(c.stash.take())
+	return end{}, false
+}
+
+// trimStatus is the durable-ack status that drives trim.
+func (s *Sender) trimStatus() qwp.Status {
+	if s.o.DurableAck == "local" {
+		return qwp.StatusLocalDurableAck
+	}
+	return qwp.StatusDurableAck
+}
+
+// rejected applies the policy of an error response. The server ignores every
+// later frame on the connection, so the connection always ends.
+func (s *Sender) rejected(c *conn, r *qwp.Response) end {
+	fsn, isData, err := c.win.rejected(r.Seq)
+	if err != nil {
+		return end{kind: endBroken, err: fmt.Errorf("sender: %s: %w", c.endpoint, err)}
+	}
+	cat := r.Status.Category()
+	policy := s.o.policy(cat)
+	what := "a symbol dictionary frame"
+	if isData {
+		what = fmt.Sprintf("frame FSN %d", fsn)
+	}
+	err = fmt.Errorf("sender: %s rejected %s: %v: %s", c.endpoint, what, r.Status, r.Message)
+	s.obs.ServerError(cat)
+	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: cat, Status: r.Status, Policy: policy, FSN: fsn, Endpoint: c.endpoint, Err: err})
+	return s.rejection(fsn, cat, policy, err)
+}
+
+// rejection applies policy to a rejection of frame fsn (0: dictionary) and
+// runs the poison-frame detector.
+func (s *Sender) rejection(fsn uint64, cat qwp.Category, policy qwp.Policy, err error) end {
+	if policy == qwp.PolicyTerminal {
+		return terminal(cat, fsn, err)
+	}
+	if s.rejects > 0 && s.rejectFSN == fsn {
+		s.rejects++
+	} else {
+		s.rejectFSN, s.rejects = fsn, 1
+	}
+	if s.rejects >= s.o.MaxFrameRejections {
+		return terminal(qwp.CategoryProtocolViolation, fsn, fmt.Errorf(
+			"sender: PROTOCOL_VIOLATION: the same frame was rejected %d times in a row with no acknowledgement in between, so replaying it cannot succeed; last: %w",
+			s.rejects, err))
+	}
+	if policy == qwp.PolicyRetriableOther {
+		return end{kind: endRetriableOther, err: err}
+	}
+	return end{kind: endRetriable, err: err}
+}
+
+// readFailed handles the end of the read side. A CLOSE 1009 (message too
+// big) is the server refusing the oldest unacknowledged frame, and counts as
+// its rejection.
+func (s *Sender) readFailed(c *conn, cause error) end {
+	if s.ctx.Err() != nil {
+		return end{kind: endStop}
+	}
+	err := fmt.Errorf("sender: connection to %s: %w", c.endpoint, cause)
+	head := c.win.okSeq + 1
+	if !websocket.IsCloseError(cause, websocket.CloseMessageTooBig) || head >= c.win.sent {
+		return end{kind: endBroken, err: err}
+	}
+	var fsn uint64
+	if head >= c.win.catchUp {
+		fsn = c.win.fsnOf(head)
+	}
+	s.obs.ServerError(qwp.CategoryUnknown)
+	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: qwp.CategoryUnknown, Policy: qwp.PolicyRetriable, FSN: fsn, Endpoint: c.endpoint, Err: err})
+	return s.rejection(fsn, qwp.CategoryUnknown, qwp.PolicyRetriable, err)
+}
