@@ -8,7 +8,7 @@ import (
 
 // stashEntry is one OK held back until a durable ack covers it.
 type stashEntry struct {
-	fsn    uint64          // highest FSN the OK covers
+	fsn    uint64         // highest FSN the OK covers
 	tables []qwp.TableTxn // names in lower case
 }
 

@@ -29,15 +29,15 @@ type NopObserver struct{}
 
 var _ Observer = NopObserver{}
 
-func (NopObserver) FramesSent(int)             {}
-func (NopObserver) FramesReplayed(int)         {}
-func (NopObserver) FramesAcked(int)            {}
-func (NopObserver) AckLatency(time.Duration)   {}
-func (NopObserver) InFlight(int)               {}
-func (NopObserver) ReconnectAttempt()          {}
-func (NopObserver) ReconnectSuccess()          {}
-func (NopObserver) ServerError(qwp.Category)   {}
-func (NopObserver) DictionarySize(int)         {}
-func (NopObserver) DrainerStarted()            {}
-func (NopObserver) DrainerSucceeded()          {}
-func (NopObserver) DrainerFailed()             {}
+func (NopObserver) FramesSent(int)           {}
+func (NopObserver) FramesReplayed(int)       {}
+func (NopObserver) FramesAcked(int)          {}
+func (NopObserver) AckLatency(time.Duration) {}
+func (NopObserver) InFlight(int)             {}
+func (NopObserver) ReconnectAttempt()        {}
+func (NopObserver) ReconnectSuccess()        {}
+func (NopObserver) ServerError(qwp.Category) {}
+func (NopObserver) DictionarySize(int)       {}
+func (NopObserver) DrainerStarted()          {}
+func (NopObserver) DrainerSucceeded()        {}
+func (NopObserver) DrainerFailed()           {}
