@@ -1,0 +1,298 @@
+package sfqueue_test
+
+// Benchmarks that put the queue beside the plain file operation it is built
+// on, in the same run, so BENCHMARKS.md can report ratios. See the
+// "### sfqueue benchmarks" section there for the commands and figures.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+const (
+	benchSegment = sfqueue.DefaultMaxSegmentBytes
+	// benchAckEvery acks the queue's published frames this often, so that
+	// whole segments are trimmed as the baseline removes its written files.
+	benchAckEvery = 64
+	// envRecoveryBytes sizes the slot BenchmarkRecoveryScan builds.
+	envRecoveryBytes     = "SFQUEUE_BENCH_RECOVERY_BYTES"
+	defaultRecoveryBytes = 256 << 20
+)
+
+var benchSizes = []int{1 << 10, 64 << 10}
+
+func sizeName(n int) string {
+	if n%(1<<10) == 0 {
+		return strconv.Itoa(n>>10) + "KiB"
+	}
+	return strconv.Itoa(n) + "B"
+}
+
+func benchQueue(b *testing.B, d sfqueue.Durability) *sfqueue.Queue {
+	b.Helper()
+	q, err := sfqueue.Open(sfqueue.Options{Dir: b.TempDir(), SenderID: "bench", Durability: d})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := q.Close(); err != nil {
+			b.Error(err)
+		}
+	})
+	return q
+}
+
+// rotatingFile is the baseline writer: plain os.File.Write into files of the
+// queue's segment size, each removed once the next one starts (the queue
+// trims its acked segments the same way).
+type rotatingFile struct {
+	dir     string
+	f       *os.File
+	n       int
+	written int64
+}
+
+func (r *rotatingFile) write(b *testing.B, p []byte) {
+	if r.f == nil || r.written+int64(len(p)) > benchSegment {
+		if r.f != nil {
+			r.f.Close()
+			os.Remove(r.f.Name())
+		}
+		r.n++
+		f, err := os.Create(filepath.Join(r.dir, strconv.Itoa(r.n)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.f, r.written = f, 0
+	}
+	if _, err := r.f.Write(p); err != nil {
+		b.Fatal(err)
+	}
+	r.written += int64(len(p))
+}
+
+func (r *rotatingFile) close() {
+	if r.f != nil {
+		r.f.Close()
+	}
+}
+
+// BenchmarkAppendMemory compares Append with sf_durability=memory to plain
+// os.File.Write of the same payloads. Target: queue >= 0.8x the file's MB/s.
+func BenchmarkAppendMemory(b *testing.B) {
+	for _, size := range benchSizes {
+		payload := makePayload(1, size, 0, -1)
+		b.Run("size="+sizeName(size)+"/sfqueue", func(b *testing.B) {
+			q := benchQueue(b, sfqueue.DurabilityMemory)
+			ctx := context.Background()
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for range b.N {
+				fsn, err := q.Append(ctx, payload)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if fsn%benchAckEvery == 0 {
+					q.Ack(fsn)
+				}
+			}
+		})
+		b.Run("size="+sizeName(size)+"/osfile", func(b *testing.B) {
+			r := &rotatingFile{dir: b.TempDir()}
+			defer r.close()
+			b.SetBytes(int64(size))
+			b.ResetTimer()
+			for range b.N {
+				r.write(b, payload)
+			}
+		})
+	}
+}
+
+// latencyMetrics reports frames/s and the p50/p99 latency of one frame.
+func latencyMetrics(b *testing.B, lat []time.Duration, elapsed time.Duration) {
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "frames/s")
+	b.ReportMetric(q(0.50), "p50-us")
+	b.ReportMetric(q(0.99), "p99-us")
+}
+
+// BenchmarkFlushGroupCommit compares sf_durability=flush with 1, 8 and 64
+// concurrent appenders against serial appends that each wait for their own
+// fsync (os.File.Write + Sync per frame). Targets: >= 20x the baseline's
+// frames/s at 64 appenders, p99 within two baseline fsync times.
+func BenchmarkFlushGroupCommit(b *testing.B) {
+	const size = 1 << 10
+	payload := makePayload(1, size, 0, -1)
+	for _, appenders := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("sfqueue/appenders=%d", appenders), func(b *testing.B) {
+			q := benchQueue(b, sfqueue.DurabilityFlush)
+			ctx := context.Background()
+			left := atomic.Int64{}
+			left.Store(int64(b.N))
+			lats := make([][]time.Duration, appenders)
+			errs := make([]error, appenders)
+			var wg sync.WaitGroup
+			b.SetBytes(size)
+			b.ResetTimer()
+			start := time.Now()
+			for g := range appenders {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						t0 := time.Now()
+						fsn, err := q.Append(ctx, payload)
+						if err != nil {
+							errs[g] = err
+							return
+						}
+						lats[g] = append(lats[g], time.Since(t0))
+						if fsn%benchAckEvery == 0 {
+							q.Ack(fsn)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			for _, err := range errs {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			latencyMetrics(b, slices.Concat(lats...), elapsed)
+		})
+	}
+	b.Run("osfile-write+fsync-each", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "f"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		lat := make([]time.Duration, 0, b.N)
+		b.SetBytes(size)
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			t0 := time.Now()
+			if _, err := f.Write(payload); err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		elapsed := time.Since(start)
+		b.StopTimer()
+		latencyMetrics(b, lat, elapsed)
+	})
+}
+
+func recoveryBytes(b *testing.B) int64 {
+	s := os.Getenv(envRecoveryBytes)
+	if s == "" {
+		return defaultRecoveryBytes
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1<<20 {
+		b.Fatalf("%s=%q: want a byte count of at least 1 MiB", envRecoveryBytes, s)
+	}
+	return n
+}
+
+// BenchmarkRecoveryScan compares Open of a full slot (the CRC walk of every
+// segment) with os.ReadFile of the same segment files, both with a warm page
+// cache. Target: Open >= 0.5x the read rate. The slot holds
+// SFQUEUE_BENCH_RECOVERY_BYTES of 64 KiB payloads (default 256 MiB).
+func BenchmarkRecoveryScan(b *testing.B) {
+	const size = 64 << 10
+	dir := b.TempDir()
+	opts := sfqueue.Options{Dir: dir, SenderID: "bench", Durability: sfqueue.DurabilityMemory}
+	q, err := sfqueue.Open(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := uint64(recoveryBytes(b) / size)
+	for i := range want {
+		if _, err := q.Append(context.Background(), makePayload(i+1, size, 0, -1)); err != nil {
+			q.Close()
+			b.Fatal(err)
+		}
+	}
+	if err := q.Close(); err != nil {
+		b.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "bench", "*.sfseg"))
+	if err != nil || len(segs) == 0 {
+		b.Fatalf("no segment files after appending %d frames (%v)", want, err)
+	}
+	var total int64
+	for _, s := range segs {
+		st, err := os.Stat(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += st.Size()
+	}
+	b.Logf("slot: %d frames of %d bytes, %d segment files, %d bytes on disk", want, size, len(segs), total)
+
+	open := func(b *testing.B, replay bool) {
+		b.SetBytes(total)
+		for range b.N {
+			q, err := sfqueue.Open(opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := q.PublishedFSN(); got != want {
+				b.Fatalf("recovered PublishedFSN %d, want %d", got, want)
+			}
+			if replay {
+				c := q.NewCursor()
+				c.Seek(1)
+				n := uint64(0)
+				for {
+					_, _, ok, err := c.Next()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if !ok {
+						break
+					}
+					n++
+				}
+				if n != want {
+					b.Fatalf("replayed %d frames, want %d", n, want)
+				}
+			}
+			b.StopTimer()
+			if err := q.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.Run("sfqueue-open", func(b *testing.B) { open(b, false) })
+	b.Run("sfqueue-open+replay", func(b *testing.B) { open(b, true) })
+	b.Run("os-readfile", func(b *testing.B) {
+		b.SetBytes(total)
+		for range b.N {
+			for _, s := range segs {
+				if _, err := os.ReadFile(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
