@@ -332,4 +332,3 @@ func FuzzSymbolDictCorruption(f *testing.F) {
 		}
 	})
 }
-
