@@ -249,7 +249,7 @@ func (c *conn) fail(seq int64, err *StatusError) {
 	c.pend.reset()
 	c.deferred = false
 	c.flushOK()
-	ef := errorFrame(err.Status, seq, err.Msg)
+	ef := c.errorFrame(err.Status, seq, err.Msg)
 	if c.s.isStalled() {
 		c.heldErr = ef
 	} else {
@@ -264,7 +264,7 @@ func (c *conn) flushOK() {
 	if c.committedSeq <= c.okSeq || c.s.isStalled() {
 		return
 	}
-	c.write(okFrame(c.committedSeq, c.okTables))
+	c.write(c.okFrame(c.committedSeq, c.okTables))
 	for _, tx := range c.okTables {
 		c.okTxn[tx.t] = tx.seqTxn
 	}
@@ -295,7 +295,7 @@ func (c *conn) sendDurable() {
 		return
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	c.write(durableFrame(c.durable, entries))
+	c.write(c.durableFrame(c.durable, entries))
 }
 
 // release runs on ReleaseAcks and EmitDurableAcks.

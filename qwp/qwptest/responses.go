@@ -1,8 +1,6 @@
 package qwptest
 
 import (
-	"encoding/binary"
-
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
@@ -10,31 +8,24 @@ import (
 // does.
 const maxErrorMessage = 1024
 
-// okFrame is u8 0x00 | i64 seq | u16 n | n x (u16 len | name | i64 seqTxn).
-func okFrame(seq int64, tables []tableTxn) []byte {
-	b := []byte{byte(qwp.StatusOK)}
-	b = binary.LittleEndian.AppendUint64(b, uint64(seq))
-	return appendTableEntries(b, tables)
-}
+// Response frames are built by package qwp's encoders; their errors (more
+// than 65535 table entries or name bytes) cannot arise from what this
+// server stores, so a failure is logged and the frame sent as far as built.
 
-// durableFrame is u8 status | u16 n | entries as in an OK frame.
-func durableFrame(status qwp.Status, tables []tableTxn) []byte {
-	return appendTableEntries([]byte{byte(status)}, tables)
-}
-
-func appendTableEntries(b []byte, tables []tableTxn) []byte {
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(tables)))
-	for _, t := range tables {
-		b = binary.LittleEndian.AppendUint16(b, uint16(len(t.name)))
-		b = append(b, t.name...)
-		b = binary.LittleEndian.AppendUint64(b, uint64(t.seqTxn))
-	}
+func (c *conn) okFrame(seq int64, tables []tableTxn) []byte {
+	b, err := qwp.AppendOK(nil, seq, wireTxns(tables))
+	c.logErr("OK", err)
 	return b
 }
 
-// errorFrame is u8 status | i64 seq | u16 len | message, the message cut to
-// maxErrorMessage bytes on a rune boundary.
-func errorFrame(status qwp.Status, seq int64, msg string) []byte {
+func (c *conn) durableFrame(status qwp.Status, tables []tableTxn) []byte {
+	b, err := qwp.AppendDurableAck(nil, status, wireTxns(tables))
+	c.logErr("durable ack", err)
+	return b
+}
+
+// errorFrame cuts msg to maxErrorMessage bytes on a rune boundary.
+func (c *conn) errorFrame(status qwp.Status, seq int64, msg string) []byte {
 	if len(msg) > maxErrorMessage {
 		cut := maxErrorMessage
 		for cut > 0 && msg[cut]&0xC0 == 0x80 {
@@ -42,8 +33,21 @@ func errorFrame(status qwp.Status, seq int64, msg string) []byte {
 		}
 		msg = msg[:cut]
 	}
-	b := []byte{byte(status)}
-	b = binary.LittleEndian.AppendUint64(b, uint64(seq))
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(msg)))
-	return append(b, msg...)
+	b, err := qwp.AppendError(nil, status, seq, msg)
+	c.logErr("error frame", err)
+	return b
+}
+
+func (c *conn) logErr(what string, err error) {
+	if err != nil {
+		c.s.logf("conn %d: encoding %s: %v", c.id, what, err)
+	}
+}
+
+func wireTxns(tables []tableTxn) []qwp.TableTxn {
+	out := make([]qwp.TableTxn, len(tables))
+	for i, t := range tables {
+		out[i] = qwp.TableTxn{Name: t.name, SeqTxn: t.seqTxn}
+	}
+	return out
 }

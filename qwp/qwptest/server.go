@@ -297,11 +297,16 @@ func (s *Server) frameFaults() (reject, drop *frameFault) {
 // RejectFrame makes the n-th binary frame the server receives from now on
 // (n >= 1, counted across all connections) fail with status and msg instead
 // of being processed, exactly like a real refusal: pending OKs first, then
-// the error frame, and the connection is poisoned.
-func (s *Server) RejectFrame(n int, status qwp.Status, msg string) {
+// the error frame, and the connection is poisoned. status must be an error
+// status.
+func (s *Server) RejectFrame(n int, status qwp.Status, msg string) error {
+	if !status.IsError() {
+		return fmt.Errorf("qwptest: RejectFrame status %s is not an error status", status)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rejects = append(s.rejects, &frameFault{remaining: n, status: status, msg: msg})
+	return nil
 }
 
 // DropAfter makes the connection that receives the n-th binary frame from
