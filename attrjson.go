@@ -1,0 +1,201 @@
+package questdbexporter
+
+import (
+	"encoding/base64"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// jsonWriter renders pdata attribute maps and values as compact, deterministic
+// JSON, appending into a caller's buffer:
+//
+//   - map keys are sorted by their bytes; when a map holds a key twice (pdata
+//     built from the wire can) the first entry wins, as with Map.Get;
+//   - strings (keys included) are escaped per RFC 8259 and invalid UTF-8 is
+//     repaired as U+FFFD, one per bad byte; '<', '>', '&', U+2028 and U+2029
+//     are not escaped;
+//   - ints are decimal; doubles use the shortest round-trip form, with ".0"
+//     added to whole numbers so an int 1 and a double 1.0 stay distinct, and
+//     an exponent outside [1e-6, 1e21); NaN and ±Inf, which JSON cannot
+//     express, become the strings "NaN", "+Inf" and "-Inf";
+//   - bytes are standard base64 strings, slices are arrays, an empty value is
+//     null.
+//
+// The same input always yields the same bytes, which is what lets the JSON be
+// a SYMBOL and feed series_id. A jsonWriter keeps one reusable entry stack for
+// sorting (nested maps push above their parent), so rendering allocates
+// nothing once the stack has grown. Not safe for concurrent use.
+type jsonWriter struct {
+	kvs   []keyValue
+	bytes []byte // scratch copy of a bytes value (ByteSlice.AsRaw allocates)
+}
+
+type keyValue struct {
+	key   string
+	value pcommon.Value
+}
+
+func compareKeys(a, b keyValue) int { return strings.Compare(a.key, b.key) }
+
+// appendMap appends m as a JSON object ("{}" when empty).
+func (w *jsonWriter) appendMap(dst []byte, m pcommon.Map) []byte {
+	start := len(w.kvs)
+	for k, v := range m.All() {
+		w.kvs = append(w.kvs, keyValue{k, v})
+	}
+	return w.renderSorted(dst, start)
+}
+
+// renderSorted sorts the stack entries from start on, appends them as a JSON
+// object and pops them.
+func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
+	slices.SortStableFunc(w.kvs[start:], compareKeys)
+	dst = append(dst, '{')
+	n := len(w.kvs)
+	for i := start; i < n; i++ {
+		kv := w.kvs[i] // index each time: nested maps may grow (move) the stack
+		if i > start && kv.key == w.kvs[i-1].key {
+			continue
+		}
+		if i > start {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, kv.key)
+		dst = append(dst, ':')
+		dst = w.appendValue(dst, kv.value)
+	}
+	clear(w.kvs[start:]) // drop references into the batch
+	w.kvs = w.kvs[:start]
+	return append(dst, '}')
+}
+
+// appendValue appends v as JSON.
+func (w *jsonWriter) appendValue(dst []byte, v pcommon.Value) []byte {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return appendJSONString(dst, v.Str())
+	case pcommon.ValueTypeInt:
+		return strconv.AppendInt(dst, v.Int(), 10)
+	case pcommon.ValueTypeDouble:
+		return appendJSONFloat(dst, v.Double())
+	case pcommon.ValueTypeBool:
+		return strconv.AppendBool(dst, v.Bool())
+	case pcommon.ValueTypeBytes:
+		w.bytes = w.bytes[:0]
+		for _, b := range v.Bytes().All() {
+			w.bytes = append(w.bytes, b)
+		}
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, w.bytes)
+		return append(dst, '"')
+	case pcommon.ValueTypeMap:
+		return w.appendMap(dst, v.Map())
+	case pcommon.ValueTypeSlice:
+		s := v.Slice()
+		dst = append(dst, '[')
+		for i := 0; i < s.Len(); i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = w.appendValue(dst, s.At(i))
+		}
+		return append(dst, ']')
+	default: // ValueTypeEmpty
+		return append(dst, "null"...)
+	}
+}
+
+// appendText appends the text form of v used for a log body and for promoted
+// attribute columns: a string as it is (UTF-8 repaired), any other kind as
+// JSON. ok is false for an empty value, which the caller stores as NULL.
+func (w *jsonWriter) appendText(dst []byte, v pcommon.Value) (out []byte, ok bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeEmpty:
+		return dst, false
+	case pcommon.ValueTypeStr:
+		return appendValidUTF8(dst, v.Str()), true
+	default:
+		return w.appendValue(dst, v), true
+	}
+}
+
+// appendJSONString appends s as a quoted JSON string, escaping what RFC 8259
+// requires and repairing invalid UTF-8.
+func appendJSONString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, replacementChar...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// appendJSONFloat appends f as a JSON number, or as one of the strings "NaN",
+// "+Inf", "-Inf" (see jsonWriter).
+func appendJSONFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"+Inf"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Inf"`...)
+	}
+	abs := math.Abs(f)
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		n := len(dst)
+		dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
+		// Shorten "e-07" to "e-7" as encoding/json does.
+		if e := len(dst) - 4; e >= n && dst[e] == 'e' && dst[e+1] == '-' && dst[e+2] == '0' {
+			dst[e+2] = dst[e+3]
+			dst = dst[:len(dst)-1]
+		}
+		return dst
+	}
+	n := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
+	for _, c := range dst[n:] {
+		if c == '.' {
+			return dst
+		}
+	}
+	return append(dst, '.', '0')
+}

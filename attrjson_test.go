@@ -1,0 +1,167 @@
+package questdbexporter
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+func TestAttrJSONValues(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(v pcommon.Value)
+		want string
+	}{
+		{"empty", func(pcommon.Value) {}, `null`},
+		{"string", func(v pcommon.Value) { v.SetStr("a b") }, `"a b"`},
+		{"empty string", func(v pcommon.Value) { v.SetStr("") }, `""`},
+		{"escapes", func(v pcommon.Value) { v.SetStr("q\"b\\n\nr\rt\tc\x01\x1f<>&\x7f") }, `"q\"b\\n\nr\rt\tc\u0001\u001f<>&` + "\x7f" + `"`},
+		{"unicode kept", func(v pcommon.Value) { v.SetStr("żółw 🐢 \u2028") }, `"żółw 🐢 ` + "\u2028" + `"`},
+		{"invalid utf8 one per byte", func(v pcommon.Value) { v.SetStr("a\xff\xfeb\xe2\x82") }, `"a` + "\uFFFD\uFFFD" + `b` + "\uFFFD\uFFFD" + `"`},
+		{"surrogate half", func(v pcommon.Value) { v.SetStr("\xed\xa0\x80") }, `"` + "\uFFFD\uFFFD\uFFFD" + `"`},
+		{"int", func(v pcommon.Value) { v.SetInt(-42) }, `-42`},
+		{"int max", func(v pcommon.Value) { v.SetInt(math.MaxInt64) }, `9223372036854775807`},
+		{"double", func(v pcommon.Value) { v.SetDouble(1.5) }, `1.5`},
+		{"double whole", func(v pcommon.Value) { v.SetDouble(3) }, `3.0`},
+		{"double negative zero", func(v pcommon.Value) { v.SetDouble(math.Copysign(0, -1)) }, `-0.0`},
+		{"double small", func(v pcommon.Value) { v.SetDouble(1e-7) }, `1e-7`},
+		{"double large", func(v pcommon.Value) { v.SetDouble(1e21) }, `1e+21`},
+		{"double below large", func(v pcommon.Value) { v.SetDouble(1e20) }, `100000000000000000000.0`},
+		{"double exp 3 digits", func(v pcommon.Value) { v.SetDouble(1.5e-300) }, `1.5e-300`},
+		{"NaN", func(v pcommon.Value) { v.SetDouble(math.NaN()) }, `"NaN"`},
+		{"+Inf", func(v pcommon.Value) { v.SetDouble(math.Inf(1)) }, `"+Inf"`},
+		{"-Inf", func(v pcommon.Value) { v.SetDouble(math.Inf(-1)) }, `"-Inf"`},
+		{"true", func(v pcommon.Value) { v.SetBool(true) }, `true`},
+		{"false", func(v pcommon.Value) { v.SetBool(false) }, `false`},
+		{"bytes", func(v pcommon.Value) { v.SetEmptyBytes().FromRaw([]byte("hi!?")) }, `"aGkhPw=="`},
+		{"empty bytes", func(v pcommon.Value) { v.SetEmptyBytes() }, `""`},
+		{"empty map", func(v pcommon.Value) { v.SetEmptyMap() }, `{}`},
+		{"empty slice", func(v pcommon.Value) { v.SetEmptySlice() }, `[]`},
+		{"slice keeps order", func(v pcommon.Value) {
+			s := v.SetEmptySlice()
+			s.AppendEmpty().SetStr("z")
+			s.AppendEmpty().SetInt(1)
+			s.AppendEmpty()
+			s.AppendEmpty().SetEmptyMap().PutBool("b", true)
+		}, `["z",1,null,{"b":true}]`},
+		{"nested map sorted", func(v pcommon.Value) {
+			m := v.SetEmptyMap()
+			m.PutStr("z", "last")
+			inner := m.PutEmptyMap("m")
+			inner.PutInt("y", 2)
+			inner.PutInt("x", 1)
+			deeper := inner.PutEmptySlice("s").AppendEmpty().SetEmptyMap()
+			deeper.PutStr("d", "4")
+			deeper.PutStr("c", "3")
+			m.PutStr("a", "first")
+		}, `{"a":"first","m":{"s":[{"c":"3","d":"4"}],"x":1,"y":2},"z":"last"}`},
+	}
+	var w jsonWriter
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := pcommon.NewValueEmpty()
+			tc.set(v)
+			got := string(w.appendValue([]byte("prefix:"), v))
+			if got != "prefix:"+tc.want {
+				t.Fatalf("got %s, want prefix:%s", got, tc.want)
+			}
+			if !json.Valid([]byte(tc.want)) || !utf8.ValidString(tc.want) {
+				t.Fatalf("%s is not valid JSON / UTF-8", tc.want)
+			}
+			if len(w.kvs) != 0 {
+				t.Fatalf("sort stack not unwound: %d entries left", len(w.kvs))
+			}
+		})
+	}
+}
+
+func TestAttrJSONMapSortedAndDeterministic(t *testing.T) {
+	// Same content inserted in different orders renders identically.
+	a := pcommon.NewMap()
+	a.PutStr("service.name", "api")
+	a.PutInt("b", 2)
+	a.PutStr("a\x00", "nul key")
+	a.PutStr("A", "upper sorts first")
+	a.PutStr("é", "non-ascii sorts by bytes")
+	b := pcommon.NewMap()
+	b.PutStr("é", "non-ascii sorts by bytes")
+	b.PutStr("A", "upper sorts first")
+	b.PutStr("a\x00", "nul key")
+	b.PutInt("b", 2)
+	b.PutStr("service.name", "api")
+	var w jsonWriter
+	ga := string(w.appendMap(nil, a))
+	gb := string(w.appendMap(nil, b))
+	want := `{"A":"upper sorts first","a\u0000":"nul key","b":2,"service.name":"api","é":"non-ascii sorts by bytes"}`
+	if ga != want || gb != want {
+		t.Fatalf("got\n%s\n%s\nwant\n%s", ga, gb, want)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal([]byte(ga), &decoded); err != nil || len(decoded) != 5 {
+		t.Fatalf("not a 5-key JSON object: %v %v", decoded, err)
+	}
+}
+
+func TestAttrJSONDuplicateKeyFirstWins(t *testing.T) {
+	// pdata decoded from the wire can hold a key twice (pcommon's Put* never
+	// creates one, so the entries are placed on the stack directly); Map.Get
+	// returns the first, and so does the JSON, keeping its keys unique.
+	kvs := []keyValue{{"k", pcommon.NewValueStr("first")}, {"k", pcommon.NewValueStr("second")}, {"a", pcommon.NewValueInt(1)}}
+	var w jsonWriter
+	w.kvs = append(w.kvs, kvs...)
+	got := string(w.renderSorted(nil, 0))
+	if got != `{"a":1,"k":"first"}` {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func TestAttrJSONTextForm(t *testing.T) {
+	tests := []struct {
+		name   string
+		set    func(v pcommon.Value)
+		want   string
+		wantOK bool
+	}{
+		{"empty is null", func(pcommon.Value) {}, "", false},
+		{"string as is", func(v pcommon.Value) { v.SetStr(`say "hi"`) }, `say "hi"`, true},
+		{"string repaired", func(v pcommon.Value) { v.SetStr("x\xc3") }, "x\uFFFD", true},
+		{"int", func(v pcommon.Value) { v.SetInt(7) }, `7`, true},
+		{"bool", func(v pcommon.Value) { v.SetBool(true) }, `true`, true},
+		{"double", func(v pcommon.Value) { v.SetDouble(2) }, `2.0`, true},
+		{"bytes quoted base64", func(v pcommon.Value) { v.SetEmptyBytes().FromRaw([]byte{0, 1}) }, `"AAE="`, true},
+		{"map json", func(v pcommon.Value) { v.SetEmptyMap().PutStr("k", "v") }, `{"k":"v"}`, true},
+	}
+	var w jsonWriter
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := pcommon.NewValueEmpty()
+			tc.set(v)
+			got, ok := w.appendText(nil, v)
+			if string(got) != tc.want || ok != tc.wantOK {
+				t.Fatalf("got %q %v, want %q %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestAttrJSONNoAllocSteadyState(t *testing.T) {
+	m := pcommon.NewMap()
+	m.PutStr("http.method", "GET")
+	m.PutStr("http.route", "/api/v1/items")
+	m.PutInt("http.status_code", 200)
+	m.PutDouble("ratio", 0.25)
+	m.PutBool("ok", true)
+	m.PutEmptyMap("nested").PutStr("x", "y")
+	m.PutEmptyBytes("raw").FromRaw([]byte("abc"))
+	var w jsonWriter
+	buf := w.appendMap(nil, m)
+	allocs := testing.AllocsPerRun(100, func() {
+		buf = w.appendMap(buf[:0], m)
+	})
+	if allocs != 0 {
+		t.Fatalf("appendMap allocates %.1f times per call in steady state", allocs)
+	}
+}

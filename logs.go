@@ -1,0 +1,116 @@
+package questdbexporter
+
+import (
+	"encoding/hex"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.uber.org/zap"
+)
+
+// encodeLogs writes every log record of ld as a row of the logs table (see
+// rowEncoder for frames and emit). The designated timestamp is the record's
+// time, else its observed time, else the export time (the rowEncoder's clock
+// when the call began). The body is the string as it is, any other kind as
+// JSON (bytes as a base64 JSON string), NULL when empty.
+func (r *rowEncoder) encodeLogs(ld plog.Logs, emit func(frame []byte) error) (encodeStats, error) {
+	r.beginBatch()
+	if r.ordinals == nil {
+		r.ordinals = make(map[hash64]uint32)
+	}
+	clear(r.ordinals)
+	rls := ld.ResourceLogs()
+	for i := 0; i < rls.Len(); i++ {
+		rl := rls.At(i)
+		r.beginResource(rl.Resource().Attributes(), recordTag)
+		sls := rl.ScopeLogs()
+		for j := 0; j < sls.Len(); j++ {
+			sl := sls.At(j)
+			r.beginScope(sl.Scope())
+			lrs := sl.LogRecords()
+			for k := 0; k < lrs.Len(); k++ {
+				if err := r.writeLog(lrs.At(k), emit); err != nil {
+					return r.stats, err
+				}
+			}
+		}
+	}
+	r.res = pcommon.Map{}
+	return r.stats, nil
+}
+
+func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
+	tb := &r.tables[tableLogs]
+	var hasBody bool
+	r.text, hasBody = r.json.appendText(r.text[:0], lr.Body())
+	r.attrJSON = r.appendAttrs(r.attrJSON[:0], lr.Attributes())
+	f := recordFields{
+		time:           uint64(lr.Timestamp()),
+		observed:       uint64(lr.ObservedTimestamp()),
+		severityNumber: uint32(lr.SeverityNumber()),
+		severityText:   validString(lr.SeverityText()),
+		bodyKind:       lr.Body().Type(),
+		body:           r.text,
+		attributesJSON: r.attrJSON,
+		traceID:        lr.TraceID(),
+		spanID:         lr.SpanID(),
+		flags:          uint32(lr.Flags()),
+		eventName:      validString(lr.EventName()),
+		dropped:        lr.DroppedAttributesCount(),
+	}
+	key := r.scopeHash.addRecord(&f)
+	ordinal := r.ordinals[key]
+	r.ordinals[key] = ordinal + 1
+	recordID := key.recordID(ordinal)
+
+	ts, ok := timestampNanos(lr.Timestamp())
+	if !ok {
+		if ts, ok = timestampNanos(lr.ObservedTimestamp()); !ok {
+			ts = r.nowNano
+		}
+	}
+	observed, hasObserved := timestampNanos(lr.ObservedTimestamp())
+	var traceHex [32]byte
+	var spanHex [16]byte
+	hasTrace, hasSpan := f.traceID != [16]byte{}, f.spanID != [8]byte{}
+	hex.Encode(traceHex[:], f.traceID[:])
+	hex.Encode(spanHex[:], f.spanID[:])
+
+	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
+		4*varcharOverhead + len(r.text) + len(traceHex) + len(spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
+	if bound > r.enc.MaxFrameBytes() {
+		r.skip(skipRowTooLarge, tb, "log record", zap.Int("bytes_at_most", bound), zap.Int("limit", r.enc.MaxFrameBytes()))
+		return nil
+	}
+	t := tb.t
+	for attempt := 0; ; attempt++ {
+		t.TimestampNanos(tb.time, ts)
+		if hasObserved {
+			t.TimestampNanos(tb.observed, observed)
+		}
+		setSymbolString(t, tb.service, r.service)
+		setSymbolString(t, tb.severityText, f.severityText)
+		t.Int(tb.severityNumber, int32(f.severityNumber))
+		if hasBody {
+			t.Varchar(tb.body, r.text)
+		}
+		if hasTrace {
+			t.Varchar(tb.traceID, traceHex[:])
+		}
+		if hasSpan {
+			t.Varchar(tb.spanID, spanHex[:])
+		}
+		t.Int(tb.traceFlags, int32(f.flags))
+		setSymbolString(t, tb.eventName, f.eventName)
+		r.setResourceScope(tb)
+		if len(r.attrJSON) > 0 {
+			t.Varchar(tb.attrs, r.attrJSON)
+		}
+		t.Long(tb.recordID, recordID)
+		r.setPromoted(tb)
+		again, err := r.endRow(tb, emit, attempt, "log record")
+		if !again || err != nil {
+			return err
+		}
+	}
+}

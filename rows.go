@@ -1,0 +1,571 @@
+package questdbexporter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// tableKind indexes the six tables of the data model.
+type tableKind int
+
+const (
+	tableGauge tableKind = iota
+	tableSum
+	tableHistogram
+	tableExpHistogram
+	tableSummary
+	tableLogs
+	numTables
+)
+
+// tableNames are the QuestDB table names of the data model.
+type tableNames struct {
+	Gauge, Sum, Histogram, ExponentialHistogram, Summary, Logs string
+}
+
+// defaultTableNames are the names DESIGN.md gives the tables.
+func defaultTableNames() tableNames {
+	return tableNames{
+		Gauge:                "otel_metrics_gauge",
+		Sum:                  "otel_metrics_sum",
+		Histogram:            "otel_metrics_histogram",
+		ExponentialHistogram: "otel_metrics_exp_histogram",
+		Summary:              "otel_metrics_summary",
+		Logs:                 "otel_logs",
+	}
+}
+
+func (n tableNames) of(k tableKind) string {
+	return [numTables]string{n.Gauge, n.Sum, n.Histogram, n.ExponentialHistogram, n.Summary, n.Logs}[k]
+}
+
+// skipReason says why a data point or log record was not written. A skip
+// drops that one row, counted and logged; the rest of the batch is written.
+type skipReason int
+
+const (
+	// skipEmptyMetricName: the metric has no name (every data point of it).
+	skipEmptyMetricName skipReason = iota
+	// skipRowTooLarge: the row does not fit in an otherwise empty frame.
+	skipRowTooLarge
+	numSkipReasons
+)
+
+func (r skipReason) String() string {
+	return [numSkipReasons]string{"empty_metric_name", "row_too_large"}[r]
+}
+
+// encodeStats counts what one encodeMetrics or encodeLogs call did.
+type encodeStats struct {
+	Rows    [numTables]int      // rows written, per table
+	Skipped [numSkipReasons]int // rows dropped, per reason
+	Frames  int                 // frames emitted during the call
+}
+
+// rowEncoderConfig carries the configuration a rowEncoder needs; the
+// component maps its Config onto it.
+type rowEncoderConfig struct {
+	Tables tableNames
+	// Promoted are the attributes_as_symbols columns (see promotedColumns).
+	Promoted []promotedColumn
+	// AttributesVarchar writes metric data point attributes as VARCHAR
+	// instead of SYMBOL.
+	AttributesVarchar bool
+	// Now is the export time: the designated timestamp of a log record with
+	// neither time nor observed time, and of a data point without a time.
+	// nil means time.Now.
+	Now func() time.Time
+	// Logger receives one warning per dropped row; nil means no logging.
+	Logger *zap.Logger
+}
+
+// rowEncoder turns pdata batches into rows of the data model's tables (see
+// DESIGN.md "Data model"), writing them through a qwp.Encoder.
+//
+// Frames are handed to the caller's emit function whenever the encoder's
+// frame is full; the frame slice is reused afterwards, so emit must copy or
+// consume it before returning. emit may call Reset on the encoder (to start
+// a new symbol dictionary generation): the row in progress is written again
+// after emit returns. An error from emit aborts the batch and is returned;
+// the caller should then Reset the encoder, discarding the partial frame.
+// After a batch the last, partial frame stays in the encoder so that several
+// batches can share frames; call flush to emit it.
+//
+// Text that is not valid UTF-8 is repaired (U+FFFD) before it reaches the
+// encoder, and a row that could not fit in an empty frame is dropped before
+// any of its symbols enter the dictionary (a symbol registered by a row that
+// is then refused would ride in the next frame's delta section regardless).
+//
+// Empty strings and empty attribute maps are NULL, not "" or "{}".
+//
+// A rowEncoder is not safe for concurrent use.
+type rowEncoder struct {
+	enc          *qwp.Encoder
+	promoted     []promotedColumn
+	attrsVarchar bool
+	now          func() time.Time
+	logger       *zap.Logger
+
+	tables [numTables]table
+
+	json  jsonWriter
+	frame []byte // Finish's reusable buffer
+
+	stats   encodeStats
+	nowNano int64 // export time of the batch in progress
+
+	// Per resource and scope (metrics and logs alike).
+	res                pcommon.Map
+	resHash, scopeHash hash64
+	scopeBound         int // rowBound share of the resource and scope columns
+	resJSON, scopeJSON []byte
+	service            string
+	serviceBuf         []byte
+	scopeName          string
+	scopeVersion       string
+	promotedScope      [][]byte // promoted value from scope, else resource; nil = absent
+	promotedScopeBuf   [][]byte
+	promotedPoint      [][]byte // the values of the row in progress; nil = NULL
+	promotedBuf        [][]byte // scratch for row-level promoted values
+
+	ordinals map[hash64]uint32 // identical log records seen in the batch
+
+	// Per row.
+	attrJSON []byte
+	exJSON   []byte
+	text     []byte
+	floats   []float64
+	floats2  []float64
+	shape    [1]int32
+}
+
+// table holds one table's handles. Handles stay valid across frames; a
+// column joins a frame's block only when a row sets it, so columns that are
+// NULL throughout a frame cost nothing.
+type table struct {
+	kind tableKind
+	t    *qwp.Table
+	// fixed bounds the size of a one-row frame of this table apart from the
+	// variable-length values (see rowBound).
+	fixed int
+
+	time, start, service, metricName, unit, description,
+	scopeName, scopeVersion, resAttrs, scopeAttrs, attrs, seriesID, flags qwp.Col
+
+	value, exemplars, isMonotonic, temporality,
+	count, sum, min, max, bucketCounts, explicitBounds,
+	scale, zeroCount, zeroThreshold, posOffset, posCounts, negOffset, negCounts,
+	quantiles, quantileValues qwp.Col
+
+	observed, severityText, severityNumber, body, traceID, spanID, traceFlags, eventName, recordID qwp.Col
+
+	promoted []qwp.Col
+}
+
+// column describes one column of a table for declaration.
+type column struct {
+	handle *qwp.Col
+	name   string
+	typ    qwp.ColumnType
+}
+
+// Column names of the data model.
+const (
+	colStartTimestamp      = "start_timestamp"
+	colServiceName         = "service_name"
+	colMetricName          = "metric_name"
+	colMetricUnit          = "metric_unit"
+	colMetricDescription   = "metric_description"
+	colScopeName           = "scope_name"
+	colScopeVersion        = "scope_version"
+	colResourceAttributes  = "resource_attributes"
+	colScopeAttributes     = "scope_attributes"
+	colAttributes          = "attributes"
+	colSeriesID            = "series_id"
+	colFlags               = "flags"
+	colValue               = "value"
+	colExemplars           = "exemplars"
+	colIsMonotonic         = "is_monotonic"
+	colTemporality         = "temporality"
+	colCount               = "count"
+	colSum                 = "sum"
+	colMin                 = "min"
+	colMax                 = "max"
+	colBucketCounts        = "bucket_counts"
+	colExplicitBounds      = "explicit_bounds"
+	colScale               = "scale"
+	colZeroCount           = "zero_count"
+	colZeroThreshold       = "zero_threshold"
+	colPositiveOffset      = "positive_offset"
+	colPositiveBucketCount = "positive_bucket_counts"
+	colNegativeOffset      = "negative_offset"
+	colNegativeBucketCount = "negative_bucket_counts"
+	colQuantiles           = "quantiles"
+	colQuantileValues      = "quantile_values"
+	colObservedTimestamp   = "observed_timestamp"
+	colSeverityText        = "severity_text"
+	colSeverityNumber      = "severity_number"
+	colBody                = "body"
+	colTraceID             = "trace_id"
+	colSpanID              = "span_id"
+	colTraceFlags          = "trace_flags"
+	colEventName           = "event_name"
+	colRecordID            = "record_id"
+	// colDesignated is the name QuestDB gives the empty-name designated
+	// timestamp column.
+	colDesignated = "timestamp"
+)
+
+// columns lists a table's columns in schema order (the order rows set them).
+// attrsType is the type of the attributes column of metric tables.
+func (tb *table) columns(attrsType qwp.ColumnType) []column {
+	var cols []column
+	add := func(h *qwp.Col, name string, typ qwp.ColumnType) {
+		cols = append(cols, column{h, name, typ})
+	}
+	add(&tb.time, "", qwp.TypeTimestampNanos)
+	if tb.kind == tableLogs {
+		add(&tb.observed, colObservedTimestamp, qwp.TypeTimestampNanos)
+		add(&tb.service, colServiceName, qwp.TypeSymbol)
+		add(&tb.severityText, colSeverityText, qwp.TypeSymbol)
+		add(&tb.severityNumber, colSeverityNumber, qwp.TypeInt)
+		add(&tb.body, colBody, qwp.TypeVarchar)
+		add(&tb.traceID, colTraceID, qwp.TypeVarchar)
+		add(&tb.spanID, colSpanID, qwp.TypeVarchar)
+		add(&tb.traceFlags, colTraceFlags, qwp.TypeInt)
+		add(&tb.eventName, colEventName, qwp.TypeSymbol)
+		add(&tb.scopeName, colScopeName, qwp.TypeSymbol)
+		add(&tb.scopeVersion, colScopeVersion, qwp.TypeSymbol)
+		add(&tb.resAttrs, colResourceAttributes, qwp.TypeSymbol)
+		add(&tb.scopeAttrs, colScopeAttributes, qwp.TypeSymbol)
+		add(&tb.attrs, colAttributes, qwp.TypeVarchar)
+		add(&tb.recordID, colRecordID, qwp.TypeLong)
+		return cols
+	}
+	if tb.kind != tableGauge {
+		add(&tb.start, colStartTimestamp, qwp.TypeTimestampNanos)
+	}
+	add(&tb.service, colServiceName, qwp.TypeSymbol)
+	add(&tb.metricName, colMetricName, qwp.TypeSymbol)
+	add(&tb.unit, colMetricUnit, qwp.TypeSymbol)
+	add(&tb.description, colMetricDescription, qwp.TypeSymbol)
+	add(&tb.scopeName, colScopeName, qwp.TypeSymbol)
+	add(&tb.scopeVersion, colScopeVersion, qwp.TypeSymbol)
+	add(&tb.resAttrs, colResourceAttributes, qwp.TypeSymbol)
+	add(&tb.scopeAttrs, colScopeAttributes, qwp.TypeSymbol)
+	add(&tb.attrs, colAttributes, attrsType)
+	add(&tb.seriesID, colSeriesID, qwp.TypeLong)
+	add(&tb.flags, colFlags, qwp.TypeInt)
+	switch tb.kind {
+	case tableGauge:
+		add(&tb.value, colValue, qwp.TypeDouble)
+		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
+	case tableSum:
+		add(&tb.value, colValue, qwp.TypeDouble)
+		add(&tb.isMonotonic, colIsMonotonic, qwp.TypeBoolean)
+		add(&tb.temporality, colTemporality, qwp.TypeSymbol)
+		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
+	case tableHistogram:
+		add(&tb.count, colCount, qwp.TypeLong)
+		add(&tb.sum, colSum, qwp.TypeDouble)
+		add(&tb.min, colMin, qwp.TypeDouble)
+		add(&tb.max, colMax, qwp.TypeDouble)
+		add(&tb.bucketCounts, colBucketCounts, qwp.TypeDoubleArray)
+		add(&tb.explicitBounds, colExplicitBounds, qwp.TypeDoubleArray)
+		add(&tb.temporality, colTemporality, qwp.TypeSymbol)
+		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
+	case tableExpHistogram:
+		add(&tb.count, colCount, qwp.TypeLong)
+		add(&tb.sum, colSum, qwp.TypeDouble)
+		add(&tb.min, colMin, qwp.TypeDouble)
+		add(&tb.max, colMax, qwp.TypeDouble)
+		add(&tb.scale, colScale, qwp.TypeInt)
+		add(&tb.zeroCount, colZeroCount, qwp.TypeLong)
+		add(&tb.zeroThreshold, colZeroThreshold, qwp.TypeDouble)
+		add(&tb.posOffset, colPositiveOffset, qwp.TypeInt)
+		add(&tb.posCounts, colPositiveBucketCount, qwp.TypeDoubleArray)
+		add(&tb.negOffset, colNegativeOffset, qwp.TypeInt)
+		add(&tb.negCounts, colNegativeBucketCount, qwp.TypeDoubleArray)
+		add(&tb.temporality, colTemporality, qwp.TypeSymbol)
+		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
+	case tableSummary:
+		add(&tb.count, colCount, qwp.TypeLong)
+		add(&tb.sum, colSum, qwp.TypeDouble)
+		add(&tb.quantiles, colQuantiles, qwp.TypeDoubleArray)
+		add(&tb.quantileValues, colQuantileValues, qwp.TypeDoubleArray)
+	}
+	return cols
+}
+
+// reservedColumns are the built-in column names of every table, lower-cased;
+// a promoted attribute may not take one.
+var reservedColumns = func() map[string]bool {
+	m := map[string]bool{colDesignated: true}
+	for k := range numTables {
+		tb := table{kind: k}
+		for _, c := range tb.columns(qwp.TypeSymbol) {
+			if c.name != "" {
+				m[strings.ToLower(c.name)] = true
+			}
+		}
+	}
+	return m
+}()
+
+// Upper bounds used by rowBound: a one-row frame's framing, and the bytes a
+// column takes beyond its value (null flag, one bitmap byte, Gorilla encoding
+// byte, fixed-width value).
+const (
+	frameOverhead   = qwp.HeaderSize + 2*10 // header + delta dictionary start/count varints
+	columnOverhead  = 1 + 1 + 1 + 8
+	symbolOverhead  = 2 * 5 // id varint in the column + length varint in the delta section
+	varcharOverhead = 2 * 4 // offsets[0] and the value's end offset
+	arrayOverhead   = 1 + 4 // n_dims + one dimension
+)
+
+// newRowEncoder declares every table and column on enc. It fails when a
+// table name is not one QuestDB accepts or when a promoted column clashes
+// with a built-in one.
+func newRowEncoder(enc *qwp.Encoder, cfg rowEncoderConfig) (*rowEncoder, error) {
+	r := &rowEncoder{enc: enc, promoted: cfg.Promoted, attrsVarchar: cfg.AttributesVarchar, now: cfg.Now, logger: cfg.Logger}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.logger == nil {
+		r.logger = zap.NewNop()
+	}
+	attrsType := qwp.TypeSymbol
+	if cfg.AttributesVarchar {
+		attrsType = qwp.TypeVarchar
+	}
+	seen := make(map[string]tableKind, numTables)
+	for k := range numTables {
+		name := cfg.Tables.of(k)
+		if prev, dup := seen[strings.ToLower(name)]; dup {
+			return nil, fmt.Errorf("table name %q is used for both %s and %s rows; give each its own table",
+				name, kindLabel(prev), kindLabel(k))
+		}
+		seen[strings.ToLower(name)] = k
+		tb := &r.tables[k]
+		tb.kind = k
+		t, err := enc.Table(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s table: %w", kindLabel(k), err)
+		}
+		tb.t = t
+		cols := tb.columns(attrsType)
+		for _, p := range cfg.Promoted {
+			cols = append(cols, column{nil, p.Column, qwp.TypeSymbol})
+		}
+		tb.promoted = make([]qwp.Col, 0, len(cfg.Promoted))
+		tb.fixed = frameOverhead + 2 + len(name) + 5 + 3
+		for _, c := range cols {
+			h, err := t.Column(c.name, c.typ)
+			if err != nil {
+				return nil, fmt.Errorf("%s table: %w", kindLabel(k), err)
+			}
+			if c.handle != nil {
+				*c.handle = h
+			} else {
+				tb.promoted = append(tb.promoted, h)
+			}
+			tb.fixed += 2 + len(c.name) + 1 + columnOverhead
+		}
+	}
+	n := len(cfg.Promoted)
+	r.promotedScope = make([][]byte, n)
+	r.promotedScopeBuf = make([][]byte, n)
+	r.promotedPoint = make([][]byte, n)
+	r.promotedBuf = make([][]byte, n)
+	return r, nil
+}
+
+func kindLabel(k tableKind) string {
+	return [numTables]string{"gauge", "sum", "histogram", "exponential histogram", "summary", "logs"}[k]
+}
+
+// flush emits the current frame, if it holds any rows.
+func (r *rowEncoder) flush(emit func(frame []byte) error) error {
+	if r.enc.Rows() == 0 {
+		return nil
+	}
+	r.frame = r.enc.Finish(r.frame[:0])
+	r.stats.Frames++
+	return emit(r.frame)
+}
+
+// beginBatch resets the per-call state.
+func (r *rowEncoder) beginBatch() {
+	r.stats = encodeStats{}
+	r.nowNano = r.now().UnixNano()
+}
+
+// beginResource renders the resource columns shared by the rows below it
+// and starts their identity hash (tag: seriesTag or recordTag).
+func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
+	r.res = res
+	r.resJSON = r.appendAttrs(r.resJSON[:0], res)
+	r.resHash = resourceHash(tag, r.resJSON)
+	r.service = ""
+	if v, ok := res.Get("service.name"); ok {
+		var text []byte
+		if text, ok = r.json.appendText(r.serviceBuf[:0], v); ok {
+			r.serviceBuf = text
+			r.service = string(text) // once per resource
+		}
+	}
+}
+
+// beginScope renders the scope columns, continues the identity hash and
+// resolves the promoted values that the scope or the resource supplies.
+func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
+	r.scopeJSON = r.appendAttrs(r.scopeJSON[:0], scope.Attributes())
+	r.scopeName = validString(scope.Name())
+	r.scopeVersion = validString(scope.Version())
+	r.scopeHash = r.resHash.addScope(r.scopeName, r.scopeVersion, r.scopeJSON)
+	r.scopeBound = symbolBound(len(r.service)) + symbolBound(len(r.resJSON)) + symbolBound(len(r.scopeJSON)) +
+		symbolBound(len(r.scopeName)) + symbolBound(len(r.scopeVersion))
+	for i, p := range r.promoted {
+		v, ok := scope.Attributes().Get(p.Key)
+		if !ok {
+			v, ok = r.res.Get(p.Key)
+		}
+		r.promotedScope[i] = nil
+		if ok {
+			if text, ok := r.json.appendText(r.promotedScopeBuf[i][:0], v); ok {
+				r.promotedScopeBuf[i] = text
+				r.promotedScope[i] = text
+			}
+		}
+	}
+}
+
+// setResourceScope writes the scope and resource attribute columns of a row
+// (service_name is set earlier, for the schema order).
+func (r *rowEncoder) setResourceScope(tb *table) {
+	t := tb.t
+	setSymbolString(t, tb.scopeName, r.scopeName)
+	setSymbolString(t, tb.scopeVersion, r.scopeVersion)
+	setSymbol(t, tb.resAttrs, r.resJSON)
+	setSymbol(t, tb.scopeAttrs, r.scopeJSON)
+}
+
+// appendAttrs renders an attribute map as JSON, or nothing when it is empty.
+func (r *rowEncoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
+	if m.Len() == 0 {
+		return dst
+	}
+	return r.json.appendMap(dst, m)
+}
+
+// pointPromoted resolves the promoted values of a row: the row's own
+// attribute, else the scope's or resource's. It returns their byte total for
+// rowBound.
+func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
+	total := 0
+	for i, p := range r.promoted {
+		r.promotedPoint[i] = r.promotedScope[i]
+		if v, ok := attrs.Get(p.Key); ok {
+			text, ok := r.json.appendText(r.promotedBuf[i][:0], v)
+			r.promotedBuf[i] = text
+			r.promotedPoint[i] = nil
+			if ok {
+				r.promotedPoint[i] = text
+			}
+		}
+		if r.promotedPoint[i] != nil {
+			total += len(r.promotedPoint[i]) + symbolOverhead
+		}
+	}
+	return total
+}
+
+// setPromoted writes the promoted values resolved by pointPromoted.
+func (r *rowEncoder) setPromoted(tb *table) {
+	for i, c := range tb.promoted {
+		if v := r.promotedPoint[i]; v != nil {
+			tb.t.Symbol(c, v)
+		}
+	}
+}
+
+// symbolBound is the rowBound share of a SYMBOL value (0 when NULL).
+func symbolBound(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return n + symbolOverhead
+}
+
+// fits reports whether a row whose variable-length values need variable
+// bytes (beyond tb.fixed) fits in an empty frame. A row that does not is
+// skipped before any of its symbols reach the dictionary.
+func (r *rowEncoder) fits(tb *table, variable int) bool {
+	return tb.fixed+variable <= r.enc.MaxFrameBytes()
+}
+
+// endRow ends the row in progress. again is true when the frame was full:
+// it has been emitted and the caller writes the row again.
+// what names the row in the log line of a skip.
+func (r *rowEncoder) endRow(tb *table, emit func([]byte) error, attempt int, what string) (again bool, err error) {
+	err = tb.t.EndRow()
+	var tooLarge *qwp.RowTooLargeError
+	switch {
+	case err == nil:
+		r.stats.Rows[tb.kind]++
+		return false, nil
+	case errors.Is(err, qwp.ErrFrameFull) && attempt == 0:
+		return true, r.flush(emit)
+	case errors.As(err, &tooLarge):
+		r.skip(skipRowTooLarge, tb, what, zap.Int("bytes", tooLarge.Size), zap.Int("limit", tooLarge.Limit))
+		return false, nil
+	default:
+		return false, fmt.Errorf("encoding a row of table %q: %w", tb.t.Name(), err)
+	}
+}
+
+// skip counts and logs one dropped row.
+func (r *rowEncoder) skip(reason skipReason, tb *table, what string, fields ...zap.Field) {
+	r.stats.Skipped[reason]++
+	r.logger.Warn("dropping a row the data model cannot write",
+		append([]zap.Field{zap.String("reason", reason.String()), zap.String("table", tb.t.Name()), zap.String("row", what)}, fields...)...)
+}
+
+// timestampNanos converts a pdata time to TIMESTAMP_NANOS; ok is false for 0
+// (unset) and for times past 2262, which TIMESTAMP_NANOS cannot hold.
+func timestampNanos(ts pcommon.Timestamp) (int64, bool) {
+	if ts == 0 || uint64(ts) > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(ts), true
+}
+
+// clampCount converts a uint64 count to LONG, saturating at MaxInt64.
+func clampCount(n uint64) int64 {
+	if n > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(n)
+}
+
+// setSymbolString writes s, or leaves the column NULL when s is empty.
+func setSymbolString(t *qwp.Table, c qwp.Col, s string) {
+	if s != "" {
+		t.SymbolString(c, s)
+	}
+}
+
+// setSymbol writes b, or leaves the column NULL when b is empty.
+func setSymbol(t *qwp.Table, c qwp.Col, b []byte) {
+	if len(b) > 0 {
+		t.Symbol(c, b)
+	}
+}
