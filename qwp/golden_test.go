@@ -71,3 +71,53 @@ func TestGoldenExample1(t *testing.T) {
 		t.Errorf("after Finish: Size %d Rows %d, want 0 0", e.Size(), e.Rows())
 	}
 }
+
+// TestGoldenExample3 is the specification's Gorilla and delta dictionary
+// example, with timestamps of our choosing (two values: no DoD stream).
+func TestGoldenExample3(t *testing.T) {
+	e := NewEncoder(NewMemDict(), EncoderOptions{Gorilla: true, DeltaSymbolDict: true})
+	tb := mustTable(t, e, "sensors")
+	host := mustCol(t, tb, "host", TypeSymbol)
+	temp := mustCol(t, tb, "temp", TypeDouble)
+	ts := mustCol(t, tb, "", TypeTimestamp)
+	for _, r := range []struct {
+		host string
+		temp float64
+		ts   int64
+	}{{"server1", 91.6, 1700000000000000}, {"server2", 92.4, 1700000001000000}} {
+		tb.SymbolString(host, r.host)
+		tb.Double(temp, r.temp)
+		tb.Timestamp(ts, r.ts)
+		mustEndRow(t, tb)
+	}
+	want := readGolden(t, "example3.bin")
+	if from, to := e.SymbolRange(); from != 0 || to != 2 {
+		t.Errorf("SymbolRange() = %d, %d; want 0, 2", from, to)
+	}
+	size := e.Size()
+	got := e.Finish(nil)
+	if size != len(got) || !bytes.Equal(got, want) {
+		t.Fatalf("example 3 (Size %d):\n got %x\nwant %x", size, got, want)
+	}
+}
+
+// TestGoldenExample2Varchar checks the specification's nullable VARCHAR
+// column bytes (rows foo, NULL, bar, baz) inside a whole frame.
+func TestGoldenExample2Varchar(t *testing.T) {
+	e := NewEncoder(nil, EncoderOptions{})
+	tb := mustTable(t, e, "t")
+	v := mustCol(t, tb, "v", TypeVarchar)
+	for _, s := range []string{"foo", "", "bar", "baz"} {
+		if s != "" {
+			tb.VarcharString(v, s)
+		}
+		mustEndRow(t, tb)
+	}
+	col := readGolden(t, "example2_varchar_column.bin")
+	block := cat([]byte{1, 't', 4, 1, 1, 'v', byte(TypeVarchar)}, col)
+	want := appendHeader(nil, 0, 1, len(block))
+	want = append(want, block...)
+	if got := e.Finish(nil); !bytes.Equal(got, want) {
+		t.Fatalf("example 2:\n got %x\nwant %x", got, want)
+	}
+}

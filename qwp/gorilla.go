@@ -38,10 +38,8 @@ func (g *gorilla) add(v int64) {
 	g.n++
 }
 
-// compressed reports whether the column is written in Gorilla mode. With no
-// values there is nothing to compress; the uncompressed form says so without
-// relying on a decoder's handling of an empty Gorilla section.
-func (g *gorilla) compressed() bool { return g.n > 0 && !g.overflow }
+// compressed reports whether the column is written in Gorilla mode.
+func (g *gorilla) compressed() bool { return !g.overflow }
 
 // valueBytes is the size of what follows the encoding flag byte.
 func (g *gorilla) valueBytes() int {
