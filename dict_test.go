@@ -1,0 +1,211 @@
+package questdbexporter
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// memSymbols is a symbolStore that can refuse writes.
+type memSymbols struct {
+	gens map[uint32][][]byte
+	fail error
+	adds int
+}
+
+func (m *memSymbols) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
+	if m.fail != nil {
+		return m.fail
+	}
+	if firstID != len(m.gens[gen]) {
+		return errors.New("out of order")
+	}
+	m.adds++
+	for _, e := range entries {
+		m.gens[gen] = append(m.gens[gen], slices.Clone(e))
+	}
+	return nil
+}
+
+func (m *memSymbols) Symbols(gen uint32) [][]byte { return m.gens[gen] }
+
+func TestGenDictIDsPersistAndRotate(t *testing.T) {
+	store := &memSymbols{gens: map[uint32][][]byte{}}
+	d, err := openGenDict(store, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("a")
+	if id := d.ID(buf); id != 0 {
+		t.Fatalf("first id %d", id)
+	}
+	buf[0] = 'b' // ID must not retain its argument
+	if id := d.ID(buf); id != 1 {
+		t.Fatalf("second id %d", id)
+	}
+	if id := d.ID([]byte("a")); id != 0 || d.Len() != 2 || string(d.Entry(0)) != "a" {
+		t.Fatalf("lookup of a: id %d, len %d, entry %q", id, d.Len(), d.Entry(0))
+	}
+	if from, to := d.unqueued(); from != 0 || to != 2 {
+		t.Fatalf("unqueued [%d, %d), want [0, 2)", from, to)
+	}
+	if err := d.persist(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.persist(); err != nil || store.adds != 1 {
+		t.Fatalf("second persist with nothing new: err %v, %d store writes", err, store.adds)
+	}
+	d.markQueued(2)
+	d.ID([]byte("c"))
+	if !d.full() {
+		t.Fatal("3 entries with a limit of 3 is not full")
+	}
+	if err := d.rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Gen() != 1 || d.Len() != 0 || d.full() {
+		t.Fatalf("after rotate: gen %d len %d", d.Gen(), d.Len())
+	}
+	if got := store.Symbols(0); len(got) != 3 || string(got[2]) != "c" {
+		t.Fatalf("generation 0 persisted %q, want a b c", got)
+	}
+	if id := d.ID([]byte("a")); id != 0 {
+		t.Fatalf("a in generation 1 got id %d, want 0 (a new dictionary)", id)
+	}
+}
+
+func TestGenDictPersistFailureKeepsEntries(t *testing.T) {
+	store := &memSymbols{gens: map[uint32][][]byte{}, fail: errors.New("disk gone")}
+	d, err := openGenDict(store, 10, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ID([]byte("x"))
+	if err := d.persist(); err == nil {
+		t.Fatal("persist through a failing store returned nil")
+	}
+	if err := d.rotate(); err == nil || d.Gen() != 4 {
+		t.Fatalf("rotate with unpersisted entries and a failing store: err %v, gen %d", err, d.Gen())
+	}
+	store.fail = nil
+	if err := d.persist(); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.Symbols(4); len(got) != 1 || string(got[0]) != "x" {
+		t.Fatalf("retry persisted %q, want x", got)
+	}
+}
+
+func TestOpenGenDict(t *testing.T) {
+	tests := []struct {
+		name    string
+		stored  map[uint32][][]byte
+		gen     uint32
+		max     int
+		wantLen int
+		wantErr bool
+	}{
+		{name: "empty", stored: map[uint32][][]byte{}, max: 5},
+		{name: "loads its generation only", stored: map[uint32][][]byte{1: {[]byte("a")}, 2: {[]byte("b"), []byte("c")}}, gen: 2, max: 5, wantLen: 2},
+		{name: "duplicate entry", stored: map[uint32][][]byte{0: {[]byte("a"), []byte("a")}}, max: 5, wantErr: true},
+		{name: "zero limit", stored: map[uint32][][]byte{}, max: 0, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := openGenDict(&memSymbols{gens: tt.stored}, tt.max, tt.gen)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Len() != tt.wantLen || d.Gen() != tt.gen {
+				t.Fatalf("len %d gen %d", d.Len(), d.Gen())
+			}
+			if from, to := d.unqueued(); from != to {
+				t.Fatalf("loaded entries count as unqueued [%d, %d): the I/O loop re-sends them", from, to)
+			}
+			for id := range d.Len() {
+				if got := d.ID(d.Entry(id)); int(got) != id {
+					t.Fatalf("loaded entry %d maps to id %d", id, got)
+				}
+			}
+		})
+	}
+}
+
+func TestPayloadSymbolUse(t *testing.T) {
+	dict := qwp.NewMemDict()
+	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{DeltaSymbolDict: true})
+	tb, _ := enc.Table("t")
+	c, _ := tb.Column("s", qwp.TypeSymbol)
+	for _, s := range []string{"a", "b", "a"} {
+		tb.SymbolString(c, s)
+		if err := tb.EndRow(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg := enc.Finish(nil)
+	tests := []struct {
+		name    string
+		payload []byte
+		gen     uint32
+		maxID   int64
+	}{
+		{"two symbols", append(appendGenPrefix(nil, 7), msg...), 7, 1},
+		{"short payload", []byte{1, 2}, 0, -1},
+		{"not a message", append(appendGenPrefix(nil, 3), 1, 2, 3), 3, -1},
+	}
+	for _, tt := range tests {
+		gen, maxID := payloadSymbolUse(tt.payload)
+		if gen != tt.gen || maxID != tt.maxID {
+			t.Errorf("%s: (%d, %d), want (%d, %d)", tt.name, gen, maxID, tt.gen, tt.maxID)
+		}
+	}
+}
+
+func TestGenDictThroughSFQueue(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *sfqueue.Queue {
+		q, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "d", SymbolUse: payloadSymbolUse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	q := open()
+	d, err := openGenDict(q, 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ID([]byte("a"))
+	d.ID([]byte("b"))
+	if err := d.rotate(); err != nil {
+		t.Fatal(err)
+	}
+	d.ID([]byte("c"))
+	if err := d.persist(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = open()
+	defer q.Close()
+	d, err = openGenDict(q, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Len() != 1 || string(d.Entry(0)) != "c" {
+		t.Fatalf("reopened generation 1: %d entries", d.Len())
+	}
+	if id := d.ID([]byte("d")); id != 1 {
+		t.Fatalf("next id after reopen %d, want 1", id)
+	}
+}

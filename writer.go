@@ -1,0 +1,311 @@
+package questdbexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// frameQueue is the part of the SF queue the writer appends to
+// (sfqueue.Queue satisfies it).
+type frameQueue interface {
+	symbolStore
+	AppendBatch(ctx context.Context, payloads [][]byte) (lastFSN uint64, err error)
+}
+
+// batchEncoder turns pdata batches into QWP messages under the frame limit,
+// calling emit with each finished message (valid only during the call), and
+// returns the rows it wrote. Rows of successive batches share frames until
+// flush. reset starts a new dictionary generation: the encoder's next frame
+// defines ids from 0 of dict. Skipped data points are the encoder's to count;
+// an error means the batch could not be converted at all.
+type batchEncoder interface {
+	encodeMetrics(md pmetric.Metrics, emit func(frame []byte) error) (rows int, err error)
+	encodeLogs(ld plog.Logs, emit func(frame []byte) error) (rows int, err error)
+	flush(emit func(frame []byte) error) error
+	reset(dict qwp.SymbolDict)
+}
+
+// writerObserver receives the writer's telemetry. Calls come from the
+// writer goroutine.
+type writerObserver interface {
+	// groupAppended: one AppendBatch of frames carrying rows rows, for
+	// callers callers; stalled says the queue lacked room when it started.
+	groupAppended(callers, frames, rows int, stalled bool)
+	// groupFailed: a group whose frames were not appended.
+	groupFailed(callers int, err error)
+}
+
+// errWriterClosed is what calls get after Shutdown began.
+var errWriterClosed = errors.New("questdb exporter is shut down")
+
+// writeRequest is one Consume call waiting for the group commit.
+type writeRequest struct {
+	ctx     context.Context
+	metrics pmetric.Metrics
+	logs    plog.Logs
+	isLogs  bool
+	done    chan writeResult // buffered: the writer never blocks on it
+
+	// set by the writer
+	err       error // the caller's own encoding error
+	lastFrame int   // index in the group of the frame holding its last row; -1 none
+}
+
+// writeResult is what a caller learns: the FSN of the frame holding its
+// last row (0 when the batch produced no rows), or why it was not stored.
+type writeResult struct {
+	fsn uint64
+	err error
+}
+
+// writer is the group-commit loop (seed 004): one goroutine owns the
+// encoder and the dictionary; it takes every request waiting right now,
+// encodes them into frames, persists new dictionary entries, appends the
+// frames with one AppendBatch (so flush durability fsyncs once for the
+// group) and then answers every caller. There is no timer: a group is what
+// arrived while the previous one was being stored.
+//
+// Results per caller. A group is appended all or nothing (AppendBatch's
+// contract), so:
+//   - the append or the dictionary write failed: every caller of the group
+//     gets that error and nothing of the group is in the queue;
+//   - a caller's own batch failed to encode (a bug-class error, not a
+//     skipped point): that caller gets a permanent error, while rows of it
+//     already written to frames are stored with the group (a retry would
+//     duplicate them; DEDUP keys make that harmless). Other callers are
+//     unaffected;
+//   - otherwise the caller gets nil, and its rows are in the queue.
+//
+// No caller ever gets nil for rows that were not appended.
+type writer struct {
+	q    frameQueue
+	dict *genDict
+	enc  batchEncoder
+	obs  writerObserver
+	// room reports whether the queue has room for n more bytes right now;
+	// only used to count backpressure stalls. nil: never counted.
+	room func(n int) bool
+
+	mu     sync.RWMutex // closed and sends on reqs
+	closed bool
+	reqs   chan *writeRequest
+	done   chan struct{}
+
+	// group state, owned by the loop and reused across groups
+	group    []*writeRequest
+	arena    []byte // stored payloads back to back
+	ends     []int  // end offset of each payload in arena
+	payloads [][]byte
+	genEnd   int   // highest delta end of this group's frames in the current generation
+	groupErr error // a dictionary write failed inside emit
+	rows     int
+}
+
+// maxGroupRequests bounds one group so that a storm of callers cannot grow
+// a group's memory without limit; the rest go to the next group.
+const maxGroupRequests = 1024
+
+func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(int) bool) *writer {
+	w := &writer{
+		q: q, dict: dict, enc: enc, obs: obs, room: room,
+		reqs: make(chan *writeRequest, maxGroupRequests),
+		done: make(chan struct{}),
+	}
+	go w.run()
+	return w
+}
+
+// writeMetrics stores md and returns the FSN of its last frame.
+func (w *writer) writeMetrics(ctx context.Context, md pmetric.Metrics) (uint64, error) {
+	return w.write(&writeRequest{ctx: ctx, metrics: md, done: make(chan writeResult, 1)})
+}
+
+// writeLogs stores ld and returns the FSN of its last frame.
+func (w *writer) writeLogs(ctx context.Context, ld plog.Logs) (uint64, error) {
+	return w.write(&writeRequest{ctx: ctx, logs: ld, isLogs: true, done: make(chan writeResult, 1)})
+}
+
+func (w *writer) write(r *writeRequest) (uint64, error) {
+	ctx := r.ctx
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return 0, errWriterClosed
+	}
+	select {
+	case w.reqs <- r:
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return 0, fmt.Errorf("questdb exporter: gave up waiting to enter the write queue: %w", ctx.Err())
+	}
+	w.mu.RUnlock()
+	select {
+	case res := <-r.done:
+		return res.fsn, res.err
+	case <-ctx.Done():
+		// The group may still store the batch: the caller's retry then
+		// duplicates it, which at-least-once allows. It is never told nil.
+		return 0, fmt.Errorf("questdb exporter: gave up waiting for the queue append: %w", ctx.Err())
+	}
+}
+
+// close stops accepting requests, lets the loop finish every request already
+// accepted, and waits for it.
+func (w *writer) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.reqs)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	for first := range w.reqs {
+		group := append(w.group[:0], first)
+	more:
+		for len(group) < maxGroupRequests {
+			select {
+			case r, ok := <-w.reqs:
+				if !ok {
+					break more
+				}
+				group = append(group, r)
+			default:
+				break more
+			}
+		}
+		w.commit(group)
+		clear(group)
+		w.group = group[:0]
+	}
+}
+
+// commit encodes, stores and answers one group.
+func (w *writer) commit(group []*writeRequest) {
+	w.arena, w.ends, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], 0, nil, 0
+
+	// Ids assigned by an earlier group that failed to append are defined by
+	// no queued frame: re-register them first (rowless deferred frames).
+	if from, to := w.dict.unqueued(); from < to {
+		w.groupErr = qwp.CatchUpFrames(w.dict, from, to, 0, w.emit)
+	}
+	for _, r := range group {
+		if w.groupErr != nil {
+			break
+		}
+		var rows int
+		var err error
+		if r.isLogs {
+			rows, err = w.enc.encodeLogs(r.logs, w.emit)
+		} else {
+			rows, err = w.enc.encodeMetrics(r.metrics, w.emit)
+		}
+		w.rows += rows
+		r.lastFrame = len(w.ends) // the frame in progress, or the next one
+		if err != nil && w.groupErr == nil {
+			r.err = consumererror.NewPermanent(fmt.Errorf("questdb exporter: converting the batch to rows: %w", err))
+		}
+	}
+	if w.groupErr == nil {
+		if err := w.enc.flush(w.emit); err != nil && w.groupErr == nil {
+			w.groupErr = err
+		}
+	}
+	if w.groupErr != nil {
+		// Discard the partial frame; ids it assigned become catch-up of
+		// the next group.
+		w.enc.reset(w.dict)
+	}
+	if w.groupErr == nil {
+		w.groupErr = w.dict.persist()
+	}
+	var first uint64
+	if w.groupErr == nil && len(w.ends) > 0 {
+		w.payloads = w.payloads[:0]
+		start := 0
+		for _, end := range w.ends {
+			w.payloads = append(w.payloads, w.arena[start:end:end])
+			start = end
+		}
+		stalled := w.room != nil && !w.room(len(w.arena))
+		ctx, cancel := groupContext(group)
+		last, err := w.q.AppendBatch(ctx, w.payloads)
+		cancel()
+		clear(w.payloads)
+		if err != nil {
+			w.groupErr = err
+		} else {
+			first = last - uint64(len(w.ends)) + 1
+			w.dict.markQueued(w.genEnd)
+			w.obs.groupAppended(len(group), len(w.ends), w.rows, stalled)
+		}
+	}
+	if w.groupErr != nil {
+		w.obs.groupFailed(len(group), w.groupErr)
+	}
+	for _, r := range group {
+		res := writeResult{err: r.err}
+		switch {
+		case w.groupErr != nil:
+			res.err = w.groupErr
+		case len(w.ends) > 0:
+			res.fsn = first + uint64(min(r.lastFrame, len(w.ends)-1))
+		}
+		r.done <- res
+	}
+}
+
+// emit stores one finished message of the group with its generation prefix,
+// and starts a new dictionary generation once the current one is full.
+func (w *writer) emit(frame []byte) error {
+	if w.groupErr != nil {
+		return w.groupErr
+	}
+	_, end, err := qwp.DeltaDictRange(frame)
+	if err != nil {
+		return fmt.Errorf("questdb exporter: encoder produced an unreadable message: %w", err)
+	}
+	w.genEnd = max(w.genEnd, end)
+	w.arena = appendGenPrefix(w.arena, w.dict.Gen())
+	w.arena = append(w.arena, frame...)
+	w.ends = append(w.ends, len(w.arena))
+	if w.dict.full() {
+		if err := w.dict.rotate(); err != nil {
+			w.groupErr = err
+			return err
+		}
+		w.genEnd = 0
+		w.enc.reset(w.dict)
+	}
+	return nil
+}
+
+// groupContext bounds the group's AppendBatch by the latest deadline among
+// its callers (the queue's sf_append_deadline bounds it further): a caller
+// with a shorter deadline stops waiting on its own, and must not make the
+// whole group fail early.
+func groupContext(group []*writeRequest) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, r := range group {
+		d, ok := r.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.Background())
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
+}
