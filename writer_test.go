@@ -235,9 +235,9 @@ func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uin
 // decodedQueue is every row in a queue, decoded as a server would: one
 // connection per generation, starting with an empty dictionary.
 type decodedQueue struct {
-	ids   map[int64]int          // row id -> times seen
-	syms  map[int64]string       // metric row id -> its sym value
-	gens  []uint32               // generation of each frame
+	ids   map[int64]int            // row id -> times seen
+	syms  map[int64]string         // metric row id -> its sym value
+	gens  []uint32                 // generation of each frame
 	dicts map[uint32]*qwptest.Dict // server dictionary at the end of each generation
 }
 
