@@ -1,0 +1,176 @@
+package qwp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestMemDict(t *testing.T) {
+	d := NewMemDict()
+	for i, s := range []string{"a", "b", "", "a", "b", "c"} {
+		id := d.ID([]byte(s))
+		want := map[string]uint32{"a": 0, "b": 1, "": 2, "c": 3}[s]
+		if id != want {
+			t.Fatalf("call %d: ID(%q) = %d, want %d", i, s, id, want)
+		}
+	}
+	if d.Len() != 4 || string(d.Entry(3)) != "c" || string(d.Entry(2)) != "" {
+		t.Fatalf("Len %d Entry(3) %q", d.Len(), d.Entry(3))
+	}
+	buf := []byte("zz")
+	d.ID(buf)
+	buf[0] = 'q' // ID must not retain the caller's bytes
+	if string(d.Entry(4)) != "zz" {
+		t.Fatalf("entry changed with the caller's buffer: %q", d.Entry(4))
+	}
+	if allocs := testing.AllocsPerRun(100, func() { d.ID([]byte("a")) }); allocs != 0 {
+		t.Fatalf("looking up a known symbol allocates %v times", allocs)
+	}
+}
+
+func dictOf(entries ...string) *MemDict {
+	d := NewMemDict()
+	for _, e := range entries {
+		d.ID([]byte(e))
+	}
+	return d
+}
+
+func TestCatchUpFrames(t *testing.T) {
+	var entries []string
+	for i := 0; i < 300; i++ {
+		entries = append(entries, fmt.Sprintf("symbol-%d-%s", i, strings.Repeat("x", i%17)))
+	}
+	d := dictOf(entries...)
+	for _, tc := range []struct {
+		from, to, limit int
+		minFrames       int
+	}{
+		{0, 300, 0, 1}, {0, 300, 200, 30}, {5, 150, 64, 40}, {299, 300, 50, 1}, {0, 0, 100, 0},
+	} {
+		var got []string
+		next, frames := tc.from, 0
+		err := CatchUpFrames(d, tc.from, tc.to, tc.limit, func(f []byte) error {
+			frames++
+			if tc.limit > 0 && len(f) > tc.limit {
+				return fmt.Errorf("frame of %d bytes over %d", len(f), tc.limit)
+			}
+			m, err := decodeMessage(f)
+			if err != nil {
+				return err
+			}
+			if m.flags != FlagDeferCommit|FlagDeltaSymbolDict || len(m.tables) != 0 || f[6] != 0 || f[7] != 0 {
+				return fmt.Errorf("flags %#x tables %d", m.flags, len(m.tables))
+			}
+			if m.dictStart != next || len(m.dict) == 0 {
+				return fmt.Errorf("frame starts at %d with %d entries, want start %d", m.dictStart, len(m.dict), next)
+			}
+			start, end, err := DeltaDictRange(f)
+			if err != nil || start != m.dictStart || end != start+len(m.dict) {
+				return fmt.Errorf("DeltaDictRange = %d, %d, %v", start, end, err)
+			}
+			for _, e := range m.dict {
+				got = append(got, string(e))
+			}
+			next += len(m.dict)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(entries[tc.from:tc.to]) || frames < tc.minFrames {
+			t.Fatalf("%+v: %d frames, entries %d..%d not reproduced", tc, frames, tc.from, tc.to)
+		}
+	}
+}
+
+// TestCatchUpFramesFillLimit: each frame but the last is full, in the sense
+// that the next entry would not have fitted.
+func TestCatchUpFramesFillLimit(t *testing.T) {
+	d := dictOf("aaaa", "bbbb", "cccc", "dddd", "eeee")
+	var sizes []int
+	// header 12 + start 1 + count 1 + 2 entries of 5 bytes = 24.
+	if err := CatchUpFrames(d, 0, 5, 24, func(f []byte) error { sizes = append(sizes, len(f)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(sizes) != "[24 24 19]" {
+		t.Fatalf("frame sizes %v, want [24 24 19]", sizes)
+	}
+}
+
+func TestCatchUpFramesErrors(t *testing.T) {
+	d := dictOf("small", strings.Repeat("L", 100))
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		what      string
+		from, to  int
+		limit     int
+		emit      func([]byte) error
+		want      string
+		wantIsErr error
+	}{
+		{"entry too large", 0, 2, 60, nil, "symbol id 1 (100 bytes) does not fit in a 60-byte", nil},
+		{"emit error", 0, 2, 0, func([]byte) error { return boom }, "", boom},
+		{"range past end", 0, 3, 0, nil, "[0, 3) is not within the dictionary's 2", nil},
+		{"negative from", -1, 1, 0, nil, "not within", nil},
+		{"reversed", 2, 1, 0, nil, "not within", nil},
+	} {
+		emit := tc.emit
+		if emit == nil {
+			emit = func([]byte) error { return nil }
+		}
+		err := CatchUpFrames(d, tc.from, tc.to, tc.limit, emit)
+		if err == nil || (tc.wantIsErr != nil && !errors.Is(err, tc.wantIsErr)) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.what, err, tc.want)
+		}
+	}
+}
+
+func TestDeltaDictRange(t *testing.T) {
+	dict := NewMemDict()
+	dict.ID([]byte("known"))
+	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	tb.SymbolString(s, "known")
+	tb.SymbolString(s, "new")
+	mustEndRow(t, tb)
+	withDict := e.Finish(nil)
+	plain := readGolden(t, "example1.bin")
+	for _, tc := range []struct {
+		what       string
+		msg        []byte
+		start, end int
+		err        string
+	}{
+		{"frame with one new entry", withDict, 1, 2, ""},
+		{"no delta flag", plain, 0, 0, ""},
+		{"short", withDict[:11], 0, 0, "shorter than the 12-byte header"},
+		{"bad magic", append([]byte{0}, withDict[1:]...), 0, 0, "magic"},
+		{"payload cut", withDict[:20], 0, 0, "exceeds"},
+		{"dict header cut", fixLen(withDict[:HeaderSize+1]), 0, 0, "truncated"},
+		{"empty payload", fixLen(withDict[:HeaderSize]), 0, 0, "truncated"},
+		{"range over the limit", fixLen(append(append([]byte{}, withDict[:HeaderSize]...), 0x80, 0x89, 0x7a, 0x01)), 0, 0, "exceeds 2000000"},
+	} {
+		start, end, err := DeltaDictRange(tc.msg)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.what, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || start != tc.start || end != tc.end {
+			t.Errorf("%s: %d, %d, %v; want %d, %d", tc.what, start, end, err, tc.start, tc.end)
+		}
+	}
+}
+
+// fixLen sets payload_length to the bytes present.
+func fixLen(msg []byte) []byte {
+	out := append([]byte{}, msg...)
+	n := len(out) - HeaderSize
+	out[8], out[9], out[10], out[11] = byte(n), byte(n>>8), byte(n>>16), byte(n>>24)
+	return out
+}
