@@ -1,0 +1,63 @@
+package sfqueue
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The slot lock: flock on <slot>/.lock, and the holder's PID in
+// <slot>/.lock.pid so that a second opener can name it.
+const (
+	lockFileName = ".lock"
+	pidFileName  = ".lock.pid"
+)
+
+// lockSlot takes the slot lock and records our PID.
+func lockSlot(fsys FS, slot string) (io.Closer, error) {
+	l, err := fsys.Lock(filepath.Join(slot, lockFileName))
+	if errors.Is(err, ErrLockHeld) {
+		return nil, &LockedError{Path: slot, PID: readLockPID(fsys, slot)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := fsys.OpenFile(filepath.Join(slot, pidFileName), os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+	if err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// readLockPID returns the PID recorded by the lock holder, 0 if unknown.
+func readLockPID(fsys FS, slot string) int {
+	b, err := readSmallFile(fsys, filepath.Join(slot, pidFileName), 32)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// slotLockFree reports whether nobody holds the slot's lock right now.
+func slotLockFree(fsys FS, slot string) bool {
+	l, err := fsys.Lock(filepath.Join(slot, lockFileName))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}

@@ -1,0 +1,111 @@
+package sfqueue
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+)
+
+// failedFile marks a slot a background drainer gave up on.
+const failedFile = ".failed"
+
+// ListOrphans returns the sender IDs of slots under dir, other than those in
+// exclude, that hold unacked frames, carry no .failed marker, are not set
+// aside (*.unreplayable-<n>) and whose lock is free. Open one with
+// Options{Dir: dir, SenderID: id}.
+func ListOrphans(dir string, exclude []string) ([]string, error) {
+	return listOrphans(OSFS(), dir, exclude)
+}
+
+func listOrphans(fsys FS, dir string, exclude []string) ([]string, error) {
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range names {
+		slot := filepath.Join(dir, name)
+		if slices.Contains(exclude, name) || isUnreplayableName(name) || validSenderID(name) != nil || !fsys.IsDir(slot) {
+			continue
+		}
+		if _, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0); err == nil {
+			continue
+		}
+		unacked, err := slotHasUnacked(fsys, slot)
+		if err != nil || !unacked || !slotLockFree(fsys, slot) {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// slotHasUnacked reports whether the newest segment of slot holds a valid
+// frame above the ack watermark.
+func slotHasUnacked(fsys FS, slot string) (bool, error) {
+	names, err := fsys.ReadDir(slot)
+	if err != nil {
+		return false, err
+	}
+	var bases []uint64
+	for _, n := range names {
+		if b, ok := parseSegmentName(n); ok {
+			bases = append(bases, b)
+		}
+	}
+	if len(bases) == 0 {
+		return false, nil
+	}
+	wm, _, _ := readWatermark(fsys, slot)
+	for i := len(bases) - 1; i >= 0; i-- {
+		b, err := readSmallFile(fsys, filepath.Join(slot, segmentName(bases[i])), MaxSegmentBytesLimit)
+		if err != nil {
+			return false, err
+		}
+		r := scanSegment(b, bases[i])
+		if len(r.offsets) > 0 {
+			return bases[i]+uint64(len(r.offsets))-1 > wm, nil
+		}
+	}
+	return false, nil
+}
+
+// MarkFailed writes <dir>/<senderID>/.failed with reason, so that later
+// orphan scans skip the slot. The slot and its data are kept.
+func MarkFailed(dir, senderID, reason string) error {
+	if err := validSenderID(senderID); err != nil {
+		return err
+	}
+	return replaceFile(OSFS(), filepath.Join(dir, senderID), failedFile, []byte(reason+"\n"))
+}
+
+// RemoveSlot deletes the slot <dir>/<senderID> after a drainer emptied it.
+// It refuses a slot that is locked or still holds unacked frames.
+func RemoveSlot(dir, senderID string) error {
+	if err := validSenderID(senderID); err != nil {
+		return err
+	}
+	fsys := OSFS()
+	slot := filepath.Join(dir, senderID)
+	l, err := lockSlot(fsys, slot)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	unacked, err := slotHasUnacked(fsys, slot)
+	if err != nil {
+		return err
+	}
+	if unacked {
+		return fmt.Errorf("sfqueue: slot %s still holds unacked frames; drain it before removing it", slot)
+	}
+	if err := fsys.RemoveAll(slot); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}

@@ -1,0 +1,596 @@
+package sfqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ConsumerState is what the consumer (the I/O loop) tells the queue about
+// its connection, so that a full-queue error can say why nothing drains.
+type ConsumerState struct {
+	Reconnecting bool
+	Attempts     int
+	OutageStart  time.Time
+}
+
+// Queue is a store-and-forward queue of opaque frames numbered by FSN. It is
+// safe for concurrent use: producers Append, one consumer reads through a
+// Cursor and Acks. All state lives under one mutex; fsyncs run outside it.
+type Queue struct {
+	o    Options
+	fs   FS
+	sf   bool   // SF mode (files) rather than memory-only
+	slot string // slot directory (a virtual name in memory-only mode)
+	lock io.Closer
+	log  *zap.Logger
+
+	mu       sync.Mutex
+	syncDone *sync.Cond // broadcast when an fsync finishes
+	segs     []*segment // ascending base FSN; contiguous
+	active   *segment   // segment taking appends; nil: create one on demand
+	nextFSN  uint64
+	acked    uint64
+	durable  uint64 // highest FSN covered by a completed fsync
+	used     int64  // header and frame bytes of the retained segments
+	fatal    *FatalError
+	closed   bool
+	syncing  bool
+	dirDirty bool // a segment was created since the last directory fsync
+	consumer ConsumerState
+	space    chan struct{} // closed and replaced when room may have appeared
+	waiters  int           // appends waiting on space
+	wbuf     []byte
+	dict     *symbolDict
+	st       counters
+	recovery RecoveryReport
+	wmSaved  uint64 // ack watermark last written to .ack-watermark
+
+	published chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// Open opens (SF mode: recovers) a queue. Data that recovery had to set
+// aside is reported by Recovery, not as an error; errors are for a slot that
+// cannot be used at all (locked, unreadable, bad options).
+func Open(o Options) (*Queue, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		o:         o,
+		log:       o.Logger,
+		nextFSN:   1,
+		space:     make(chan struct{}),
+		published: make(chan struct{}, 1),
+	}
+	q.syncDone = sync.NewCond(&q.mu)
+	if o.Dir == "" {
+		q.fs = newMemRing()
+		q.slot = "memory"
+		q.dict = newMemoryDict()
+		return q, nil
+	}
+	q.sf = true
+	q.fs = o.FS
+	q.slot = filepath.Join(o.Dir, o.SenderID)
+	if err := q.recover(); err != nil {
+		return nil, err
+	}
+	q.stop = make(chan struct{})
+	q.done = make(chan struct{})
+	go q.background()
+	return q, nil
+}
+
+// Recovery reports what Open found in the slot.
+func (q *Queue) Recovery() RecoveryReport {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.recovery
+}
+
+// Published receives a value (the channel has capacity 1) after frames are
+// published, so a consumer that found Next empty can wait without polling.
+func (q *Queue) Published() <-chan struct{} { return q.published }
+
+// PublishedFSN is the FSN of the last appended frame (0: none yet).
+func (q *Queue) PublishedFSN() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nextFSN - 1
+}
+
+// AckedFSN is the highest FSN acknowledged (0: none).
+func (q *Queue) AckedFSN() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.acked
+}
+
+// SetConsumerState records the consumer's connection state for *FullError.
+func (q *Queue) SetConsumerState(s ConsumerState) {
+	q.mu.Lock()
+	q.consumer = s
+	q.mu.Unlock()
+}
+
+// Append appends one frame; see AppendBatch.
+func (q *Queue) Append(ctx context.Context, payload []byte) (uint64, error) {
+	return q.AppendBatch(ctx, [][]byte{payload})
+}
+
+var errNoRoom = errors.New("no room")
+
+// AppendBatch appends payloads as consecutive frames and returns the FSN of
+// the last one. The batch is all or nothing. It is published to cursors at
+// once; in flush durability it returns only after an fsync covering it (all
+// appends that wait while an fsync runs share the next one). When the queue
+// is full it waits or evicts according to OnFull.
+func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+	if len(payloads) == 0 {
+		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
+	}
+	var need int64
+	for _, p := range payloads {
+		fs := frameSize(len(p))
+		if fs > q.o.MaxSegmentBytes-segmentHeaderSize {
+			return 0, &FrameTooLargeError{FrameBytes: fs, SegmentBytes: q.o.MaxSegmentBytes}
+		}
+		need += fs
+	}
+	start := time.Now()
+	deadline := start.Add(q.o.AppendDeadline)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if err := q.usableLocked(); err != nil {
+			return 0, err
+		}
+		reason := q.consumerReasonLocked()
+		err := q.admitLocked(payloads, need)
+		if err == nil {
+			err = q.writeLocked(payloads)
+			if err == nil {
+				break
+			}
+			if !isNoSpace(err) {
+				return 0, err
+			}
+			reason = DiskFull
+			q.log.Warn("sfqueue: file system full while appending", zap.String("slot", q.slot), zap.Error(err))
+		}
+		if q.o.OnFull == OnFullEvictOldest && q.evictOldestLocked() {
+			continue
+		}
+		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				q.st.fullErrors++
+				q.st.fullSeen = true
+				c := q.consumer
+				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
+					Used: q.used, Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
+			}
+			return 0, err
+		}
+	}
+	last := q.nextFSN - 1
+	if q.o.Durability == DurabilityFlush && q.sf {
+		if err := q.waitDurableLocked(last); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
+}
+
+// usableLocked is the error every append gets once the queue is closed or
+// an fsync failed.
+func (q *Queue) usableLocked() error {
+	if q.closed {
+		return ErrClosed
+	}
+	if q.fatal != nil {
+		return q.fatal
+	}
+	return nil
+}
+
+func (q *Queue) consumerReasonLocked() FullReason {
+	if q.consumer.Reconnecting {
+		return Reconnecting
+	}
+	return Publishing
+}
+
+// admitLocked decides whether payloads fit under the byte cap, reclaiming
+// fully acked segments (the active one included) first. A queue holding no
+// segments admits any batch whose frames fit a segment, so one frame larger
+// than the whole cap cannot wedge it.
+func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
+	fits := func() bool {
+		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
+		return len(q.segs) == 0 || q.used+total <= q.o.MaxTotalBytes
+	}
+	if fits() {
+		return nil
+	}
+	for len(q.segs) > 0 && q.segs[0].end()-1 <= q.acked {
+		q.removeFirstLocked()
+	}
+	if fits() {
+		return nil
+	}
+	return errNoRoom
+}
+
+// newSegments counts the segments writeLocked would create for payloads.
+func (q *Queue) newSegments(payloads [][]byte) int {
+	n := 0
+	size := q.o.MaxSegmentBytes // forces a new segment when there is no active one
+	if q.active != nil {
+		size = q.active.size
+	}
+	for _, p := range payloads {
+		fs := frameSize(len(p))
+		if size+fs > q.o.MaxSegmentBytes {
+			n++
+			size = segmentHeaderSize
+		}
+		size += fs
+	}
+	return n
+}
+
+// waitSpaceLocked waits (unlocked) until acks may have freed room, the
+// deadline passes (context.DeadlineExceeded), ctx is canceled, or the queue
+// closes.
+func (q *Queue) waitSpaceLocked(ctx context.Context, deadline time.Time) error {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return context.DeadlineExceeded
+	}
+	ch := q.space
+	q.waiters++
+	q.mu.Unlock()
+	t := time.NewTimer(wait)
+	var err error
+	select {
+	case <-ch:
+	case <-t.C:
+		err = context.DeadlineExceeded
+	case <-ctx.Done():
+		err = ctx.Err()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("sfqueue: append canceled while waiting for room in a full queue: %w", err)
+		}
+	}
+	t.Stop()
+	q.mu.Lock()
+	q.waiters--
+	if q.closed {
+		return ErrClosed
+	}
+	return err
+}
+
+// notifySpaceLocked wakes appends waiting for room.
+func (q *Queue) notifySpaceLocked() {
+	if q.waiters > 0 {
+		close(q.space)
+		q.space = make(chan struct{})
+	}
+}
+
+// writeLocked writes payloads as frames. It first creates every segment the
+// batch needs (so a full disk is found before any frame is written), then
+// writes them in order. Before the first write into a new segment the
+// previous one is fsynced (periodic and flush modes), so a power loss can cut
+// only the newest data and never leave a hole between segments. Any error
+// undoes the whole batch; errors other than ENOSPC latch the queue fatal.
+func (q *Queue) writeLocked(payloads [][]byte) error {
+	type chunk struct {
+		seg      *segment
+		from, to int
+	}
+	var chunks []chunk
+	fsn := q.nextFSN
+	cur, size := q.active, q.o.MaxSegmentBytes
+	if cur != nil {
+		size = cur.size
+	}
+	var created []*segment
+	for i, p := range payloads {
+		fs := frameSize(len(p))
+		if size+fs > q.o.MaxSegmentBytes {
+			ns, err := createSegment(q.fs, q.slot, fsn, q.o.MaxSegmentBytes)
+			if err != nil {
+				for _, s := range created {
+					s.f.Close()
+					q.fs.Remove(s.path)
+				}
+				if isNoSpace(err) {
+					return err
+				}
+				return q.latchLocked("create segment "+segmentName(fsn), err)
+			}
+			created = append(created, ns)
+			cur, size = ns, segmentHeaderSize
+			chunks = append(chunks, chunk{seg: ns, from: i})
+		} else if len(chunks) == 0 {
+			chunks = append(chunks, chunk{seg: cur, from: i})
+		}
+		size += fs
+		chunks[len(chunks)-1].to = i + 1
+		fsn++
+	}
+
+	undo := q.snapshotLocked()
+	for _, c := range chunks {
+		if c.seg != q.active {
+			if prev := q.active; prev != nil && prev.dirty && q.sf && q.o.Durability != DurabilityMemory {
+				if err := q.fsyncLocked(prev); err != nil {
+					undo(created)
+					return err
+				}
+			}
+			q.segs = append(q.segs, c.seg)
+			q.active = c.seg
+			q.used += segmentHeaderSize
+			q.dirDirty = true
+		}
+		buf := q.wbuf[:0]
+		for _, p := range payloads[c.from:c.to] {
+			buf = appendFrame(buf, p)
+		}
+		q.wbuf = buf
+		if _, err := c.seg.f.WriteAt(buf, c.seg.size); err != nil {
+			undo(created)
+			if isNoSpace(err) {
+				return err
+			}
+			return q.latchLocked("write "+filepath.Base(c.seg.path), err)
+		}
+		off := c.seg.size
+		for _, p := range payloads[c.from:c.to] {
+			c.seg.offsets = append(c.seg.offsets, uint32(off))
+			off += frameSize(len(p))
+		}
+		c.seg.size = off
+		c.seg.dirty = true
+		q.used += int64(len(buf))
+	}
+	if len(q.wbuf) > 4*int(q.o.MaxSegmentBytes) {
+		q.wbuf = nil // do not pin a huge buffer after an unusual batch
+	}
+	for _, p := range payloads {
+		q.st.framesAppended++
+		q.st.bytesAppended += uint64(len(p))
+	}
+	q.nextFSN = fsn
+	select {
+	case q.published <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// snapshotLocked captures the write state and returns a function that
+// restores it and deletes the segments created for the failed batch. It
+// also zeroes the length of the first frame written past the old end, so a
+// crash cannot resurrect frames of a batch that was refused.
+func (q *Queue) snapshotLocked() func(created []*segment) {
+	nsegs, active, used := len(q.segs), q.active, q.used
+	var size int64
+	var frames int
+	if active != nil {
+		size, frames = active.size, len(active.offsets)
+	}
+	return func(created []*segment) {
+		q.segs = q.segs[:nsegs]
+		q.active, q.used = active, used
+		if active != nil {
+			active.size, active.offsets = size, active.offsets[:frames]
+			active.f.WriteAt(make([]byte, 4), size)
+		}
+		for _, s := range created {
+			s.f.Close()
+			q.fs.Remove(s.path)
+		}
+	}
+}
+
+// latchLocked records the first fatal error; later appends fail with it.
+func (q *Queue) latchLocked(op string, err error) error {
+	if q.fatal == nil {
+		q.fatal = &FatalError{Op: op, Err: err, When: time.Now()}
+		q.log.Error("sfqueue: fatal I/O error, appends stop until the queue is reopened",
+			zap.String("slot", q.slot), zap.String("op", op), zap.Error(err))
+	}
+	return q.fatal
+}
+
+// Ack acknowledges every frame up to fsn (clamped to PublishedFSN; lower
+// values are ignored) and deletes the segments that are now fully acked,
+// except the one taking appends.
+func (q *Queue) Ack(fsn uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	if pub := q.nextFSN - 1; fsn > pub {
+		fsn = pub
+	}
+	if fsn <= q.acked {
+		return
+	}
+	q.st.framesAcked += fsn - q.acked
+	q.acked = fsn
+	for len(q.segs) > 0 && q.segs[0] != q.active && q.segs[0].end()-1 <= q.acked {
+		q.removeFirstLocked()
+	}
+	q.notifySpaceLocked()
+}
+
+// removeFirstLocked deletes the oldest segment. A segment being fsynced
+// outside the lock is closed by the fsync's owner when it finishes.
+func (q *Queue) removeFirstLocked() *segment {
+	s := q.segs[0]
+	q.segs[0] = nil
+	q.segs = q.segs[1:]
+	if s == q.active {
+		q.active = nil
+	}
+	q.used -= s.size
+	if err := q.fs.Remove(s.path); err != nil {
+		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
+	}
+	s.removed = true
+	if s.refs == 0 {
+		s.f.Close()
+	}
+	return s
+}
+
+// evictOldestLocked deletes the oldest segment, acked or not, for
+// on_full=evict_oldest. It reports false when there is nothing to evict.
+func (q *Queue) evictOldestLocked() bool {
+	if len(q.segs) == 0 {
+		return false
+	}
+	s := q.removeFirstLocked()
+	var frames, bytes uint64
+	for i := range s.offsets {
+		if s.base+uint64(i) > q.acked {
+			_, n := s.frameBounds(i)
+			frames++
+			bytes += uint64(n - frameOverhead)
+		}
+	}
+	if last := s.end() - 1; last > q.acked {
+		q.acked = last
+	}
+	q.st.framesEvicted += frames
+	q.st.bytesEvicted += bytes
+	q.st.fullSeen = true
+	q.log.Warn("sfqueue: queue full, evicted the oldest segment: data gap",
+		zap.String("slot", q.slot), zap.Uint64("first_fsn", s.base), zap.Uint64("last_fsn", s.end()-1),
+		zap.Uint64("unacked_frames", frames), zap.Uint64("payload_bytes", bytes),
+		zap.Uint64("evicted_frames_total", q.st.framesEvicted))
+	return true
+}
+
+// Close closes the queue. In SF mode it fsyncs what is not yet durable
+// (periodic and flush), records the ack watermark, and, when everything was
+// acked, deletes every segment file. It releases the slot lock.
+func (q *Queue) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	q.notifySpaceLocked()
+	q.syncDone.Broadcast()
+	q.mu.Unlock()
+	if q.stop != nil {
+		close(q.stop)
+		<-q.done
+	}
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.syncing {
+		q.syncDone.Wait()
+	}
+	var errs []error
+	drained := q.acked == q.nextFSN-1
+	if q.sf && !drained && q.fatal == nil && q.o.Durability != DurabilityMemory {
+		for _, s := range q.segs {
+			if s.dirty {
+				if err := q.fsyncLocked(s); err != nil {
+					errs = append(errs, err)
+					break
+				}
+			}
+		}
+		if q.dirDirty {
+			if err := q.fs.SyncDir(q.slot); err != nil {
+				errs = append(errs, fmt.Errorf("sfqueue: fsync slot directory %s: %w", q.slot, err))
+			}
+		}
+	}
+	if q.sf {
+		// The watermark goes first: once the segments are gone it is what
+		// keeps the next Open from reusing FSNs.
+		if err := q.saveWatermarkLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for len(q.segs) > 0 {
+		if drained {
+			q.removeFirstLocked()
+			continue
+		}
+		s := q.segs[0]
+		q.segs = q.segs[1:]
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	q.active = nil
+	if q.sf && drained {
+		if err := q.fs.SyncDir(q.slot); err != nil {
+			errs = append(errs, fmt.Errorf("sfqueue: fsync slot directory %s: %w", q.slot, err))
+		}
+	}
+	if err := q.dict.close(); err != nil {
+		errs = append(errs, err)
+	}
+	if q.lock != nil {
+		if err := q.lock.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// background runs the periodic fsync and the ack-watermark writer (SF mode).
+func (q *Queue) background() {
+	defer close(q.done)
+	tick := watermarkInterval
+	if q.o.Durability == DurabilityPeriodic && q.o.SyncInterval < tick {
+		tick = q.o.SyncInterval
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	lastSync := time.Now()
+	for {
+		select {
+		case <-q.stop:
+			return
+		case now := <-t.C:
+			q.mu.Lock()
+			if q.o.Durability == DurabilityPeriodic && now.Sub(lastSync) >= q.o.SyncInterval && !q.syncing && q.fatal == nil {
+				q.syncLocked()
+				lastSync = now
+			}
+			if err := q.saveWatermarkLocked(); err != nil {
+				q.log.Warn("sfqueue: cannot write .ack-watermark", zap.String("slot", q.slot), zap.Error(err))
+			}
+			q.mu.Unlock()
+		}
+	}
+}

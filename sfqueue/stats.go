@@ -1,0 +1,119 @@
+package sfqueue
+
+import (
+	"fmt"
+	"time"
+)
+
+// Level is the fill level of the queue (seed 002 alert levels).
+type Level int
+
+const (
+	// LevelOK: below 80 % of the cap.
+	LevelOK Level = iota
+	// LevelHigh: 80 % of the cap or more.
+	LevelHigh
+	// LevelFull: at the cap, or an append was refused or frames were evicted
+	// since the previous Stats call.
+	LevelFull
+)
+
+// HighWaterPercent is where LevelHigh starts.
+const HighWaterPercent = 80
+
+func (l Level) String() string {
+	switch l {
+	case LevelOK:
+		return "ok"
+	case LevelHigh:
+		return "high"
+	case LevelFull:
+		return "full"
+	}
+	return fmt.Sprintf("Level(%d)", int(l))
+}
+
+// Stats is a snapshot of the queue's counters.
+type Stats struct {
+	UsedBytes     int64 // headers and frames of retained segments
+	CapacityBytes int64 // MaxTotalBytes
+	Level         Level
+	Segments      int
+
+	FramesAppended uint64
+	BytesAppended  uint64 // payload bytes
+	FramesAcked    uint64
+	FramesEvicted  uint64 // unacked frames deleted by evict_oldest
+	BytesEvicted   uint64 // their payload bytes
+	FullErrors     uint64 // appends refused with *FullError
+
+	PublishedFSN uint64
+	AckedFSN     uint64
+	DurableFSN   uint64 // covered by a completed fsync (SF, periodic/flush)
+
+	TornBytesRecovered int64 // bytes cut from segment tails by recovery
+
+	Fsyncs       uint64
+	FsyncTotal   time.Duration
+	FsyncMax     time.Duration
+	FsyncBuckets [len(fsyncBucketBounds) + 1]uint64 // counts per FsyncBucketBounds, last = above
+	Fatal        error                              // the latched *FatalError, if any
+}
+
+// FsyncBucketBounds are the upper bounds of Stats.FsyncBuckets.
+func FsyncBucketBounds() []time.Duration {
+	return append([]time.Duration(nil), fsyncBucketBounds[:]...)
+}
+
+var fsyncBucketBounds = [...]time.Duration{
+	100 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond,
+	100 * time.Millisecond, time.Second,
+}
+
+type counters struct {
+	framesAppended, bytesAppended, framesAcked uint64
+	framesEvicted, bytesEvicted, fullErrors    uint64
+	fullSeen                                   bool // refusal or eviction since the last Stats
+	fsyncs                                     uint64
+	fsyncTotal, fsyncMax                       time.Duration
+	fsyncBuckets                               [len(fsyncBucketBounds) + 1]uint64
+}
+
+func (c *counters) recordFsync(d time.Duration) {
+	c.fsyncs++
+	c.fsyncTotal += d
+	c.fsyncMax = max(c.fsyncMax, d)
+	i := 0
+	for i < len(fsyncBucketBounds) && d > fsyncBucketBounds[i] {
+		i++
+	}
+	c.fsyncBuckets[i]++
+}
+
+// Stats returns the counters. It resets the "refused or evicted since the
+// last check" part of LevelFull.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := Stats{
+		UsedBytes: q.used, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
+		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
+		FramesAcked: q.st.framesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
+		FullErrors:   q.st.fullErrors,
+		PublishedFSN: q.nextFSN - 1, AckedFSN: q.acked, DurableFSN: q.durable,
+		TornBytesRecovered: q.recovery.TornBytes,
+		Fsyncs:             q.st.fsyncs, FsyncTotal: q.st.fsyncTotal, FsyncMax: q.st.fsyncMax,
+		FsyncBuckets: q.st.fsyncBuckets,
+	}
+	if q.fatal != nil {
+		s.Fatal = q.fatal
+	}
+	switch {
+	case q.st.fullSeen || q.used >= q.o.MaxTotalBytes:
+		s.Level = LevelFull
+	case q.used*100 >= q.o.MaxTotalBytes*HighWaterPercent:
+		s.Level = LevelHigh
+	}
+	q.st.fullSeen = false
+	return s
+}

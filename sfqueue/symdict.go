@@ -1,0 +1,237 @@
+package sfqueue
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// .symbol-dict: an append-only log of records
+//
+//	generation u32 | id u32 | length u32 | bytes | CRC32C u32 (of all before it)
+//
+// A record's id must be the next id of its generation. On open the log is
+// walked and cut at the first record that is short, fails its CRC or breaks
+// the id sequence (a torn tail).
+const (
+	symbolDictFile     = ".symbol-dict"
+	symbolRecordHeader = 12
+	// maxSymbolBytes bounds one entry so a corrupt length cannot ask for
+	// gigabytes.
+	maxSymbolBytes = 1 << 24
+)
+
+type symbolDict struct {
+	fsys FS // nil: memory-only, nothing persisted
+	dir  string
+	f    File
+	size int64
+	gens map[uint32][][]byte
+}
+
+func newMemoryDict() *symbolDict { return &symbolDict{gens: map[uint32][][]byte{}} }
+
+// openSymbolDict loads dir/.symbol-dict, truncating a torn tail, and
+// returns the number of bytes cut.
+func openSymbolDict(fsys FS, dir string) (*symbolDict, int64, error) {
+	d := &symbolDict{fsys: fsys, dir: dir, gens: map[uint32][][]byte{}}
+	p := filepath.Join(dir, symbolDictFile)
+	f, err := fsys.OpenFile(p, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && err != io.EOF {
+		f.Close()
+		return nil, 0, fmt.Errorf("sfqueue: read %s: %w", p, err)
+	}
+	pos := 0
+	for {
+		gen, entry, n, ok := parseSymbolRecord(data[pos:])
+		if !ok {
+			break
+		}
+		id := binary.LittleEndian.Uint32(data[pos+4:])
+		if int(id) != len(d.gens[gen]) {
+			break
+		}
+		d.gens[gen] = append(d.gens[gen], entry)
+		pos += n
+	}
+	torn := size - int64(pos)
+	if torn > 0 {
+		if err := f.Truncate(int64(pos)); err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, pos, err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("sfqueue: fsync %s after cutting its tail: %w", p, err)
+		}
+	}
+	d.f, d.size = f, int64(pos)
+	return d, torn, nil
+}
+
+// parseSymbolRecord checks one record at the start of b.
+func parseSymbolRecord(b []byte) (gen uint32, entry []byte, n int, ok bool) {
+	if len(b) < symbolRecordHeader+4 {
+		return 0, nil, 0, false
+	}
+	l := binary.LittleEndian.Uint32(b[8:])
+	if l > maxSymbolBytes || int(l) > len(b)-symbolRecordHeader-4 {
+		return 0, nil, 0, false
+	}
+	end := symbolRecordHeader + int(l)
+	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
+		return 0, nil, 0, false
+	}
+	return binary.LittleEndian.Uint32(b), slices.Clone(b[symbolRecordHeader:end]), end + 4, true
+}
+
+func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
+	start := len(dst)
+	dst = binary.LittleEndian.AppendUint32(dst, gen)
+	dst = binary.LittleEndian.AppendUint32(dst, id)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(entry)))
+	dst = append(dst, entry...)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// add appends entries as ids firstID.. of gen; firstID must be the next id.
+func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte, sync bool) (op string, err error) {
+	have := len(d.gens[gen])
+	if firstID != have {
+		return "", fmt.Errorf("sfqueue: AddSymbols generation %d starts at id %d, but the dictionary holds %d entries: ids must be added in order", gen, firstID, have)
+	}
+	for i, e := range entries {
+		if len(e) > maxSymbolBytes {
+			return "", fmt.Errorf("sfqueue: symbol id %d of generation %d is %d bytes, above the %d-byte limit", firstID+i, gen, len(e), maxSymbolBytes)
+		}
+	}
+	if d.fsys != nil && len(entries) > 0 {
+		var buf []byte
+		for i, e := range entries {
+			buf = appendSymbolRecord(buf, gen, uint32(firstID+i), e)
+		}
+		if _, err := d.f.WriteAt(buf, d.size); err != nil {
+			return "write " + symbolDictFile, err
+		}
+		if sync {
+			if err := d.f.Sync(); err != nil {
+				return "fsync " + symbolDictFile, err
+			}
+		}
+		d.size += int64(len(buf))
+	}
+	for _, e := range entries {
+		d.gens[gen] = append(d.gens[gen], slices.Clone(e))
+	}
+	return "", nil
+}
+
+// dropBelow forgets every generation below gen and rewrites the file with
+// the rest (temporary file, fsync, rename, directory fsync).
+func (d *symbolDict) dropBelow(gen uint32) error {
+	changed := false
+	for g := range d.gens {
+		if g < gen {
+			delete(d.gens, g)
+			changed = true
+		}
+	}
+	if d.fsys == nil || !changed {
+		return nil
+	}
+	gens := make([]uint32, 0, len(d.gens))
+	for g := range d.gens {
+		gens = append(gens, g)
+	}
+	slices.Sort(gens)
+	var buf []byte
+	for _, g := range gens {
+		for id, e := range d.gens[g] {
+			buf = appendSymbolRecord(buf, g, uint32(id), e)
+		}
+	}
+	if err := replaceFile(d.fsys, d.dir, symbolDictFile, buf); err != nil {
+		return err
+	}
+	f, err := d.fsys.OpenFile(filepath.Join(d.dir, symbolDictFile), os.O_RDWR)
+	if err != nil {
+		return err
+	}
+	d.f.Close()
+	d.f, d.size = f, int64(len(buf))
+	return nil
+}
+
+func (d *symbolDict) close() error {
+	if d.f == nil {
+		return nil
+	}
+	err := d.f.Close()
+	d.f = nil
+	return err
+}
+
+// AddSymbols records dictionary entries firstID, firstID+1, ... of
+// generation gen. Call it before appending the frames that use them: in SF
+// mode the entries are written to .symbol-dict first, and in periodic and
+// flush durability fsynced before AddSymbols returns, so no frame can reach
+// the disk ahead of the ids it needs.
+func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.usableLocked(); err != nil {
+		return err
+	}
+	op, err := q.dict.add(gen, firstID, entries, q.o.Durability != DurabilityMemory)
+	if err == nil || op == "" {
+		return err
+	}
+	if isNoSpace(err) {
+		return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes}
+	}
+	return q.latchLocked(op, err)
+}
+
+// Symbols returns the persisted entries of generation gen in id order. The
+// slices must not be modified.
+func (q *Queue) Symbols(gen uint32) [][]byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.dict.gens[gen])
+}
+
+// SymbolGenerations lists the generations held, ascending.
+func (q *Queue) SymbolGenerations() []uint32 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	gens := make([]uint32, 0, len(q.dict.gens))
+	for g := range q.dict.gens {
+		gens = append(gens, g)
+	}
+	slices.Sort(gens)
+	return gens
+}
+
+// DropSymbolGenerationsBelow deletes the dictionaries of generations below
+// gen, once every frame using them is acked.
+func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return ErrClosed
+	}
+	return q.dict.dropBelow(gen)
+}
