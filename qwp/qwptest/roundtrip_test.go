@@ -192,8 +192,8 @@ func assertBlock(t *testing.T, b Block, cols []rtColumn, want [][]any) {
 
 func TestRoundTripEveryType(t *testing.T) {
 	nullPatterns := map[string]func(col, row int) bool{
-		"no nulls":        func(int, int) bool { return false },
-		"every third":     func(col, row int) bool { return (row+col)%3 == 1 },
+		"no nulls":         func(int, int) bool { return false },
+		"every third":      func(col, row int) bool { return (row+col)%3 == 1 },
 		"all but the last": func(col, row int) bool { return allTypes[col].name != "" && row < 17 },
 	}
 	for _, gorilla := range []bool{false, true} {
@@ -258,14 +258,14 @@ func TestRoundTripGorillaEdges(t *testing.T) {
 		return ts
 	}
 	cases := map[string][]int64{
-		"one value":        {base},
-		"two values":       {base, base - 5},
-		"steady":           seq(0, 0, 0, 0, 0, 0, 0, 0, 0),
-		"7-bit edges":      seq(63, -64, 0, 63, -64),
-		"9-bit edges":      seq(64, -65, 255, -256),
-		"12-bit edges":     seq(256, -257, 2047, -2048),
-		"32-bit edges":     seq(2048, -2049, math.MaxInt32, math.MinInt32),
-		"overflow to raw":  seq(math.MaxInt32 + 1),
+		"one value":         {base},
+		"two values":        {base, base - 5},
+		"steady":            seq(0, 0, 0, 0, 0, 0, 0, 0, 0),
+		"7-bit edges":       seq(63, -64, 0, 63, -64),
+		"9-bit edges":       seq(64, -65, 255, -256),
+		"12-bit edges":      seq(256, -257, 2047, -2048),
+		"32-bit edges":      seq(2048, -2049, math.MaxInt32, math.MinInt32),
+		"overflow to raw":   seq(math.MaxInt32 + 1),
 		"negative overflow": seq(0, math.MinInt32-1, 5),
 	}
 	for name, ts := range cases {
