@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestVerdictCountsLostAndDuplicates(t *testing.T) {
+	tr := &tableRows{Rows: [][]any{
+		{`{"cpu":"cpu0","seq":0}`}, {`{"seq":1}`}, {`{"seq":1}`}, {`{"seq":3}`},
+	}}
+	tr.Columns = append(tr.Columns, struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}{Name: "attributes", Type: "SYMBOL"})
+	v, err := countMetricPoints(tr, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := verdict{Sent: 4, Landed: 3, Lost: 1, Duplicates: 1}
+	if v != want {
+		t.Fatalf("verdict = %v, want %v", v, want)
+	}
+	if got := v.String(); got != "sent 4, landed 3, lost 1, duplicates 1" {
+		t.Fatalf("String() = %q", got)
+	}
+}
+
+func TestVerdictRejectsRowsWithoutIdentity(t *testing.T) {
+	tr := &tableRows{Rows: [][]any{{`{"cpu":"cpu0"}`}}}
+	tr.Columns = append(tr.Columns, struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}{Name: "attributes"})
+	if _, err := countMetricPoints(tr, 1); err == nil {
+		t.Fatal("a row without seq must be an error, not a silent miss")
+	}
+	logs := &tableRows{Rows: [][]any{{"something else"}}}
+	logs.Columns = append(logs.Columns, struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}{Name: "body"})
+	if _, err := countLogs(logs, 1); err == nil {
+		t.Fatal("a foreign log body must be an error")
+	}
+}
+
+func TestVerdictOfEmptyTableLosesEverything(t *testing.T) {
+	v, err := countLogs(&tableRows{}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Lost != 5 || v.Landed != 0 {
+		t.Fatalf("verdict = %v", v)
+	}
+}
+
+// The generator keeps a batch until the collector accepts it, honouring
+// Retry-After on 429, and gives up on answers an OTLP client must not retry.
+func TestGeneratorRetriesBackpressureAndCountsOnlyAccepted(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch calls.Add(1) {
+		case 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	defer srv.Close()
+	g := &generator{endpoint: srv.URL, hc: srv.Client(), hosts: []string{"a", "b"}}
+	start := time.Now()
+	if err := g.tick(context.Background(), 10, 2); err != nil {
+		t.Fatal(err)
+	}
+	if g.sentPoints.Load() != 10 || g.sentLogs.Load() != 2 {
+		t.Fatalf("sent points=%d logs=%d, want 10 and 2", g.sentPoints.Load(), g.sentLogs.Load())
+	}
+	if g.backpressure.Load() != 1 || g.retries.Load() != 2 {
+		t.Fatalf("backpressure=%d retries=%d, want 1 and 2", g.backpressure.Load(), g.retries.Load())
+	}
+	if time.Since(start) < time.Second {
+		t.Fatal("Retry-After: 1 was not honoured")
+	}
+
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer bad.Close()
+	g2 := &generator{endpoint: bad.URL, hc: bad.Client(), hosts: []string{"a"}}
+	if err := g2.tick(context.Background(), 1, 1); err == nil {
+		t.Fatal("400 must not be retried or counted")
+	}
+	if g2.sentPoints.Load() != 0 {
+		t.Fatal("a refused batch was counted as sent")
+	}
+}
+
+func TestGeneratorSeqIsUniqueAcrossBatches(t *testing.T) {
+	g := &generator{hosts: []string{"a", "b", "c"}}
+	seen := map[int64]bool{}
+	for b := 0; b < 3; b++ {
+		md, n := g.metricsBatch(7, time.Unix(0, 0))
+		if n != 7 || md.DataPointCount() != 7 {
+			t.Fatalf("batch %d: n=%d points=%d", b, n, md.DataPointCount())
+		}
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			dps := rms.At(i).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
+			for j := 0; j < dps.Len(); j++ {
+				v, _ := dps.At(j).Attributes().Get("seq")
+				if seen[v.Int()] {
+					t.Fatalf("seq %d twice", v.Int())
+				}
+				seen[v.Int()] = true
+			}
+		}
+	}
+	if len(seen) != 21 {
+		t.Fatalf("%d distinct seq, want 21", len(seen))
+	}
+}
+
+func TestCompareRowsReportsEveryDifference(t *testing.T) {
+	tr := &tableRows{Rows: [][]any{{"x", json.Number("21.5")}}}
+	for _, n := range []string{"metric_name", "value"} {
+		tr.Columns = append(tr.Columns, struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		}{Name: n})
+	}
+	want := map[string]string{"metric_name": `"x"`, "value": "21.5"}
+	if p := compareRows("t", tr, want); len(p) != 0 {
+		t.Fatalf("identical row reported: %v", p)
+	}
+	want["value"] = "22"
+	want["missing"] = "1"
+	p := compareRows("t", tr, want)
+	if len(p) != 2 {
+		t.Fatalf("problems = %v, want a missing column and a differing value", p)
+	}
+	tr.Rows = append(tr.Rows, tr.Rows[0])
+	if p := compareRows("t", tr, want); len(p) != 1 || !strings.Contains(p[0], "2 rows") {
+		t.Fatalf("a duplicate row must be reported: %v", p)
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+)
+
+// e2eTime is the fixed time of every point of the end-to-end payload.
+const e2eTime = 1_700_000_000_123_456_789
+
+// e2eMetrics is the fixed metrics payload: a gauge, a monotonic sum and a
+// histogram from one resource.
+func e2eMetrics() pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "e2e-service")
+	rm.Resource().Attributes().PutStr("host.name", "e2e-host")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("e2e-scope")
+	sm.Scope().SetVersion("1.2.3")
+
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("e2e.temperature")
+	g.SetUnit("Cel")
+	g.SetDescription("room temperature")
+	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	gp.SetTimestamp(e2eTime)
+	gp.SetDoubleValue(21.5)
+	gp.Attributes().PutStr("room", "lab")
+
+	s := sm.Metrics().AppendEmpty()
+	s.SetName("e2e.requests")
+	sum := s.SetEmptySum()
+	sum.SetIsMonotonic(true)
+	sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	sp := sum.DataPoints().AppendEmpty()
+	sp.SetStartTimestamp(e2eTime - 60_000_000_000)
+	sp.SetTimestamp(e2eTime)
+	sp.SetIntValue(42)
+
+	h := sm.Metrics().AppendEmpty()
+	h.SetName("e2e.latency")
+	h.SetUnit("ms")
+	hist := h.SetEmptyHistogram()
+	hist.SetAggregationTemporality(pmetric.AggregationTemporalityDelta)
+	hp := hist.DataPoints().AppendEmpty()
+	hp.SetTimestamp(e2eTime)
+	hp.SetCount(6)
+	hp.SetSum(123.5)
+	hp.SetMin(1)
+	hp.SetMax(80)
+	hp.BucketCounts().FromRaw([]uint64{1, 2, 3})
+	hp.ExplicitBounds().FromRaw([]float64{10, 50})
+	return md
+}
+
+// e2eLogs is the fixed logs payload: one error record inside a trace.
+func e2eLogs() plog.Logs {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "e2e-service")
+	lr := rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	lr.SetTimestamp(e2eTime)
+	lr.SetObservedTimestamp(e2eTime + 1000)
+	lr.SetSeverityNumber(plog.SeverityNumberError)
+	lr.SetSeverityText("ERROR")
+	lr.Body().SetStr("payment declined")
+	lr.Attributes().PutStr("order.id", "A-17")
+	lr.SetTraceID(pcommon.TraceID{0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c})
+	lr.SetSpanID(pcommon.SpanID{0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74})
+	return ld
+}
+
+// e2eExpected lists, per table, the columns of the single row expected, as
+// the JSON text the sink renders them in.
+var e2eExpected = map[string]map[string]string{
+	"otel_metrics_gauge": {
+		"timestamp": "1700000000123456789", "value": "21.5", "metric_name": `"e2e.temperature"`,
+		"metric_unit": `"Cel"`, "metric_description": `"room temperature"`, "service_name": `"e2e-service"`,
+		"scope_name": `"e2e-scope"`, "scope_version": `"1.2.3"`, "attributes": `"{\"room\":\"lab\"}"`,
+		"resource_attributes": `"{\"host.name\":\"e2e-host\",\"service.name\":\"e2e-service\"}"`,
+		"host_name":           `"e2e-host"`,
+	},
+	"otel_metrics_sum": {
+		"timestamp": "1700000000123456789", "start_timestamp": "1699999940123456789", "value": "42",
+		"metric_name": `"e2e.requests"`, "is_monotonic": "true", "temporality": `"cumulative"`,
+	},
+	"otel_metrics_histogram": {
+		"timestamp": "1700000000123456789", "metric_name": `"e2e.latency"`, "count": "6", "sum": "123.5",
+		"min": "1", "max": "80", "bucket_counts": "[1,2,3]", "explicit_bounds": "[10,50]",
+		"temporality": `"delta"`,
+	},
+	"otel_logs": {
+		"timestamp": "1700000000123456789", "observed_timestamp": "1700000000123457789",
+		"service_name": `"e2e-service"`, "severity_text": `"ERROR"`, "severity_number": "17",
+		"body": `"payment declined"`, "trace_id": `"5b8efff798038103d269b633813fc60c"`,
+		"span_id": `"eee19b7ec3c1b174"`, "attributes": `"{\"order.id\":\"A-17\"}"`,
+	},
+}
+
+func runE2E(ctx context.Context, o options) error {
+	s, err := startStack(o)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	gen := &generator{endpoint: fmt.Sprintf("http://127.0.0.1:%d", s.otlpPort), hc: &http.Client{Timeout: 15 * time.Second}}
+	mbody, err := pmetricotlp.NewExportRequestFromMetrics(e2eMetrics()).MarshalProto()
+	if err != nil {
+		return err
+	}
+	lbody, err := plogotlp.NewExportRequestFromLogs(e2eLogs()).MarshalProto()
+	if err != nil {
+		return err
+	}
+	postCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := gen.post(postCtx, "/v1/metrics", mbody); err != nil {
+		return err
+	}
+	if err := gen.post(postCtx, "/v1/logs", lbody); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		problems, err := checkE2E(ctx, s.sink)
+		if err != nil {
+			return err
+		}
+		if len(problems) == 0 {
+			fmt.Println("e2e: every expected row landed with the expected values")
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("e2e check failed:\n  %s\ncollector log tail:\n%s",
+				strings.Join(problems, "\n  "), tail(s.col.log.Name(), 30))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkE2E returns one line per missing table, extra row or differing value.
+func checkE2E(ctx context.Context, sink *sinkClient) ([]string, error) {
+	var problems []string
+	tables := make([]string, 0, len(e2eExpected))
+	for t := range e2eExpected {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	for _, table := range tables {
+		tr, err := sink.rows(ctx, table, 100)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, compareRows(table, tr, e2eExpected[table])...)
+	}
+	return problems, nil
+}
+
+func compareRows(table string, tr *tableRows, want map[string]string) []string {
+	if len(tr.Rows) != 1 {
+		return []string{fmt.Sprintf("%s: %d rows, want 1", table, len(tr.Rows))}
+	}
+	var problems []string
+	cols := make([]string, 0, len(want))
+	for c := range want {
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	for _, c := range cols {
+		i := tr.column(c)
+		if i < 0 {
+			problems = append(problems, fmt.Sprintf("%s: no column %q", table, c))
+			continue
+		}
+		got, err := json.Marshal(tr.Rows[0][i])
+		if err != nil {
+			return append(problems, fmt.Sprintf("%s.%s: %v", table, c, err))
+		}
+		if string(got) != want[c] {
+			problems = append(problems, fmt.Sprintf("%s.%s = %s, want %s", table, c, got, want[c]))
+		}
+	}
+	return problems
+}

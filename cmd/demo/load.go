@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+)
+
+// generator posts OTLP/HTTP batches the way an OTLP client does: a batch is
+// sent until the collector answers 2xx, waiting as a 429/503 Retry-After asks
+// (or backing off while the collector is down). Only batches answered 2xx
+// count as sent: those are the ones the collector promised to keep.
+type generator struct {
+	endpoint string // http://127.0.0.1:port
+	hc       *http.Client
+	hosts    []string
+
+	nextSeq      int64
+	sentPoints   atomic.Int64
+	sentLogs     atomic.Int64
+	retries      atomic.Int64
+	backpressure atomic.Int64 // 429 answers
+}
+
+// metricsBatch builds n gauge points whose `seq` attribute identifies each
+// point uniquely, so the verdict can tell lost points from duplicates.
+func (g *generator) metricsBatch(n int, now time.Time) (pmetric.Metrics, int64) {
+	md := pmetric.NewMetrics()
+	first := g.nextSeq
+	for h, host := range g.hosts {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "demo")
+		rm.Resource().Attributes().PutStr("host.name", host)
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName("questdbexporter/demo")
+		m := sm.Metrics().AppendEmpty()
+		m.SetName("demo.cpu.utilization")
+		m.SetUnit("1")
+		gauge := m.SetEmptyGauge()
+		for i := h; i < n; i += len(g.hosts) {
+			dp := gauge.DataPoints().AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(i) * time.Microsecond)))
+			dp.SetDoubleValue(float64(g.nextSeq%100) / 100)
+			dp.Attributes().PutInt("seq", g.nextSeq)
+			dp.Attributes().PutStr("cpu", "cpu"+strconv.Itoa(i%4))
+			g.nextSeq++
+		}
+	}
+	return md, g.nextSeq - first
+}
+
+// logsBatch builds n log records with unique bodies.
+func (g *generator) logsBatch(n int, now time.Time) plog.Logs {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "demo")
+	sl := rl.ScopeLogs().AppendEmpty()
+	for i := 0; i < n; i++ {
+		lr := sl.LogRecords().AppendEmpty()
+		lr.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(i) * time.Microsecond)))
+		lr.SetSeverityNumber(plog.SeverityNumberInfo)
+		lr.SetSeverityText("INFO")
+		lr.Body().SetStr(fmt.Sprintf("demo log seq=%d", g.sentLogs.Load()+int64(i)))
+	}
+	return ld
+}
+
+// post sends one body until the collector accepts it or ctx ends.
+func (g *generator) post(ctx context.Context, path string, body []byte) error {
+	backoff := 100 * time.Millisecond
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.endpoint+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		resp, err := g.hc.Do(req)
+		wait := backoff
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+			if resp.StatusCode == http.StatusTooManyRequests {
+				g.backpressure.Add(1)
+			}
+			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+				return fmt.Errorf("POST %s: %s (not retryable)", path, resp.Status)
+			}
+			if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
+				wait = time.Duration(s) * time.Second
+			}
+		}
+		g.retries.Add(1)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// tick sends one metrics batch and one logs batch.
+func (g *generator) tick(ctx context.Context, points, logs int) error {
+	now := time.Now()
+	md, n := g.metricsBatch(points, now)
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	if err != nil {
+		return err
+	}
+	if err := g.post(ctx, "/v1/metrics", body); err != nil {
+		return err
+	}
+	g.sentPoints.Add(n)
+	lbody, err := plogotlp.NewExportRequestFromLogs(g.logsBatch(logs, now)).MarshalProto()
+	if err != nil {
+		return err
+	}
+	if err := g.post(ctx, "/v1/logs", lbody); err != nil {
+		return err
+	}
+	g.sentLogs.Add(int64(logs))
+	return nil
+}

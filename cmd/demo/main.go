@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	mode      string
+	collector string
+	sink      string
+	config    string
+	workDir   string
+	duration  time.Duration
+	outageAt  time.Duration
+	outageFor time.Duration
+	killAt    time.Duration
+	rate      int // points per tick (10 ticks a second)
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.mode, "mode", "demo", "demo (the walk-through) or e2e (the end-to-end check)")
+	flag.StringVar(&o.collector, "collector", "_build/otelcol-questdb", "the ocb-built collector binary")
+	flag.StringVar(&o.sink, "sink", "_build/qwpsink", "the qwpsink binary")
+	flag.StringVar(&o.config, "config", "examples/demo.yaml", "collector configuration")
+	flag.StringVar(&o.workDir, "workdir", "_build/demo", "directory for the queue and the logs")
+	flag.DurationVar(&o.duration, "duration", 60*time.Second, "how long to send")
+	flag.DurationVar(&o.outageAt, "outage-at", 15*time.Second, "when the sink's outage starts")
+	flag.DurationVar(&o.outageFor, "outage-for", 15*time.Second, "how long the outage lasts")
+	flag.DurationVar(&o.killAt, "kill-at", 40*time.Second, "when the collector is killed with SIGKILL and restarted")
+	flag.IntVar(&o.rate, "points-per-tick", 50, "gauge points per 100 ms tick (logs: a fifth of it)")
+	flag.Parse()
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var err error
+	switch o.mode {
+	case "demo":
+		err = runDemo(ctx, o)
+	case "e2e":
+		err = runE2E(ctx, o)
+	default:
+		err = fmt.Errorf("-mode %q: want demo or e2e", o.mode)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// stack is the sink and the collector, started from scratch in workDir.
+type stack struct {
+	o        options
+	ps       procs
+	sink     *sinkClient
+	sinkAddr string
+	otlpPort int
+	env      []string
+	col      *proc
+	sfDir    string
+}
+
+func startStack(o options) (*stack, error) {
+	if err := os.RemoveAll(o.workDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &stack{o: o, sfDir: filepath.Join(o.workDir, "sf")}
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	s.sinkAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	s.otlpPort = ports[1]
+	s.sink = &sinkClient{base: "http://" + s.sinkAddr, hc: &http.Client{Timeout: 10 * time.Second}}
+	sinkProc, err := s.ps.start("qwpsink", filepath.Join(o.workDir, "qwpsink.log"), nil, o.sink, "-addr", s.sinkAddr)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitTCP(s.sinkAddr, 20*time.Second, sinkProc); err != nil {
+		s.ps.stopAll(5 * time.Second)
+		return nil, err
+	}
+	s.env = []string{
+		"DEMO_OTLP_HTTP_PORT=" + itoa(s.otlpPort),
+		"DEMO_QUESTDB_ENDPOINT=" + s.sinkAddr,
+		"DEMO_SF_DIR=" + s.sfDir,
+		"DEMO_METRICS_PORT=" + itoa(ports[2]),
+	}
+	if err := s.startCollector(); err != nil {
+		s.ps.stopAll(5 * time.Second)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stack) startCollector() error {
+	p, err := s.ps.start("collector", filepath.Join(s.o.workDir, "collector.log"), s.env, s.o.collector, "--config", s.o.config)
+	if err != nil {
+		return err
+	}
+	s.col = p
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", s.otlpPort), 60*time.Second, p); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
+	}
+	return nil
+}
+
+func (s *stack) stop() { s.ps.stopAll(10 * time.Second) }
+
+func runDemo(ctx context.Context, o options) error {
+	s, err := startStack(o)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	fmt.Printf("sink on %s, collector OTLP/HTTP on 127.0.0.1:%d, queue in %s\n", s.sinkAddr, s.otlpPort, s.sfDir)
+	fmt.Printf("plan: send for %s; sink outage at %s for %s; SIGKILL and restart of the collector at %s\n",
+		o.duration, o.outageAt, o.outageFor, o.killAt)
+
+	gen := &generator{
+		endpoint: fmt.Sprintf("http://127.0.0.1:%d", s.otlpPort),
+		hc:       &http.Client{Timeout: 15 * time.Second},
+		hosts:    []string{"web-1", "web-2", "db-1"},
+	}
+	start := time.Now()
+	sendCtx, stopSending := context.WithTimeout(ctx, o.duration)
+	defer stopSending()
+	genErr := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sendCtx.Done():
+				genErr <- nil
+				return
+			case <-t.C:
+				if err := gen.tick(sendCtx, o.rate, max(1, o.rate/5)); err != nil && sendCtx.Err() == nil {
+					genErr <- err
+					return
+				}
+			}
+		}
+	}()
+
+	outageDone, killDone := false, false
+	report := time.NewTicker(3 * time.Second)
+	defer report.Stop()
+	for sending := true; sending; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-genErr:
+			if err != nil {
+				return fmt.Errorf("load generator: %w", err)
+			}
+			sending = false
+		case <-report.C:
+			s.progress(ctx, gen, time.Since(start))
+		case <-time.After(200 * time.Millisecond):
+		}
+		el := time.Since(start)
+		if !outageDone && el >= o.outageAt {
+			outageDone = true
+			fmt.Printf("[%5.1fs] >>> QuestDB outage for %s (tables kept)\n", el.Seconds(), o.outageFor)
+			if err := s.sink.outage(ctx, o.outageFor); err != nil {
+				return err
+			}
+		}
+		if !killDone && el >= o.killAt {
+			killDone = true
+			fmt.Printf("[%5.1fs] >>> SIGKILL to the collector; restarting it on the same queue\n", el.Seconds())
+			s.col.kill()
+			time.Sleep(time.Second)
+			if err := s.startCollector(); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("[%5.1fs] sending stopped; waiting for the queue to drain\n", time.Since(start).Seconds())
+	deadline := time.Now().Add(90 * time.Second)
+	var v verdict
+	for {
+		var err error
+		v, err = s.verdict(ctx, gen)
+		if err != nil {
+			return err
+		}
+		if v.Lost == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+			s.progress(ctx, gen, time.Since(start))
+		}
+	}
+	fmt.Printf("retries by the OTLP client: %d (of them 429 backpressure: %d)\n", gen.retries.Load(), gen.backpressure.Load())
+	fmt.Println("verdict:", v)
+	if v.Lost != 0 {
+		return errors.New("data was lost")
+	}
+	return nil
+}
+
+func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) {
+	tables, err := s.sink.tables(ctx)
+	var parts []string
+	if err != nil {
+		parts = append(parts, "sink unreachable")
+	}
+	names := make([]string, 0, len(tables))
+	for n := range tables {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s=%d", n, tables[n]))
+	}
+	fmt.Printf("[%5.1fs] sent points=%d logs=%d | landed %s | queue %.1f MiB on disk\n",
+		el.Seconds(), gen.sentPoints.Load(), gen.sentLogs.Load(), strings.Join(parts, " "),
+		float64(dirBytes(s.sfDir))/(1<<20))
+}
+
+// verdict compares the accepted points and logs with the rows in the sink.
+func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
+	gauge, err := s.sink.rows(ctx, "otel_metrics_gauge", 10_000_000)
+	if err != nil {
+		return verdict{}, err
+	}
+	vm, err := countMetricPoints(gauge, gen.sentPoints.Load())
+	if err != nil {
+		return verdict{}, fmt.Errorf("otel_metrics_gauge: %w", err)
+	}
+	logs, err := s.sink.rows(ctx, "otel_logs", 10_000_000)
+	if err != nil {
+		return verdict{}, err
+	}
+	vl, err := countLogs(logs, gen.sentLogs.Load())
+	if err != nil {
+		return verdict{}, fmt.Errorf("otel_logs: %w", err)
+	}
+	return verdict{
+		Sent:       vm.Sent + vl.Sent,
+		Landed:     vm.Landed + vl.Landed,
+		Lost:       vm.Lost + vl.Lost,
+		Duplicates: vm.Duplicates + vl.Duplicates,
+	}, nil
+}

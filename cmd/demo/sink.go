@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// sinkClient reads what landed in qwpsink through its admin endpoints.
+type sinkClient struct {
+	base string // http://127.0.0.1:port
+	hc   *http.Client
+}
+
+// tableRows is qwpsink's GET /tables/{name} answer.
+type tableRows struct {
+	Columns []struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	} `json:"columns"`
+	Rows [][]any `json:"rows"`
+}
+
+// column returns the index of the named column, or -1.
+func (t *tableRows) column(name string) int {
+	for i, c := range t.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *sinkClient) get(ctx context.Context, path string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return errNoTable
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber() // int64 nanosecond timestamps do not survive float64
+	return dec.Decode(into)
+}
+
+// tables returns the row count of every table.
+func (s *sinkClient) tables(ctx context.Context) (map[string]int64, error) {
+	m := map[string]int64{}
+	err := s.get(ctx, "/tables", &m)
+	return m, err
+}
+
+// errNoTable is the sink's 404: no row has reached the table yet.
+var errNoTable = errors.New("no such table")
+
+// rows returns up to limit rows of a table; a table that does not exist yet
+// has no rows.
+func (s *sinkClient) rows(ctx context.Context, table string, limit int) (*tableRows, error) {
+	var t tableRows
+	err := s.get(ctx, "/tables/"+url.PathEscape(table)+"?limit="+itoa(limit), &t)
+	if errors.Is(err, errNoTable) {
+		return &tableRows{}, nil
+	}
+	return &t, err
+}
+
+// outage makes the sink drop every connection and refuse new ones for d,
+// keeping its tables, as a restarted QuestDB would.
+func (s *sinkClient) outage(ctx context.Context, d time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		fmt.Sprintf("%s/outage?seconds=%d", s.base, int(d/time.Second)), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST /outage: %s", resp.Status)
+	}
+	return nil
+}
