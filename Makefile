@@ -3,9 +3,17 @@ GO       ?= go
 FUZZTIME ?= 10s
 
 # Native Go fuzz targets run briefly by `make test`: "package:FuzzName" pairs.
-FUZZ_TARGETS ?=
+FUZZ_TARGETS ?= ./qwp:FuzzDecodeResponse ./qwp/qwptest:FuzzDecodeMessage \
+	./sfqueue:FuzzSegmentCorruption ./sfqueue:FuzzAckWatermarkCorruption \
+	./sfqueue:FuzzSymbolDictCorruption
 
-.PHONY: test vet unit fuzz bench fmt
+OCB_VERSION := v0.165.0
+BUILD       := $(CURDIR)/_build
+OCB         := $(BUILD)/bin/builder
+COLLECTOR   := $(BUILD)/otelcol-questdb
+SINK        := $(BUILD)/qwpsink
+
+.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean
 
 ## test: the project's test command (vet, race-enabled short tests, a short fuzz pass).
 test: vet unit fuzz
@@ -42,3 +50,25 @@ generate:
 	@tmp=$$(mktemp -d) && ln -s "$(CURDIR)" "$$tmp/questdbexporter" && \
 	(cd internal/tools && $(GO) run go.opentelemetry.io/collector/cmd/mdatagen "$$tmp/questdbexporter/metadata.yaml"); \
 	rc=$$?; rm -f "$$tmp/questdbexporter"; rmdir "$$tmp"; exit $$rc
+
+## build: the collector with this exporter, built by ocb into _build/otelcol-questdb.
+build: $(OCB)
+	$(OCB) --config builder-config.yaml
+
+$(OCB):
+	GOBIN=$(BUILD)/bin $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+
+## sink: the QWP test server (cmd/qwpsink) as a binary.
+sink:
+	$(GO) build -o $(SINK) ./cmd/qwpsink
+
+## demo: store-and-forward shown end to end (about two minutes; needs nothing but Go).
+demo: build sink
+	$(GO) run ./cmd/demo -collector $(COLLECTOR) -sink $(SINK)
+
+## e2e: a fixed OTLP payload through the ocb-built collector into the sink, every value checked.
+e2e: build sink
+	$(GO) run ./cmd/demo -mode e2e -collector $(COLLECTOR) -sink $(SINK)
+
+clean:
+	rm -rf $(BUILD)
