@@ -30,6 +30,7 @@ type conn struct {
 	genSwitch bool // the next frame belongs to a newer generation
 
 	lastSend time.Time
+	stopping *end // a terminal condition found while sending, once in-flight acks are in
 
 	mu         sync.Mutex
 	responses  []qwp.Response

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -18,13 +19,17 @@ import (
 // closeFrameTimeout bounds the courtesy close frame on a connection's end.
 const closeFrameTimeout = time.Second
 
+// terminalDrainTimeout bounds how long a sender that found an unsendable
+// frame waits for the acks of the frames sent before it.
+const terminalDrainTimeout = 5 * time.Second
+
 // ErrClosed is returned by WaitAcked once the sender has been closed.
 var ErrClosed = errors.New("sender: closed")
 
 // TerminalError is the error behind the Terminal state: the sender stopped
 // sending and every unacknowledged frame stays in the queue.
 type TerminalError struct {
-	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, or SECURITY_ERROR for a refused upgrade
+	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, SECURITY_ERROR for a 401/403 upgrade, NONE for an unconfirmed durable ack
 	FSN      uint64       // the frame concerned, 0 when none
 	Err      error
 }
@@ -243,16 +248,17 @@ func (s *Sender) ack(fsn uint64) {
 }
 
 // fail latches a terminal error: the loop stops sending, frames stay queued.
+// State and inbox learn of it before waiters wake.
 func (s *Sender) fail(te *TerminalError, endpoint string) {
+	now := time.Now()
+	s.box.put(Event{Time: now, Kind: EventTerminal, Category: te.Category, FSN: te.FSN, Endpoint: endpoint, Err: te})
+	s.q.SetConsumerState(sfqueue.ConsumerState{})
+	s.state(State{Kind: Terminal, Reason: te.Error(), Endpoint: endpoint, Attempts: s.attempts, Since: now, Err: te})
 	s.mu.Lock()
 	s.termErr = te
 	close(s.ackCh)
 	s.ackCh = make(chan struct{})
 	s.mu.Unlock()
-	now := time.Now()
-	s.box.put(Event{Time: now, Kind: EventTerminal, Category: te.Category, FSN: te.FSN, Endpoint: endpoint, Err: te})
-	s.q.SetConsumerState(sfqueue.ConsumerState{})
-	s.state(State{Kind: Terminal, Reason: te.Error(), Endpoint: endpoint, Attempts: s.attempts, Since: now, Err: te})
 }
 
 // lost records a failed attempt or a lost connection.
@@ -377,8 +383,12 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 	}
 	switch ue.Kind {
 	case qwp.UpgradeTerminal:
-		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: qwp.CategorySecurityError, Endpoint: url, Err: err})
-		return 0, &TerminalError{Category: qwp.CategorySecurityError, Err: fmt.Errorf("sender: connecting to %s: %w", url, err)}
+		cat := qwp.CategoryNone // an unconfirmed durable ack is no server error
+		if ue.StatusCode == http.StatusUnauthorized || ue.StatusCode == http.StatusForbidden {
+			cat = qwp.CategorySecurityError
+		}
+		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
+		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w", url, err)}
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
 		// Another endpoint may serve us right away; back off only once
 		// every endpoint has refused.
@@ -432,6 +442,7 @@ func (s *Sender) serve(c *conn) end {
 		keepalive = t.C
 	}
 	var resps []qwp.Response
+	var drainTimeout <-chan time.Time
 	for {
 		var readErr error
 		resps, readErr = c.take(resps[:0])
@@ -443,8 +454,20 @@ func (s *Sender) serve(c *conn) end {
 		if readErr != nil {
 			return s.readFailed(c, readErr)
 		}
-		if e, done := s.send(c); done {
-			return e
+		if c.stopping != nil {
+			// A frame cannot be sent: collect the acks of those before it
+			// so that they are not replayed, then stop.
+			if c.win.inFlight() == 0 && (c.stash == nil || !c.stash.pending()) {
+				return *c.stopping
+			}
+		} else if e, done := s.send(c); done {
+			if e.kind != endTerminal || c.win.inFlight() == 0 && (c.stash == nil || !c.stash.pending()) {
+				return e
+			}
+			c.stopping = &e
+			t := time.NewTimer(terminalDrainTimeout)
+			defer t.Stop()
+			drainTimeout = t.C
 		}
 		if c.genSwitch && s.acked+1 >= c.win.nextFSN() {
 			s.log.Debug("dictionary generation switch: recycling the connection", zap.Uint32("from", c.gen))
@@ -455,6 +478,8 @@ func (s *Sender) serve(c *conn) end {
 			return end{kind: endStop}
 		case <-s.q.Published():
 		case <-c.wake:
+		case <-drainTimeout:
+			return *c.stopping
 		case <-keepalive:
 			if c.stash.pending() && time.Since(c.lastSend) >= s.o.DurableAckKeepalive {
 				if err := c.ping(); err != nil {

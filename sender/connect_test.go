@@ -1,0 +1,196 @@
+package sender
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+func TestUnauthorizedIsTerminalAndKeepsData(t *testing.T) {
+	for _, code := range []int{401, 403} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{})
+			srv.RefuseUpgrades(1, qwptest.Refusal{Status: code, Message: "bad credentials"})
+			q := memQueue(t)
+			newFeeder(t, q, true).frames(5, 2)
+			rec := &recorder{}
+			s := startSender(t, q, testOptions(rec, srv.URL()))
+			te := waitTerminal(t, s)
+			if te.Category != qwp.CategorySecurityError || !strings.Contains(te.Error(), "bad credentials") {
+				t.Fatalf("terminal error %v (category %v); want SECURITY_ERROR naming the server's reason", te, te.Category)
+			}
+			if q.AckedFSN() != 0 || q.PublishedFSN() != 5 || srv.Accepted() != 0 {
+				t.Fatalf("acked %d published %d accepted %d; want 0, 5, 0", q.AckedFSN(), q.PublishedFSN(), srv.Accepted())
+			}
+			states := rec.States()
+			if last := states[len(states)-1]; last.Kind != Terminal || last.Err == nil {
+				t.Fatalf("last state %+v, want Terminal with its error", last)
+			}
+			if rec.attempts.Load() != 0 {
+				t.Fatalf("%d reconnect attempts after an authentication failure", rec.attempts.Load())
+			}
+		})
+	}
+}
+
+func TestRoleRejectMovesToNextEndpoint(t *testing.T) {
+	replica := newServer(t, qwptest.Options{})
+	replica.RefuseUpgrades(1000, qwptest.Refusal{Status: 421, Role: "REPLICA", Message: "read only"})
+	primary := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	newFeeder(t, q, true).frames(10, 3)
+	rec := &recorder{}
+	// Long backoff: if the role reject waited a full backoff the test would
+	// crawl; it must move on at once.
+	o := testOptions(rec, replica.URL(), primary.URL())
+	o.InitialBackoff, o.MaxBackoff = 5*time.Millisecond, time.Minute
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	if dups := exactRows(t, rowIDs(t, primary), 30); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+	var sawReject bool
+	for _, e := range waitEvents(t, rec, 1) {
+		sawReject = sawReject || e.Kind == EventConnect && strings.Contains(e.Err.Error(), "REPLICA")
+	}
+	if !sawReject {
+		t.Fatal("the role reject was not reported to the error inbox")
+	}
+}
+
+func TestVersionMismatchAndTransientFailuresRotate(t *testing.T) {
+	// A closed port (transient dial failure) first, then a good server.
+	good := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	newFeeder(t, q, false).frames(3, 1)
+	s := startSender(t, q, testOptions(nil, "ws://127.0.0.1:1/write/v4", good.URL()))
+	waitAll(t, s, q)
+	exactRows(t, rowIDs(t, good), 3)
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 503, RetryAfter: "1", Message: "restarting"})
+	p := newProxy(t, srv.Addr(), false)
+	q := memQueue(t)
+	newFeeder(t, q, false).frames(2, 1)
+	s := startSender(t, q, testOptions(nil, p.URL())) // backoff alone would retry within 5 ms
+	waitAll(t, s, q)
+	at := p.arrivals()
+	if len(at) < 2 {
+		t.Fatalf("%d connection attempts, want 2", len(at))
+	}
+	if gap := at[1].Sub(at[0]); gap < time.Second {
+		t.Fatalf("second attempt %v after the 503 with Retry-After: 1; want at least 1s", gap)
+	}
+}
+
+func TestRetryAfterIsCapped(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 429, RetryAfter: "3600", Message: "slow down"})
+	q := memQueue(t)
+	newFeeder(t, q, false).frames(1, 1)
+	o := testOptions(nil, srv.URL())
+	o.RetryAfterCap = 20 * time.Millisecond
+	s := startSender(t, q, o)
+	waitAll(t, s, q) // would take an hour without the cap
+}
+
+func TestOversizedStoredFrameIsTerminal(t *testing.T) {
+	srv := newServer(t, qwptest.Options{RecvBufferSize: 4096})
+	q := memQueue(t)
+	f := newFeeder(t, q, false)
+	f.frames(2, 1)
+	f.frames(1, 1000) // ~9 KB of rows: above the advertised 4082 bytes
+	f.frames(1, 1)
+	size := storedSize(t, q, 3) - 4
+	s := startSender(t, q, testOptions(nil, srv.URL()))
+	te := waitTerminal(t, s)
+	if te.FSN != 3 || !strings.Contains(te.Error(), "4082") || !strings.Contains(te.Error(), strconv.Itoa(size)) {
+		t.Fatalf("terminal error %q (FSN %d); want FSN 3 naming %d and 4082 bytes", te, te.FSN, size)
+	}
+	if q.AckedFSN() != 2 || q.PublishedFSN() != 4 {
+		t.Fatalf("acked %d published %d, want 2, 4", q.AckedFSN(), q.PublishedFSN())
+	}
+	exactRows(t, rowIDs(t, srv), 2)
+}
+
+func TestClose1009CountsAsRejection(t *testing.T) {
+	srv := newServer(t, qwptest.Options{RecvBufferSize: 4096})
+	p := newProxy(t, srv.Addr(), true) // hides X-QWP-Max-Batch-Size
+	q := memQueue(t)
+	f := newFeeder(t, q, false)
+	f.frames(2, 1)
+	f.frames(1, 1000)
+	rec := &recorder{}
+	s := startSender(t, q, testOptions(rec, p.URL()))
+	te := waitTerminal(t, s)
+	if te.Category != qwp.CategoryProtocolViolation || te.FSN != 3 {
+		t.Fatalf("terminal error %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN 3", te, te.Category, te.FSN)
+	}
+	if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
+		t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
+	}
+	if q.AckedFSN() != 2 {
+		t.Fatalf("acked %d, want 2", q.AckedFSN())
+	}
+}
+
+func TestPoisonFrameBecomesProtocolViolation(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, false)
+	f.frames(3, 3)
+	// A frame whose id column is a UUID: every replay gets SCHEMA_MISMATCH.
+	poison := qwp.NewEncoder(nil, qwp.EncoderOptions{})
+	tb, _ := poison.Table(testTable)
+	c, _ := tb.Column("id", qwp.TypeUUID)
+	tb.UUID(c, 1, 2)
+	if err := tb.EndRow(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Append(t.Context(), poison.Finish([]byte{0, 0, 0, 0})); err != nil {
+		t.Fatal(err)
+	}
+	f.frames(2, 3)
+	rec := &recorder{}
+	o := testOptions(rec, srv.URL())
+	o.Policies = map[qwp.Category]qwp.Policy{qwp.CategorySchemaMismatch: qwp.PolicyRetriable}
+	s := startSender(t, q, o)
+	te := waitTerminal(t, s)
+	if te.Category != qwp.CategoryProtocolViolation || te.FSN != 4 || !strings.Contains(te.Error(), "SCHEMA_MISMATCH") {
+		t.Fatalf("terminal error %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN 4 naming the last rejection", te, te.Category, te.FSN)
+	}
+	if n := rec.errCount(qwp.CategorySchemaMismatch); n != DefaultMaxFrameRejections {
+		t.Fatalf("%d rejections before giving up, want %d", n, DefaultMaxFrameRejections)
+	}
+	if dups := exactRows(t, rowIDs(t, srv), 9); dups != 0 || q.AckedFSN() != 3 || q.PublishedFSN() != 6 {
+		t.Fatalf("dups %d acked %d published %d; want 0, 3, 6", dups, q.AckedFSN(), q.PublishedFSN())
+	}
+	var terminalEvents int
+	for _, e := range waitEvents(t, rec, DefaultMaxFrameRejections+1) {
+		if e.Kind == EventTerminal && e.Category == qwp.CategoryProtocolViolation && e.FSN == 4 {
+			terminalEvents++
+		}
+	}
+	if terminalEvents != 1 {
+		t.Fatalf("%d terminal PROTOCOL_VIOLATION events, want 1", terminalEvents)
+	}
+}
+
+// storedSize is the stored payload size of frame fsn.
+func storedSize(t testing.TB, q *sfqueue.Queue, fsn uint64) int {
+	t.Helper()
+	c := q.NewCursor()
+	c.Seek(fsn)
+	got, payload, ok, err := c.Next()
+	if err != nil || !ok || got != fsn {
+		t.Fatalf("reading FSN %d: got %d, %v, %v", fsn, got, ok, err)
+	}
+	return len(payload)
+}
