@@ -1,0 +1,411 @@
+package questdbexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sender"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// monitorInterval is how often the queue is sampled for the gauges, the
+// level alerts and the component status.
+const monitorInterval = time.Second
+
+// questdbExporter is the shared instance of one component ID (see
+// shared.go): one store-and-forward slot, one writer (the group-commit
+// loop), one sender (the I/O loop) and one connection for every signal.
+//
+// Start opens and recovers the queue, loads the dictionary, and starts the
+// writer, the sender and the queue monitor; it never waits for the network.
+// A consume call hands its batch to the writer and returns once the frames
+// are in the queue (after the fsync in flush durability), or, with
+// wait_for_ack, once the server acknowledged them. Shutdown stops accepting,
+// lets the writer finish, gives the sender close_flush_timeout to get
+// everything acknowledged, and closes the queue.
+type questdbExporter struct {
+	cfg      *Config
+	logger   *zap.Logger
+	senderID string
+	tel      *telemetry
+	tb       *metadata.TelemetryBuilder
+	now      func() time.Time
+
+	mu       sync.RWMutex // the components below, replaced only by Start and Shutdown
+	queue    *sfqueue.Queue
+	writer   *writer
+	sender   *sender.Sender
+	status   *statusReporter
+	slot     string // this instance's entry in activeSlots
+	stop     chan struct{}
+	stopped  chan struct{}
+	shutdown bool
+}
+
+var _ instance = (*questdbExporter)(nil)
+
+// newInstance builds the instance of one component ID; it does no I/O.
+func newInstance(cfg *Config, set exporter.Settings) (instance, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
+	}
+	tel, err := newTelemetry(tb, set.Logger)
+	if err != nil {
+		tb.Shutdown()
+		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
+	}
+	return &questdbExporter{
+		cfg:      cfg,
+		logger:   set.Logger,
+		senderID: cfg.senderID(set.ID),
+		tel:      tel,
+		tb:       tb,
+		now:      time.Now,
+	}, nil
+}
+
+// Start opens the queue and starts the writer, the sender and the monitor.
+func (e *questdbExporter) Start(ctx context.Context, host component.Host) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shutdown {
+		return errShutDown
+	}
+	slot := "memory:" + e.senderID
+	if e.cfg.SFDir != "" {
+		slot = filepath.Join(e.cfg.SFDir, e.senderID)
+	}
+	if err := activeSlots.add(slot); err != nil {
+		return err
+	}
+	q, gen, err := e.openQueue()
+	if err != nil {
+		activeSlots.remove(slot)
+		return err
+	}
+	w, err := e.newWriter(q, gen)
+	if err != nil {
+		activeSlots.remove(slot)
+		return errors.Join(err, q.Close())
+	}
+	status := newStatusReporter(host, e.cfg.OnFull == "evict_oldest")
+	s, err := e.newSender(ctx, q, status)
+	if err == nil {
+		err = s.Start()
+	}
+	if err != nil {
+		w.close()
+		activeSlots.remove(slot)
+		return errors.Join(fmt.Errorf("questdb exporter: starting the sender: %w", err), q.Close())
+	}
+	e.queue, e.writer, e.sender, e.status, e.slot = q, w, s, status, slot
+	e.stop, e.stopped = make(chan struct{}), make(chan struct{})
+	go e.monitor(newLevelAlerter(e.logger, e.now, e.cfg.OnFull == "evict_oldest"))
+	return nil
+}
+
+// openQueue opens (in SF mode: recovers) the slot, logs what recovery
+// found, and returns the dictionary generation to continue with: the newest
+// one that frames or .symbol-dict know of.
+func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
+	opts := e.cfg.queueOptions(e.senderID, e.logger)
+	var maxGen uint32
+	opts.SymbolUse = func(payload []byte) (uint32, int64) {
+		gen, maxID := payloadSymbolUse(payload)
+		maxGen = max(maxGen, gen)
+		return gen, maxID
+	}
+	q, err := sfqueue.Open(opts)
+	if err != nil {
+		return nil, 0, fmt.Errorf("questdb exporter: opening the queue (sf_dir %q, sender_id %q): %w", e.cfg.SFDir, e.senderID, err)
+	}
+	rep := q.Recovery()
+	fields := []zap.Field{zap.String("sf_dir", e.cfg.SFDir), zap.String("sender_id", e.senderID)}
+	if rep.Unreplayable != nil {
+		e.logger.Error("DATA_LOSS: the store-and-forward slot could not be replayed and was set aside; its unacknowledged data will never reach QuestDB",
+			append(fields, zap.String("set_aside_as", rep.Unreplayable.Path), zap.Int("frames", rep.Unreplayable.Frames),
+				zap.String("reason", rep.Unreplayable.Reason))...)
+	}
+	if rep.TornBytes > 0 || rep.SymbolTornBytes > 0 {
+		e.logger.Warn("recovery cut a torn tail (bytes written but never acknowledged to a caller as durable)",
+			append(fields, zap.Int64("segment_bytes", rep.TornBytes), zap.Int64("symbol_dict_bytes", rep.SymbolTornBytes))...)
+	}
+	if rep.WatermarkIgnored {
+		e.logger.Warn("the .ack-watermark file was unusable; frames after the oldest retained segment are replayed (QuestDB may see duplicates)", fields...)
+	}
+	if rep.FramesRecovered > 0 {
+		e.logger.Info("recovered unacknowledged frames; they are sent first",
+			append(fields, zap.Int("frames", rep.FramesRecovered), zap.Uint64("acked_fsn", rep.AckedFSN), zap.Uint64("published_fsn", rep.PublishedFSN))...)
+	}
+	if gens := q.SymbolGenerations(); len(gens) > 0 {
+		maxGen = max(maxGen, slices.Max(gens))
+	}
+	return q, maxGen, nil
+}
+
+// newWriter loads dictionary generation gen and starts the writer on it.
+func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, error) {
+	dict, err := openGenDict(q, e.cfg.SymbolDictMaxEntries, gen)
+	if err != nil {
+		return nil, fmt.Errorf("questdb exporter: loading the symbol dictionary: %w", err)
+	}
+	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{
+		MaxFrameBytes:   int(e.cfg.MaxBatchBytes),
+		Gorilla:         true,
+		DeltaSymbolDict: true,
+	})
+	rows, err := newRowEncoder(enc, e.cfg.rowEncoderConfig(e.logger))
+	if err != nil {
+		return nil, fmt.Errorf("questdb exporter: %w", err)
+	}
+	be := &rowBatchEncoder{rows: rows, enc: enc, tel: e.tel, dict: dict}
+	room := func(n int) bool {
+		s := q.Stats()
+		return s.UsedBytes+int64(n) <= s.CapacityBytes
+	}
+	if e.cfg.OnFull == "evict_oldest" {
+		room = nil // evicting is not stalling
+	}
+	e.tel.dictLen.Store(int64(dict.Len()))
+	return newWriter(q, dict, be, e.tel, room), nil
+}
+
+// newSender maps the configuration onto the I/O loop's options.
+func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, status *statusReporter) (*sender.Sender, error) {
+	o := sender.Options{
+		Endpoints:           e.cfg.endpointURLs(),
+		Username:            string(e.cfg.Username),
+		Password:            string(e.cfg.Password),
+		Token:               string(e.cfg.Token),
+		ClientID:            "otelcol-questdb/" + e.senderID,
+		DurableAck:          e.cfg.durableAck(),
+		DurableAckKeepalive: e.cfg.DurableAckKeepaliveInterval,
+		MaxInFlight:         e.cfg.MaxInFlight,
+		MaxBatchBytes:       int(e.cfg.MaxBatchBytes),
+		InitialBackoff:      e.cfg.ReconnectInitialBackoff,
+		MaxBackoff:          e.cfg.ReconnectMaxBackoff,
+		MaxFrameRejections:  e.cfg.MaxFrameRejections,
+		Policies:            map[qwp.Category]qwp.Policy{},
+		CloseFlushTimeout:   e.cfg.CloseFlushTimeout,
+		ErrorInboxCapacity:  e.cfg.ErrorInboxCapacity,
+		OnState: func(s sender.State) {
+			status.connState(s)
+			q.SetConsumerState(sfqueue.ConsumerState{
+				Reconnecting: s.Kind == sender.Reconnecting || s.Kind == sender.Connecting,
+				Attempts:     s.Attempts,
+				OutageStart:  s.Since,
+			})
+		},
+		Observer: e.tel,
+		Logger:   e.logger,
+	}
+	if e.cfg.CloseFlushTimeout == 0 {
+		o.CloseFlushTimeout = -1 // do not wait
+	}
+	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
+		if c.Overridable() {
+			o.Policies[c] = e.cfg.errorPolicy(c)
+		}
+	}
+	if usesTLS(o.Endpoints) {
+		tlsCfg, err := e.cfg.tlsSettings().LoadTLSConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("questdb exporter: tls: %w", err)
+		}
+		o.TLS = tlsCfg
+	}
+	return sender.New(q, o)
+}
+
+func usesTLS(urls []string) bool {
+	return slices.ContainsFunc(urls, func(u string) bool { return len(u) > 6 && u[:6] == "wss://" })
+}
+
+// monitor samples the queue every monitorInterval for the gauges, the
+// level alerts and the component status.
+func (e *questdbExporter) monitor(alerts *levelAlerter) {
+	defer close(e.stopped)
+	t := time.NewTicker(monitorInterval)
+	defer t.Stop()
+	for {
+		e.sampleQueue(alerts)
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *questdbExporter) sampleQueue(alerts *levelAlerter) {
+	s := e.queue.Stats()
+	e.tel.observeQueue(s)
+	level := alerts.observe(queueSample{Used: s.UsedBytes, Capacity: s.CapacityBytes, Refused: s.FullErrors, Evicted: s.FramesEvicted})
+	e.status.queueLevel(level)
+}
+
+// Shutdown stops accepting data, lets the writer finish the calls it
+// accepted, waits up to close_flush_timeout for acknowledgements (logging
+// what remains), and closes the queue. Safe without Start.
+func (e *questdbExporter) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer e.tb.Shutdown()
+	e.shutdown = true
+	if e.queue == nil {
+		return nil
+	}
+	close(e.stop)
+	<-e.stopped
+	e.writer.close()
+	var errs []error
+	if err := e.sender.Close(ctx); err != nil {
+		// Close logged the remainder; in SF mode it stays for the next start.
+		e.logger.Warn("questdb exporter shut down with unacknowledged frames", zap.Error(err),
+			zap.Bool("kept_on_disk", e.cfg.SFDir != ""))
+	}
+	if err := e.queue.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("questdb exporter: closing the queue: %w", err))
+	}
+	activeSlots.remove(e.slot)
+	e.queue, e.writer, e.sender = nil, nil, nil
+	return errors.Join(errs...)
+}
+
+func (e *questdbExporter) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	w, s, err := e.components()
+	if err != nil {
+		return receiverError(err)
+	}
+	fsn, err := w.writeMetrics(ctx, md)
+	return receiverError(e.afterWrite(ctx, s, fsn, err))
+}
+
+func (e *questdbExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
+	w, s, err := e.components()
+	if err != nil {
+		return receiverError(err)
+	}
+	fsn, err := w.writeLogs(ctx, ld)
+	return receiverError(e.afterWrite(ctx, s, fsn, err))
+}
+
+// components returns the writer and sender of a started instance, or why
+// there are none. A sender that stopped for good refuses new data: it would
+// only pile up behind the frame the server refuses.
+func (e *questdbExporter) components() (*writer, *sender.Sender, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	switch {
+	case e.shutdown:
+		return nil, nil, errShutDown
+	case e.writer == nil:
+		return nil, nil, errNotStarted
+	}
+	if err := e.sender.Err(); err != nil {
+		return nil, nil, err
+	}
+	return e.writer, e.sender, nil
+}
+
+// afterWrite applies wait_for_ack: the call returns once the server
+// acknowledged the frame holding the batch's last row.
+func (e *questdbExporter) afterWrite(ctx context.Context, s *sender.Sender, fsn uint64, err error) error {
+	if err != nil || !e.cfg.WaitForAck || fsn == 0 {
+		return err
+	}
+	if err := s.WaitAcked(ctx, fsn); err != nil {
+		return fmt.Errorf("questdb exporter: stored, but not acknowledged by QuestDB (wait_for_ack): %w", err)
+	}
+	return nil
+}
+
+// rowBatchEncoder adapts the data model's rowEncoder to the writer: it
+// counts rows and skipped points, and starts dictionary generations on the
+// underlying qwp.Encoder.
+type rowBatchEncoder struct {
+	rows *rowEncoder
+	enc  *qwp.Encoder
+	tel  *telemetry
+	dict *genDict
+}
+
+func (b *rowBatchEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
+	return b.done(b.rows.encodeMetrics(md, emit))
+}
+
+func (b *rowBatchEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, error) {
+	return b.done(b.rows.encodeLogs(ld, emit))
+}
+
+func (b *rowBatchEncoder) done(st encodeStats, err error) (int, error) {
+	b.tel.skipped(st)
+	rows := 0
+	for _, n := range st.Rows {
+		rows += n
+	}
+	return rows, err
+}
+
+func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
+	err := b.rows.flush(emit)
+	b.tel.dictLen.Store(int64(b.dict.Len()))
+	return err
+}
+
+func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }
+
+// activeSlots lists the slots open in this process, so that an orphan
+// drainer never takes the slot of another questdb exporter of this
+// collector. Keys are <sf_dir>/<sender_id> (memory:<sender_id> in
+// memory-only mode).
+var activeSlots = &slotRegistry{slots: map[string]bool{}}
+
+type slotRegistry struct {
+	mu    sync.Mutex
+	slots map[string]bool
+}
+
+func (r *slotRegistry) add(slot string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slots[slot] {
+		return fmt.Errorf("questdb exporter: slot %s is already used by another questdb exporter in this collector; give each a distinct sender_id", slot)
+	}
+	r.slots[slot] = true
+	return nil
+}
+
+func (r *slotRegistry) remove(slot string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.slots, slot)
+}
+
+// senderIDsIn lists the active slots under dir, by sender_id.
+func (r *slotRegistry) senderIDsIn(dir string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for s := range r.slots {
+		if filepath.Dir(s) == filepath.Clean(dir) {
+			ids = append(ids, filepath.Base(s))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,107 @@
+package questdbexporter
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sender"
+)
+
+// statusReporter turns the sender's connection state and the queue level
+// into component status events (componentstatus.ReportStatus through the
+// host), reporting only changes:
+//
+//   - PermanentError while the sender is terminal (a server error whose
+//     policy is terminal, refused authentication): it will not recover
+//     without a fix and a restart;
+//   - RecoverableError while the queue is full (new data is refused or the
+//     oldest evicted) or the sender is reconnecting, naming the condition;
+//   - OK while connected and the queue has room.
+//
+// Safe for concurrent use: the sender's OnState and the monitor both feed it.
+type statusReporter struct {
+	host component.Host
+
+	mu       sync.Mutex
+	conn     sender.State
+	haveConn bool
+	full     bool
+	evict    bool
+	last     string // the condition last reported
+}
+
+func newStatusReporter(host component.Host, evict bool) *statusReporter {
+	return &statusReporter{host: host, evict: evict}
+}
+
+// connState records a sender state transition.
+func (r *statusReporter) connState(s sender.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.conn, r.haveConn = s, true
+	r.reportLocked()
+}
+
+// queueLevel records the queue level after a monitor sample.
+func (r *statusReporter) queueLevel(l queueLevel) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.full = l == levelFull
+	r.reportLocked()
+}
+
+// reportLocked computes the current event and reports it when the
+// condition changed.
+func (r *statusReporter) reportLocked() {
+	ev, key := r.eventLocked()
+	if ev == nil || key == r.last {
+		return
+	}
+	r.last = key
+	componentstatus.ReportStatus(r.host, ev)
+}
+
+func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
+	c := r.conn
+	if r.haveConn && c.Kind == sender.Terminal {
+		err := c.Err
+		if err == nil {
+			err = errors.New(c.Reason)
+		}
+		var te *sender.TerminalError
+		if errors.As(err, &te) && te.Category == qwp.CategorySecurityError {
+			err = fmt.Errorf("authentication or authorization refused by %s: %w", c.Endpoint, err)
+		}
+		return componentstatus.NewPermanentErrorEvent(fmt.Errorf("questdb exporter stopped sending (data is kept in the queue): %w", err)), "terminal"
+	}
+	if r.full {
+		what := "refusing new data (on_full: block)"
+		if r.evict {
+			what = "evicting the oldest data (on_full: evict_oldest)"
+		}
+		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf("questdb exporter queue full: %s", what)), "full"
+	}
+	if !r.haveConn {
+		return nil, ""
+	}
+	switch c.Kind {
+	case sender.Reconnecting:
+		err := fmt.Errorf("questdb exporter reconnecting to %s (%d attempts since %s): %s",
+			c.Endpoint, c.Attempts, c.Since.UTC().Format(time.RFC3339), c.Reason)
+		if c.Err != nil {
+			err = fmt.Errorf("%w: %w", err, c.Err)
+		}
+		// Each attempt is a new message but the same condition: report it
+		// once per outage.
+		return componentstatus.NewRecoverableErrorEvent(err), fmt.Sprintf("reconnecting %d", c.Since.UnixNano())
+	case sender.Connected:
+		return componentstatus.NewEvent(componentstatus.StatusOK), "ok"
+	}
+	return nil, ""
+}
