@@ -1,0 +1,200 @@
+package questdbexporter
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+func TestCreateTableSQLGauge(t *testing.T) {
+	got, err := createTableSQL("otel_metrics_gauge", tableGauge, qwp.TypeSymbol,
+		[]promotedColumn{{Key: "host.name", Column: "host_name"}}, "30d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "CREATE TABLE IF NOT EXISTS otel_metrics_gauge (timestamp TIMESTAMP_NS, service_name SYMBOL, " +
+		"metric_name SYMBOL, metric_unit SYMBOL, metric_description SYMBOL, scope_name SYMBOL, " +
+		"scope_version SYMBOL, resource_attributes SYMBOL, scope_attributes SYMBOL, attributes SYMBOL, " +
+		"series_id LONG, flags INT, value DOUBLE, exemplars VARCHAR, host_name SYMBOL) " +
+		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 30 DAYS DEDUP UPSERT KEYS(timestamp, series_id)"
+	if got != want {
+		t.Fatalf("statement:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestCreateTableSQLEveryTable(t *testing.T) {
+	for k := range numTables {
+		name := defaultTableNames().of(k)
+		stmt, err := createTableSQL(name, k, qwp.TypeVarchar, nil, "")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		key := "series_id"
+		if k == tableLogs {
+			key = "record_id"
+		}
+		if !strings.HasSuffix(stmt, "DEDUP UPSERT KEYS(timestamp, "+key+")") || strings.Contains(stmt, " TTL ") {
+			t.Errorf("%s: %s", name, stmt)
+		}
+		// Every column the row encoder writes is declared, with its type.
+		tb := table{kind: k}
+		for _, c := range tb.columns(qwp.TypeVarchar) {
+			if c.name == "" {
+				continue
+			}
+			typ, _ := sqlType(c.typ)
+			if !strings.Contains(stmt, " "+c.name+" "+typ) {
+				t.Errorf("%s: column %s %s missing from %s", name, c.name, typ, stmt)
+			}
+		}
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{
+		"otel_logs": "otel_logs", "team.logs": `"team.logs"`, "9lives": `"9lives"`,
+		"a b": `"a b"`, `x"y`: `"x""y"`, "zé": `"zé"`,
+	} {
+		if got := quoteIdent(in); got != want {
+			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestTTLClause(t *testing.T) {
+	for _, c := range []struct{ in, want, err string }{
+		{"", "", ""}, {"30d", " TTL 30 DAYS", ""}, {"2w", " TTL 2 WEEKS", ""}, {"48h", " TTL 48 HOURS", ""},
+		{"6M", " TTL 6 MONTHS", ""}, {"1y", " TTL 1 YEARS", ""},
+		{"12h", "", "multiple of 24"}, {"0d", "", "positive"}, {"d", "", "positive"}, {"5x", "", "unit"},
+		{"-3d", "", "positive"},
+	} {
+		got, err := ttlClause(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "ttl") {
+				t.Errorf("ttlClause(%q) error = %v, want one naming ttl and %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ttlClause(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestExecURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"ws://127.0.0.1:9000/write/v4":           "http://127.0.0.1:9000/exec",
+		"wss://db.example:9000/api/v4/write?x=1": "https://db.example:9000/exec",
+	} {
+		got, err := execURL(in)
+		if err != nil || got != want {
+			t.Errorf("execURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := execURL("http://x:1/"); err == nil {
+		t.Error("a non-WebSocket endpoint must be refused")
+	}
+}
+
+// fakeExec is a QuestDB /exec endpoint: it records statements, fails the
+// ones the test names, and reports a table list for the dedup check.
+type fakeExec struct {
+	mu      sync.Mutex
+	queries []string
+	auth    []string
+	fail    map[string]bool
+	tables  [][]any
+}
+
+func (f *fakeExec) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query().Get("query")
+	f.mu.Lock()
+	f.queries = append(f.queries, q)
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.URL.Path != "/exec":
+		w.WriteHeader(http.StatusNotFound)
+	case strings.HasPrefix(q, "SELECT"):
+		_ = json.NewEncoder(w).Encode(map[string]any{"columns": []map[string]string{{"name": "table_name"}, {"name": "dedup"}}, "dataset": f.tables})
+	case f.fail[strings.Fields(q)[5]]:
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]any{"query": q, "error": "table busy", "position": 0})
+	default:
+		_, _ = w.Write([]byte(`{"ddl":"OK"}`))
+	}
+}
+
+func TestTableCreatorEnsure(t *testing.T) {
+	fe := &fakeExec{
+		fail:   map[string]bool{"otel_metrics_sum": true},
+		tables: [][]any{{"otel_metrics_gauge", false}, {"otel_logs", true}, {"unrelated", false}},
+	}
+	srv := httptest.NewServer(fe)
+	defer srv.Close()
+	core, logs := observer.New(zapcore.InfoLevel)
+	tc, err := newTableCreator(tableCreatorConfig{
+		Tables: defaultTableNames(), Username: "admin", Password: "quest", Logger: zap.New(core),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4"
+	if failed := tc.ensure(context.Background(), ws); failed != 1 {
+		t.Fatalf("ensure reported %d failures, want 1 (the sum table)", failed)
+	}
+	if len(fe.queries) != int(numTables)+1 {
+		t.Fatalf("%d statements, want %d CREATEs and the dedup check: %q", len(fe.queries), numTables, fe.queries)
+	}
+	for _, a := range fe.auth {
+		if a != "Basic YWRtaW46cXVlc3Q=" {
+			t.Fatalf("Authorization = %q, want the configured basic credentials", a)
+		}
+	}
+	failedLogs := logs.FilterMessageSnippet("CREATE TABLE failed").All()
+	if len(failedLogs) != 1 || !strings.Contains(failedLogs[0].ContextMap()["statement"].(string), "otel_metrics_sum") {
+		t.Fatalf("the failed statement must be logged with its SQL: %v", failedLogs)
+	}
+	warn := logs.FilterMessageSnippet("exists without dedup keys").All()
+	if len(warn) != 1 || warn[0].ContextMap()["fix"] != "ALTER TABLE otel_metrics_gauge DEDUP ENABLE UPSERT KEYS(timestamp, series_id)" {
+		t.Fatalf("want one warning naming the ALTER TABLE for the gauge table: %v", warn)
+	}
+	// A second connection runs the DDL again but does not repeat the warning.
+	tc.ensure(context.Background(), ws)
+	if n := logs.FilterMessageSnippet("exists without dedup keys").Len(); n != 1 {
+		t.Fatalf("dedup warning logged %d times, want once", n)
+	}
+}
+
+func TestTableCreatorBearerTokenAndUnreachableServer(t *testing.T) {
+	fe := &fakeExec{}
+	srv := httptest.NewServer(fe)
+	tc, err := newTableCreator(tableCreatorConfig{Tables: defaultTableNames(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4"
+	if n := tc.ensure(context.Background(), ws); n != 0 {
+		t.Fatalf("%d failures against a healthy server", n)
+	}
+	if fe.auth[0] != "Bearer tok" {
+		t.Fatalf("Authorization = %q", fe.auth[0])
+	}
+	srv.Close()
+	if n := tc.ensure(context.Background(), ws); n != int(numTables)+1 {
+		t.Fatalf("unreachable server: %d failures, want every statement", n)
+	}
+}
