@@ -61,7 +61,7 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 	if len(bases) == 0 {
 		return false, nil
 	}
-	wm, _, _ := readWatermark(fsys, slot)
+	w, _, _ := readWatermark(fsys, slot)
 	for i := len(bases) - 1; i >= 0; i-- {
 		b, err := readSmallFile(fsys, filepath.Join(slot, segmentName(bases[i])), MaxSegmentBytesLimit)
 		if err != nil {
@@ -69,7 +69,7 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 		}
 		r := scanSegment(b, bases[i])
 		if len(r.offsets) > 0 {
-			return bases[i]+uint64(len(r.offsets))-1 > wm, nil
+			return bases[i]+uint64(len(r.offsets))-1 > w.acked, nil
 		}
 	}
 	return false, nil

@@ -50,7 +50,7 @@ type Queue struct {
 	dict     *symbolDict
 	st       counters
 	recovery RecoveryReport
-	wmSaved  uint64 // ack watermark last written to .ack-watermark
+	wmSaved  watermark // last written to .ack-watermark
 
 	published chan struct{}
 	stop      chan struct{}
@@ -517,25 +517,33 @@ func (q *Queue) Close() error {
 	}
 	var errs []error
 	drained := q.acked == q.nextFSN-1
-	if q.sf && !drained && q.fatal == nil && q.o.Durability != DurabilityMemory {
+	// What a clean close leaves on disk: everything published (in memory
+	// durability, in the page cache), unless an fsync failed.
+	onDisk := q.nextFSN - 1
+	if q.sf && !drained && q.o.Durability != DurabilityMemory {
 		for _, s := range q.segs {
+			if q.fatal != nil {
+				break
+			}
 			if s.dirty {
 				if err := q.fsyncLocked(s); err != nil {
 					errs = append(errs, err)
-					break
 				}
 			}
 		}
-		if q.dirDirty {
+		if q.dirDirty && q.fatal == nil {
 			if err := q.fs.SyncDir(q.slot); err != nil {
-				errs = append(errs, fmt.Errorf("sfqueue: fsync slot directory %s: %w", q.slot, err))
+				errs = append(errs, q.latchLocked("fsync directory "+q.slot, err))
 			}
+		}
+		if q.fatal != nil {
+			onDisk = q.durable
 		}
 	}
 	if q.sf {
 		// The watermark goes first: once the segments are gone it is what
 		// keeps the next Open from reusing FSNs.
-		if err := q.saveWatermarkLocked(); err != nil {
+		if err := q.saveWatermarkLocked(watermark{acked: q.acked, durable: onDisk}, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -587,7 +595,7 @@ func (q *Queue) background() {
 				q.syncLocked()
 				lastSync = now
 			}
-			if err := q.saveWatermarkLocked(); err != nil {
+			if err := q.saveWatermarkLocked(watermark{acked: q.acked, durable: q.durable}, false); err != nil {
 				q.log.Warn("sfqueue: cannot write .ack-watermark", zap.String("slot", q.slot), zap.Error(err))
 			}
 			q.mu.Unlock()

@@ -21,6 +21,11 @@ type RecoveryReport struct {
 	// WatermarkIgnored is set when .ack-watermark was corrupt or pointed past
 	// the last recovered frame.
 	WatermarkIgnored bool
+	// LostFrames counts frames the previous holder recorded as on disk (in
+	// .ack-watermark) that recovery did not find: a segment tail that
+	// vanished without leaving torn bytes (truncated file, lost power in
+	// memory durability after a clean close, a disk lying about fsync).
+	LostFrames uint64
 	AckedFSN         uint64 // seeded ack watermark
 	PublishedFSN     uint64 // last recovered FSN
 	// Unreplayable is set when the slot could not be replayed (a gap
@@ -72,7 +77,8 @@ func (q *Queue) recover() error {
 func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	var rep RecoveryReport
 	fsys, slot, log := q.fs, q.slot, q.log
-	wm, wmOK, err := readWatermark(fsys, slot)
+	w, wmOK, err := readWatermark(fsys, slot)
+	wm := w.acked
 	if err != nil {
 		log.Warn("sfqueue: ignoring unreadable ack watermark", zap.String("slot", slot), zap.Error(err))
 		rep.WatermarkIgnored = true
@@ -113,6 +119,16 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		}
 	}
 
+	last := wm
+	if n := len(found); n > 0 {
+		last = found[n-1].seg.end() - 1
+	}
+	if wmOK && w.durable > last {
+		rep.LostFrames = w.durable - last
+		log.Warn("sfqueue: frames recorded as on disk are missing from the slot",
+			zap.String("slot", slot), zap.Uint64("recorded_fsn", w.durable), zap.Uint64("last_recovered_fsn", last),
+			zap.Uint64("lost_frames", rep.LostFrames))
+	}
 	if n := len(found); n > 0 && wmOK && wm > found[n-1].seg.end()-1 {
 		log.Warn("sfqueue: ack watermark is beyond the recovered data; ignoring it",
 			zap.String("slot", slot), zap.Uint64("watermark", wm), zap.Uint64("last_fsn", found[n-1].seg.end()-1))
@@ -171,7 +187,10 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	rep.Segments = len(q.segs)
 	q.acked = acked
-	q.wmSaved = wm
+	q.wmSaved = watermark{acked: wm, durable: w.durable}
+	if !wmOK {
+		q.wmSaved = watermark{}
+	}
 	q.nextFSN = acked + 1
 	if len(q.segs) > 0 {
 		q.nextFSN = q.segs[len(q.segs)-1].end()

@@ -11,54 +11,64 @@ import (
 	"path/filepath"
 )
 
-// .ack-watermark: the highest acked FSN, 16 bytes: magic u32 "SQW1", FSN
-// u64, CRC32C u32 of the first 12 bytes. Replaced atomically.
+// .ack-watermark, 24 bytes: magic u32 "SQW1" | acked FSN u64 | durable FSN
+// u64 | CRC32C u32 of the first 20 bytes. Replaced atomically.
 const (
 	watermarkFile  = ".ack-watermark"
 	watermarkMagic = 0x31575153
-	watermarkSize  = 16
+	watermarkSize  = 24
 )
 
-// readWatermark returns the recorded FSN; ok is false when the file is
-// missing or unusable (corrupt is reported in err for logging, not fatal).
-func readWatermark(fsys FS, dir string) (fsn uint64, ok bool, err error) {
-	b, err := readSmallFile(fsys, filepath.Join(dir, watermarkFile), watermarkSize+1)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	if len(b) != watermarkSize || binary.LittleEndian.Uint32(b) != watermarkMagic ||
-		binary.LittleEndian.Uint32(b[12:]) != crc32.Checksum(b[:12], castagnoli) {
-		return 0, false, fmt.Errorf("sfqueue: %s is corrupt (%d bytes, bad magic or CRC); ignoring it", watermarkFile, len(b))
-	}
-	return binary.LittleEndian.Uint64(b[4:]), true, nil
+// watermark is the content of .ack-watermark. durable is the highest FSN the
+// writer knew to be on disk (fsynced, or all published frames at a clean
+// Close), so recovery can tell when frames it was promised are missing.
+type watermark struct {
+	acked, durable uint64
 }
 
-func encodeWatermark(fsn uint64) []byte {
+// readWatermark returns the recorded watermark; ok is false when the file is
+// missing or unusable (corrupt is reported in err for logging, not fatal).
+func readWatermark(fsys FS, dir string) (w watermark, ok bool, err error) {
+	b, err := readSmallFile(fsys, filepath.Join(dir, watermarkFile), watermarkSize+1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return w, false, nil
+	}
+	if err != nil {
+		return w, false, err
+	}
+	if len(b) != watermarkSize || binary.LittleEndian.Uint32(b) != watermarkMagic ||
+		binary.LittleEndian.Uint32(b[20:]) != crc32.Checksum(b[:20], castagnoli) {
+		return w, false, fmt.Errorf("sfqueue: %s is corrupt (%d bytes, bad magic or CRC); ignoring it", watermarkFile, len(b))
+	}
+	w.acked = binary.LittleEndian.Uint64(b[4:])
+	w.durable = binary.LittleEndian.Uint64(b[12:])
+	return w, true, nil
+}
+
+func encodeWatermark(w watermark) []byte {
 	b := make([]byte, watermarkSize)
 	binary.LittleEndian.PutUint32(b, watermarkMagic)
-	binary.LittleEndian.PutUint64(b[4:], fsn)
-	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(b[:12], castagnoli))
+	binary.LittleEndian.PutUint64(b[4:], w.acked)
+	binary.LittleEndian.PutUint64(b[12:], w.durable)
+	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
 	return b
 }
 
-// saveWatermarkLocked writes the ack watermark if it moved since the last
-// write. q.mu is released during the I/O; only the background goroutine and
-// Close (after stopping it) call this, so writes never overlap.
-func (q *Queue) saveWatermarkLocked() error {
-	fsn := q.acked
-	if fsn == q.wmSaved {
+// saveWatermarkLocked writes w if its acked FSN moved since the last write
+// (or, with force, if anything in it moved). q.mu is released during the
+// I/O; only the background goroutine and Close (after stopping it) call
+// this, so writes never overlap.
+func (q *Queue) saveWatermarkLocked(w watermark, force bool) error {
+	if w.acked == q.wmSaved.acked && (!force || w == q.wmSaved) {
 		return nil
 	}
 	q.mu.Unlock()
-	err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(fsn))
+	err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(w))
 	q.mu.Lock()
 	if err != nil {
 		return err
 	}
-	q.wmSaved = fsn
+	q.wmSaved = w
 	return nil
 }
 

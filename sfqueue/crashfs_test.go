@@ -1,0 +1,406 @@
+package sfqueue
+
+import (
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// crashFS is an in-memory FS that models what survives a power loss. Every
+// file keeps the content its last completed fsync made durable plus a log of
+// the writes and truncates since; every directory entry (create, rename,
+// remove) is durable only after an fsync of its directory. PowerLoss
+// returns a new FS holding what a disk would hold after the power failed at
+// that instant: the durable state, optionally with a random prefix of the
+// pending writes of each file (the last one torn at a random byte) and
+// garbage after it.
+type crashFS struct {
+	mu      sync.Mutex
+	names   map[string]*inode // current namespace
+	durable map[string]*inode // namespace as of the last directory fsyncs
+	dirs    map[string]bool
+	locks   map[string]bool
+
+	// Fault injection, consulted under mu. Each returns nil or the error
+	// the operation fails with.
+	failSync  func(name string) error
+	failAlloc func(name string, size int64) error
+	failWrite func(name string) error
+	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
+	syncs     int
+}
+
+type inode struct {
+	data    []byte // current content
+	synced  []byte // content as of the last completed fsync
+	pending []fileOp
+}
+
+type fileOp struct {
+	off   int64
+	data  []byte // nil: truncate to off
+	trunc bool
+}
+
+func newCrashFS() *crashFS {
+	return &crashFS{names: map[string]*inode{}, durable: map[string]*inode{}, dirs: map[string]bool{"/": true}, locks: map[string]bool{}}
+}
+
+// crashMode says how much of the unsynced data a power loss keeps.
+type crashMode int
+
+const (
+	dropUnsynced   crashMode = iota // keep exactly the fsynced state
+	keepSomeWrites                  // plus a random prefix of pending writes, torn
+	keepAndGarbage                  // plus random garbage after the kept prefix
+)
+
+// PowerLoss snapshots what survives a power loss now.
+func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := newCrashFS()
+	for d := range c.dirs {
+		n.dirs[d] = true
+	}
+	copied := map[*inode]*inode{}
+	for name, ino := range c.durable {
+		if cp, ok := copied[ino]; ok {
+			n.names[name], n.durable[name] = cp, cp
+			continue
+		}
+		data := append([]byte(nil), ino.synced...)
+		if mode != dropUnsynced && len(ino.pending) > 0 {
+			keep := r.IntN(len(ino.pending) + 1)
+			for i, op := range ino.pending[:keep] {
+				if op.trunc {
+					data = resize(data, op.off)
+					continue
+				}
+				w := op.data
+				if i == keep-1 {
+					w = w[:r.IntN(len(w)+1)] // torn at a random byte
+				}
+				data = writeAt(data, w, op.off)
+			}
+			if mode == keepAndGarbage && r.IntN(2) == 0 {
+				g := make([]byte, 1+r.IntN(64))
+				for i := range g {
+					g[i] = byte(r.Uint32())
+				}
+				at := int64(len(data))
+				if len(data) > 0 {
+					at = int64(r.IntN(len(data)))
+				}
+				data = writeAt(data, g, at)
+			}
+		}
+		cp := &inode{data: data, synced: append([]byte(nil), data...)}
+		copied[ino] = cp
+		n.names[name], n.durable[name] = cp, cp
+	}
+	return n
+}
+
+func resize(b []byte, size int64) []byte {
+	if size <= int64(len(b)) {
+		return b[:size]
+	}
+	return append(b, make([]byte, size-int64(len(b)))...)
+}
+
+func writeAt(b, p []byte, off int64) []byte {
+	if end := off + int64(len(p)); end > int64(len(b)) {
+		b = resize(b, end)
+	}
+	copy(b[off:], p)
+	return b
+}
+
+func clean(name string) string { return path.Clean("/" + name) }
+
+func (c *crashFS) MkdirAll(dir string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d := clean(dir); ; d = path.Dir(d) {
+		c.dirs[d] = true
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+func (c *crashFS) OpenFile(name string, flag int) (File, error) {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirs[path.Dir(name)] {
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	ino, ok := c.names[name]
+	switch {
+	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+	case !ok && flag&os.O_CREATE == 0:
+		return nil, &os.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	case !ok:
+		ino = &inode{}
+		c.names[name] = ino
+	case flag&os.O_TRUNC != 0:
+		ino.data = ino.data[:0]
+		ino.pending = append(ino.pending, fileOp{off: 0, trunc: true})
+	}
+	return &crashFile{fs: c, name: name, ino: ino}, nil
+}
+
+func (c *crashFS) ReadDir(dir string) ([]string, error) {
+	dir = clean(dir)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirs[dir] {
+		return nil, &os.PathError{Op: "readdir", Path: dir, Err: fs.ErrNotExist}
+	}
+	seen := map[string]bool{}
+	for n := range c.names {
+		if path.Dir(n) == dir {
+			seen[path.Base(n)] = true
+		}
+	}
+	for d := range c.dirs {
+		if d != dir && path.Dir(d) == dir {
+			seen[path.Base(d)] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func (c *crashFS) IsDir(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirs[clean(name)]
+}
+
+func (c *crashFS) Remove(name string) error {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.names[name]; !ok {
+		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	}
+	delete(c.names, name)
+	return nil
+}
+
+func (c *crashFS) RemoveAll(name string) error {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n := range c.names {
+		if n == name || strings.HasPrefix(n, name+"/") {
+			delete(c.names, n)
+			delete(c.durable, n)
+		}
+	}
+	for d := range c.dirs {
+		if d == name || strings.HasPrefix(d, name+"/") {
+			delete(c.dirs, d)
+		}
+	}
+	return nil
+}
+
+// Rename of a file is durable after its directory's fsync; a directory
+// rename (only used to set a slot aside) is applied at once.
+func (c *crashFS) Rename(oldname, newname string) error {
+	oldname, newname = clean(oldname), clean(newname)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dirs[oldname] {
+		move := func(m map[string]*inode) {
+			for n, ino := range m {
+				if strings.HasPrefix(n, oldname+"/") {
+					delete(m, n)
+					m[newname+n[len(oldname):]] = ino
+				}
+			}
+		}
+		move(c.names)
+		move(c.durable)
+		for d := range c.dirs {
+			if d == oldname || strings.HasPrefix(d, oldname+"/") {
+				delete(c.dirs, d)
+				c.dirs[newname+d[len(oldname):]] = true
+			}
+		}
+		return nil
+	}
+	ino, ok := c.names[oldname]
+	if !ok {
+		return &os.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
+	}
+	delete(c.names, oldname)
+	c.names[newname] = ino
+	return nil
+}
+
+// SyncDir makes every entry of dir durable as it is now.
+func (c *crashFS) SyncDir(dir string) error {
+	dir = clean(dir)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failSync != nil {
+		if err := c.failSync(dir); err != nil {
+			return err
+		}
+	}
+	for n := range c.durable {
+		if path.Dir(n) == dir {
+			delete(c.durable, n)
+		}
+	}
+	for n, ino := range c.names {
+		if path.Dir(n) == dir {
+			c.durable[n] = ino
+		}
+	}
+	return nil
+}
+
+type crashLock struct {
+	c    *crashFS
+	name string
+	once sync.Once
+}
+
+func (l *crashLock) Close() error {
+	l.once.Do(func() {
+		l.c.mu.Lock()
+		delete(l.c.locks, l.name)
+		l.c.mu.Unlock()
+	})
+	return nil
+}
+
+func (c *crashFS) Lock(name string) (io.Closer, error) {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.locks[name] {
+		return nil, ErrLockHeld
+	}
+	if _, ok := c.names[name]; !ok {
+		c.names[name] = &inode{}
+	}
+	c.locks[name] = true
+	return &crashLock{c: c, name: name}, nil
+}
+
+// fileNames lists current file paths (for tests that inspect the slot).
+func (c *crashFS) fileNames() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for n := range c.names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type crashFile struct {
+	fs   *crashFS
+	name string
+	ino  *inode
+}
+
+func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if off >= int64(len(f.ino.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.ino.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.failWrite != nil {
+		if err := f.fs.failWrite(f.name); err != nil {
+			return 0, &os.PathError{Op: "write", Path: f.name, Err: err}
+		}
+	}
+	f.ino.data = writeAt(f.ino.data, p, off)
+	f.ino.pending = append(f.ino.pending, fileOp{off: off, data: append([]byte(nil), p...)})
+	return len(p), nil
+}
+
+func (f *crashFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	f.ino.data = resize(f.ino.data, size)
+	f.ino.pending = append(f.ino.pending, fileOp{off: size, trunc: true})
+	return nil
+}
+
+func (f *crashFile) Allocate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.failAlloc != nil {
+		if err := f.fs.failAlloc(f.name, size); err != nil {
+			return &os.PathError{Op: "fallocate", Path: f.name, Err: err}
+		}
+	}
+	if size > int64(len(f.ino.data)) {
+		f.ino.data = resize(f.ino.data, size)
+		f.ino.pending = append(f.ino.pending, fileOp{off: size, trunc: true})
+	}
+	return nil
+}
+
+func (f *crashFile) Size() (int64, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	return int64(len(f.ino.data)), nil
+}
+
+// Sync makes the content as of its start durable. The hook runs first and
+// unlocked, so a test can hold an fsync "in flight".
+func (f *crashFile) Sync() error {
+	f.fs.mu.Lock()
+	hook := f.fs.syncHook
+	f.fs.mu.Unlock()
+	if hook != nil {
+		hook(f.name)
+	}
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	f.fs.syncs++
+	if f.fs.failSync != nil {
+		if err := f.fs.failSync(f.name); err != nil {
+			return &os.PathError{Op: "fsync", Path: f.name, Err: err}
+		}
+	}
+	f.ino.synced = append(f.ino.synced[:0], f.ino.data...)
+	f.ino.pending = nil
+	return nil
+}
+
+func (f *crashFile) Close() error { return nil }
+
+var errNoSpace = syscall.ENOSPC
