@@ -131,6 +131,12 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
@@ -166,6 +172,19 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// plain8 reports that none of the 8 bytes of s needs attention from
+// appendJSONString: no control character, '"', '\\' or non-ASCII byte. It
+// tests all eight at once (SWAR); a false "no" only sends the bytes through
+// the byte-at-a-time path.
+func plain8(s string) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	hasZero := func(v uint64) uint64 { return (v - lsb) & ^v & msb }
+	control := (x - lsb*0x20) & ^x & msb
+	return control|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\'))|x&msb == 0
 }
 
 // appendJSONFloat appends f as a JSON number, or as one of the strings "NaN",

@@ -16,7 +16,7 @@ import (
 func (r *rowEncoder) encodeLogs(ld plog.Logs, emit func(frame []byte) error) (encodeStats, error) {
 	r.beginBatch()
 	if r.ordinals == nil {
-		r.ordinals = make(map[hash64]uint32)
+		r.ordinals = make(map[uint64]uint32)
 	}
 	clear(r.ordinals)
 	rls := ld.ResourceLogs()
@@ -58,10 +58,11 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 		eventName:      validString(lr.EventName()),
 		dropped:        lr.DroppedAttributesCount(),
 	}
-	key := r.scopeHash.addRecord(&f)
+	r.idBuf = appendRecordIdentity(r.idBuf[:0], &f)
+	key := xxh64(r.scopeSeed, r.idBuf)
 	ordinal := r.ordinals[key]
 	r.ordinals[key] = ordinal + 1
-	recordID := key.recordID(ordinal)
+	id := recordID(key, ordinal)
 
 	ts, ok := timestampNanos(lr.Timestamp())
 	if !ok {
@@ -70,14 +71,12 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 		}
 	}
 	observed, hasObserved := timestampNanos(lr.ObservedTimestamp())
-	var traceHex [32]byte
-	var spanHex [16]byte
 	hasTrace, hasSpan := f.traceID != [16]byte{}, f.spanID != [8]byte{}
-	hex.Encode(traceHex[:], f.traceID[:])
-	hex.Encode(spanHex[:], f.spanID[:])
+	hex.Encode(r.traceHex[:], f.traceID[:])
+	hex.Encode(r.spanHex[:], f.spanID[:])
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
-		4*varcharOverhead + len(r.text) + len(traceHex) + len(spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
+		4*varcharOverhead + len(r.text) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
 	if bound > r.enc.MaxFrameBytes() {
 		r.skip(skipRowTooLarge, tb, "log record", zap.Int("bytes_at_most", bound), zap.Int("limit", r.enc.MaxFrameBytes()))
 		return nil
@@ -95,10 +94,10 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 			t.Varchar(tb.body, r.text)
 		}
 		if hasTrace {
-			t.Varchar(tb.traceID, traceHex[:])
+			t.Varchar(tb.traceID, r.traceHex[:])
 		}
 		if hasSpan {
-			t.Varchar(tb.spanID, spanHex[:])
+			t.Varchar(tb.spanID, r.spanHex[:])
 		}
 		t.Int(tb.traceFlags, int32(f.flags))
 		setSymbolString(t, tb.eventName, f.eventName)
@@ -106,7 +105,7 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 		if len(r.attrJSON) > 0 {
 			t.Varchar(tb.attrs, r.attrJSON)
 		}
-		t.Long(tb.recordID, recordID)
+		t.Long(tb.recordID, id)
 		r.setPromoted(tb)
 		again, err := r.endRow(tb, emit, attempt, "log record")
 		if !again || err != nil {

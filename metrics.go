@@ -11,7 +11,7 @@ import (
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
-// metricKind is the metric type byte of series_id (see hash64).
+// metricKind is the metric type byte of series_id (see hash.go).
 type metricKind byte
 
 const (
@@ -25,7 +25,7 @@ const (
 // metricRow is what the rows of one metric share.
 type metricRow struct {
 	name, unit, description string
-	hash                    hash64 // series_id state up to the metric name
+	seed                    uint64 // series_id seed: XXH64 of the scope and metric identity
 	bound                   int    // rowBound share of the scope and metric columns
 }
 
@@ -72,22 +72,28 @@ func (r *rowEncoder) writeMetric(m pmetric.Metric, emit func([]byte) error) erro
 	mr.bound = r.scopeBound + symbolBound(len(mr.name)) + symbolBound(len(mr.unit)) + symbolBound(len(mr.description))
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
-		mr.hash = r.scopeHash.addMetric(kindGauge, mr.name)
+		r.seriesSeed(&mr, kindGauge)
 		return r.writeNumberPoints(&r.tables[tableGauge], &mr, m.Gauge().DataPoints(), pmetric.Sum{}, emit)
 	case pmetric.MetricTypeSum:
-		mr.hash = r.scopeHash.addMetric(kindSum, mr.name)
+		r.seriesSeed(&mr, kindSum)
 		return r.writeNumberPoints(&r.tables[tableSum], &mr, m.Sum().DataPoints(), m.Sum(), emit)
 	case pmetric.MetricTypeHistogram:
-		mr.hash = r.scopeHash.addMetric(kindHistogram, mr.name)
+		r.seriesSeed(&mr, kindHistogram)
 		return r.writeHistogramPoints(&mr, m.Histogram(), emit)
 	case pmetric.MetricTypeExponentialHistogram:
-		mr.hash = r.scopeHash.addMetric(kindExpHistogram, mr.name)
+		r.seriesSeed(&mr, kindExpHistogram)
 		return r.writeExpHistogramPoints(&mr, m.ExponentialHistogram(), emit)
 	case pmetric.MetricTypeSummary:
-		mr.hash = r.scopeHash.addMetric(kindSummary, mr.name)
+		r.seriesSeed(&mr, kindSummary)
 		return r.writeSummaryPoints(&mr, m.Summary(), emit)
 	}
 	return nil // MetricTypeEmpty has no data points
+}
+
+// seriesSeed hashes the scope and metric part of series_id.
+func (r *rowEncoder) seriesSeed(mr *metricRow, kind metricKind) {
+	r.idBuf = appendMetricIdentity(append(r.idBuf[:0], r.scopeID...), kind, mr.name)
+	mr.seed = xxh64(0, r.idBuf)
 }
 
 func dataPointCount(m pmetric.Metric) int {
@@ -122,7 +128,7 @@ func (r *rowEncoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, t
 		time:     time,
 		start:    start,
 		flags:    flags,
-		seriesID: mr.hash.seriesID(r.attrJSON),
+		seriesID: int64(xxh64(mr.seed, r.attrJSON)),
 		bound:    tb.fixed + mr.bound + symbolBound(len(r.attrJSON)) + varcharOverhead + r.pointPromoted(attrs),
 	}
 }

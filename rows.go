@@ -67,7 +67,6 @@ func (r skipReason) String() string {
 type encodeStats struct {
 	Rows    [numTables]int      // rows written, per table
 	Skipped [numSkipReasons]int // rows dropped, per reason
-	Frames  int                 // frames emitted during the call
 }
 
 // rowEncoderConfig carries the configuration a rowEncoder needs; the
@@ -124,10 +123,13 @@ type rowEncoder struct {
 
 	// Per resource and scope (metrics and logs alike).
 	res                pcommon.Map
-	resHash, scopeHash hash64
-	scopeBound         int // rowBound share of the resource and scope columns
+	tag                byte   // seriesTag or recordTag
+	scopeID            []byte // scope(tag) of hash.go
+	scopeSeed          uint64 // XXH64 of scopeID (record_key seed)
+	scopeBound         int    // rowBound share of the resource and scope columns
 	resJSON, scopeJSON []byte
 	service            string
+	lastService        string // kept across batches to avoid a string per resource
 	serviceBuf         []byte
 	scopeName          string
 	scopeVersion       string
@@ -136,15 +138,18 @@ type rowEncoder struct {
 	promotedPoint      [][]byte // the values of the row in progress; nil = NULL
 	promotedBuf        [][]byte // scratch for row-level promoted values
 
-	ordinals map[hash64]uint32 // identical log records seen in the batch
+	ordinals map[uint64]uint32 // identical log records seen in the batch, by record_key
 
 	// Per row.
+	idBuf    []byte // canonical identity encoding being hashed
 	attrJSON []byte
 	exJSON   []byte
 	text     []byte
 	floats   []float64
 	floats2  []float64
 	shape    [1]int32
+	traceHex [32]byte
+	spanHex  [16]byte
 }
 
 // table holds one table's handles. Handles stay valid across frames; a
@@ -398,7 +403,6 @@ func (r *rowEncoder) flush(emit func(frame []byte) error) error {
 		return nil
 	}
 	r.frame = r.enc.Finish(r.frame[:0])
-	r.stats.Frames++
 	return emit(r.frame)
 }
 
@@ -408,29 +412,33 @@ func (r *rowEncoder) beginBatch() {
 	r.nowNano = r.now().UnixNano()
 }
 
-// beginResource renders the resource columns shared by the rows below it
-// and starts their identity hash (tag: seriesTag or recordTag).
+// beginResource renders the resource columns shared by the rows below it;
+// tag (seriesTag or recordTag) selects their identity.
 func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
 	r.res = res
+	r.tag = tag
 	r.resJSON = r.appendAttrs(r.resJSON[:0], res)
-	r.resHash = resourceHash(tag, r.resJSON)
 	r.service = ""
 	if v, ok := res.Get("service.name"); ok {
 		var text []byte
 		if text, ok = r.json.appendText(r.serviceBuf[:0], v); ok {
 			r.serviceBuf = text
-			r.service = string(text) // once per resource
+			if r.lastService != string(text) { // a new string only when the service changes
+				r.lastService = string(text)
+			}
+			r.service = r.lastService
 		}
 	}
 }
 
-// beginScope renders the scope columns, continues the identity hash and
+// beginScope renders the scope columns, hashes the scope identity and
 // resolves the promoted values that the scope or the resource supplies.
 func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
 	r.scopeJSON = r.appendAttrs(r.scopeJSON[:0], scope.Attributes())
 	r.scopeName = validString(scope.Name())
 	r.scopeVersion = validString(scope.Version())
-	r.scopeHash = r.resHash.addScope(r.scopeName, r.scopeVersion, r.scopeJSON)
+	r.scopeID = appendScopeIdentity(r.scopeID[:0], r.tag, r.resJSON, r.scopeName, r.scopeVersion, r.scopeJSON)
+	r.scopeSeed = xxh64(0, r.scopeID)
 	r.scopeBound = symbolBound(len(r.service)) + symbolBound(len(r.resJSON)) + symbolBound(len(r.scopeJSON)) +
 		symbolBound(len(r.scopeName)) + symbolBound(len(r.scopeVersion))
 	for i, p := range r.promoted {
@@ -517,19 +525,27 @@ func (r *rowEncoder) fits(tb *table, variable int) bool {
 // what names the row in the log line of a skip.
 func (r *rowEncoder) endRow(tb *table, emit func([]byte) error, attempt int, what string) (again bool, err error) {
 	err = tb.t.EndRow()
-	var tooLarge *qwp.RowTooLargeError
 	switch {
 	case err == nil:
 		r.stats.Rows[tb.kind]++
 		return false, nil
 	case errors.Is(err, qwp.ErrFrameFull) && attempt == 0:
 		return true, r.flush(emit)
-	case errors.As(err, &tooLarge):
-		r.skip(skipRowTooLarge, tb, what, zap.Int("bytes", tooLarge.Size), zap.Int("limit", tooLarge.Limit))
-		return false, nil
-	default:
-		return false, fmt.Errorf("encoding a row of table %q: %w", tb.t.Name(), err)
 	}
+	return false, r.rowError(tb, err, what)
+}
+
+// rowError handles an EndRow refusal other than a full frame: a row too
+// large for any frame is skipped; anything else is a bug that fails the
+// batch. (Apart from endRow so that the error target does not make every
+// row allocate.)
+func (r *rowEncoder) rowError(tb *table, err error, what string) error {
+	var tooLarge *qwp.RowTooLargeError
+	if errors.As(err, &tooLarge) {
+		r.skip(skipRowTooLarge, tb, what, zap.Int("bytes", tooLarge.Size), zap.Int("limit", tooLarge.Limit))
+		return nil
+	}
+	return fmt.Errorf("encoding a row of table %q: %w", tb.t.Name(), err)
 }
 
 // skip counts and logs one dropped row.
