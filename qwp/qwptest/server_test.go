@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
@@ -531,4 +533,24 @@ func TestNewServerErrors(t *testing.T) {
 	require.ErrorContains(t, err, "RecvBufferSize 14")
 	_, err = NewServer(Options{Addr: "256.0.0.1:0"})
 	require.ErrorContains(t, err, "256.0.0.1:0")
+}
+
+func TestErrorMessageCutTo1024Bytes(t *testing.T) {
+	s := newServer(t, Options{})
+	long := strings.Repeat("é", 700) // 1400 bytes of 2-byte runes
+	require.NoError(t, s.RejectFrame(1, qwp.StatusInternalError, "x"+long))
+	c := dial(t, s, nil)
+	c.send(longRows(0, "t", 1))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusInternalError, r.Status)
+	assert.Len(t, r.Message, 1023, "cut before the rune that would cross 1024 bytes")
+	assert.True(t, utf8.ValidString(r.Message))
+}
+
+func TestFramesOver64KiB(t *testing.T) {
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	c.send(longRows(0, "big", 10_000)) // ~80 KB: a 14-byte WebSocket header
+	c.ackedThrough(0)
+	assert.Equal(t, int64(10_000), s.RowCount("big"))
 }
