@@ -410,6 +410,12 @@ func (t *Table) appendBlock(dst []byte) []byte {
 // value returns the column of handle h ready to take a value of typ in the
 // row in progress, or nil after recording why it cannot.
 func (t *Table) value(h Col, typ ColumnType) *column {
+	// The table joins the frame first, so that Finish cancels this row
+	// even when it only recorded an error.
+	e := t.e
+	if t.frame != e.frame {
+		e.activate(t)
+	}
 	if h.t != t {
 		t.fail(fmt.Errorf("qwp: table %q: column handle belongs to another table or is zero", t.name))
 		return nil
@@ -418,10 +424,6 @@ func (t *Table) value(h Col, typ ColumnType) *column {
 	if c.typ != typ {
 		t.fail(fmt.Errorf("qwp: column %q of table %q is %s; cannot write a %s value", c.name, t.name, c.typ, typ))
 		return nil
-	}
-	e := t.e
-	if t.frame != e.frame {
-		e.activate(t)
 	}
 	if c.frame != e.frame {
 		if len(t.active) == MaxColumnsPerBlock {

@@ -476,3 +476,20 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per 100-row frame, want 0", allocs)
 	}
 }
+
+// TestFinishCancelsFailedRow: a row in progress that only recorded an error
+// is cancelled by Finish like any other; the error does not leak into the
+// next frame's first row.
+func TestFinishCancelsFailedRow(t *testing.T) {
+	e := NewEncoder(nil, EncoderOptions{})
+	tb := mustTable(t, e, "t")
+	l := mustCol(t, tb, "l", TypeLong)
+	tb.Double(l, 1) // wrong type: recorded, not yet reported
+	if f := e.Finish(nil); len(f) != 0 {
+		t.Fatalf("frame of a failed row: %x", f)
+	}
+	tb.Long(l, 1)
+	if err := tb.EndRow(); err != nil {
+		t.Fatalf("first row of the next frame: %v", err)
+	}
+}
