@@ -219,6 +219,7 @@ type recorder struct {
 	attempts atomic.Int64
 	success  atomic.Int64
 	dictSize atomic.Int64
+	oks      atomic.Int64    // OKs that covered a data frame
 	drainers [3]atomic.Int64 // started, succeeded, failed
 	errs     map[qwp.Category]int
 }
@@ -234,12 +235,13 @@ func (r *recorder) InFlight(n int) {
 		}
 	}
 }
-func (r *recorder) ReconnectAttempt()    { r.attempts.Add(1) }
-func (r *recorder) ReconnectSuccess()    { r.success.Add(1) }
-func (r *recorder) DictionarySize(n int) { r.dictSize.Store(int64(n)) }
-func (r *recorder) DrainerStarted()      { r.drainers[0].Add(1) }
-func (r *recorder) DrainerSucceeded()    { r.drainers[1].Add(1) }
-func (r *recorder) DrainerFailed()       { r.drainers[2].Add(1) }
+func (r *recorder) AckLatency(time.Duration) { r.oks.Add(1) }
+func (r *recorder) ReconnectAttempt()        { r.attempts.Add(1) }
+func (r *recorder) ReconnectSuccess()        { r.success.Add(1) }
+func (r *recorder) DictionarySize(n int)     { r.dictSize.Store(int64(n)) }
+func (r *recorder) DrainerStarted()          { r.drainers[0].Add(1) }
+func (r *recorder) DrainerSucceeded()        { r.drainers[1].Add(1) }
+func (r *recorder) DrainerFailed()           { r.drainers[2].Add(1) }
 func (r *recorder) ServerError(c qwp.Category) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

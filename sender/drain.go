@@ -1,0 +1,163 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// DrainOptions configure DrainOrphans.
+type DrainOptions struct {
+	// Queue is the template for opening each orphan slot; Dir and SenderID
+	// are set per orphan.
+	Queue sfqueue.Options
+	// Sender configures each drainer's Sender. Its callbacks (OnState,
+	// ErrorHandler, Observer) receive the drainers' events too; SlotDir and
+	// CloseFlushTimeout are set per drainer.
+	Sender Options
+}
+
+// DrainReport says what DrainOrphans did with each orphan it found.
+type DrainReport struct {
+	Drained []string // emptied and removed
+	Failed  []string // marked .failed (terminal error) or could not be opened
+	Skipped []string // locked by another process, or left when ctx ended
+}
+
+// DrainOrphans adopts the abandoned slots under sfDir (those with unacked
+// frames, no .failed marker and a free lock; exclude names the caller's own
+// slots) and drains each over its own connection, at most maxDrainers at a
+// time. A drained slot is removed; one whose sender hits a terminal error
+// (an authentication failure, a poison frame) is marked .failed with the
+// reason and kept for an operator. It returns when every orphan is handled
+// or ctx ends; an orphan interrupted by ctx keeps its remaining frames.
+func DrainOrphans(ctx context.Context, sfDir string, exclude []string, maxDrainers int, o DrainOptions) (DrainReport, error) {
+	var rep DrainReport
+	if maxDrainers < 1 {
+		return rep, fmt.Errorf("sender: maxDrainers %d must be at least 1", maxDrainers)
+	}
+	if _, err := o.Sender.withDefaults(); err != nil {
+		return rep, err
+	}
+	ids, err := sfqueue.ListOrphans(sfDir, exclude)
+	if err != nil {
+		return rep, fmt.Errorf("sender: listing orphan slots in %s: %w", sfDir, err)
+	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, maxDrainers)
+	)
+	for _, id := range ids {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			mu.Lock()
+			rep.Skipped = append(rep.Skipped, id)
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := drainOrphan(ctx, sfDir, id, o)
+			mu.Lock()
+			defer mu.Unlock()
+			switch r {
+			case drained:
+				rep.Drained = append(rep.Drained, id)
+			case failed:
+				rep.Failed = append(rep.Failed, id)
+			default:
+				rep.Skipped = append(rep.Skipped, id)
+			}
+		}()
+	}
+	wg.Wait()
+	return rep, nil
+}
+
+type drainResult int
+
+const (
+	skipped drainResult = iota
+	drained
+	failed
+)
+
+// drainOrphan runs one drainer: open, send until empty, remove.
+func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResult {
+	so := o.Sender
+	if so.Logger == nil {
+		so.Logger = zap.NewNop()
+	}
+	so.Logger = so.Logger.With(zap.String("orphan_slot", id))
+	so.SlotDir = filepath.Join(dir, id)
+	so.CloseFlushTimeout = -1 // WaitAcked below is the flush
+	obs := so.Observer
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	log := so.Logger
+	qo := o.Queue
+	qo.Dir, qo.SenderID = dir, id
+	if qo.Logger == nil {
+		qo.Logger = log
+	}
+	q, err := sfqueue.Open(qo)
+	if err != nil {
+		var le *sfqueue.LockedError
+		if errors.As(err, &le) {
+			log.Info("orphan slot is busy; skipped", zap.Error(err))
+			return skipped
+		}
+		log.Error("orphan slot cannot be opened", zap.Error(err))
+		obs.DrainerFailed()
+		return failed
+	}
+	obs.DrainerStarted()
+	s, err := New(q, so)
+	if err == nil {
+		err = s.Start()
+	}
+	if err == nil {
+		log.Info("draining orphan slot", zap.Uint64("frames", q.PublishedFSN()-q.AckedFSN()))
+		err = s.WaitAcked(ctx, q.PublishedFSN())
+		_ = s.Close(context.Background())
+	}
+	var te *TerminalError
+	switch {
+	case err == nil:
+		if cerr := q.Close(); cerr != nil {
+			log.Error("closing the drained orphan slot", zap.Error(cerr))
+			obs.DrainerFailed()
+			return failed
+		}
+		if rerr := sfqueue.RemoveSlot(dir, id); rerr != nil {
+			log.Error("removing the drained orphan slot", zap.Error(rerr))
+			obs.DrainerFailed()
+			return failed
+		}
+		log.Info("orphan slot drained and removed")
+		obs.DrainerSucceeded()
+		return drained
+	case errors.As(err, &te):
+		if merr := sfqueue.MarkFailed(dir, id, te.Error()); merr != nil {
+			log.Error("marking the orphan slot failed", zap.Error(merr))
+		}
+		_ = q.Close()
+		log.Error("orphan drainer gave up; slot marked .failed and kept", zap.Error(te))
+		obs.DrainerFailed()
+		return failed
+	}
+	_ = q.Close()
+	log.Info("orphan drainer interrupted; the slot keeps its frames", zap.Error(err))
+	return skipped
+}

@@ -1,0 +1,151 @@
+package sender
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// orphan leaves a slot with n frames of rows starting at id first, as a
+// crashed process would (closed without draining).
+func orphan(t *testing.T, dir, id string, first int64, frames int) {
+	t.Helper()
+	q := sfQueue(t, dir, id)
+	f := newFeeder(t, q, true)
+	f.nextID = first
+	f.frames(frames, 5)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDrainOrphansWhileForegroundSends(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead-a", 1000, 10)
+	orphan(t, dir, "dead-b", 2000, 10)
+	orphan(t, dir, "busy", 3000, 3)
+	busy := sfQueue(t, dir, "busy") // another process would hold this lock
+	defer busy.Close()
+
+	srv := newServer(t, qwptest.Options{})
+	fg := sfQueue(t, dir, "me")
+	defer fg.Close()
+	f := newFeeder(t, fg, true)
+	rec := &recorder{}
+	s := startSender(t, fg, testOptions(rec, srv.URL()))
+
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, err := DrainOrphans(context.Background(), dir, []string{"me"}, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	f.frames(20, 5) // ids 0-99, while the drainers run
+	rep := <-done
+	waitAll(t, s, fg)
+
+	slices.Sort(rep.Drained)
+	if !slices.Equal(rep.Drained, []string{"dead-a", "dead-b"}) || len(rep.Failed) != 0 {
+		t.Fatalf("report %+v; want dead-a and dead-b drained", rep)
+	}
+	counts := rowIDs(t, srv)
+	for id := range int64(100) {
+		if counts[id] != 1 {
+			t.Errorf("foreground row %d arrived %d times", id, counts[id])
+		}
+	}
+	for _, base := range []int64{1000, 2000} {
+		for id := base; id < base+50; id++ {
+			if counts[id] != 1 {
+				t.Errorf("orphan row %d arrived %d times", id, counts[id])
+			}
+		}
+	}
+	for id := int64(3000); id < 3015; id++ {
+		if counts[id] != 0 {
+			t.Errorf("row %d of the busy slot was sent", id)
+		}
+	}
+	for _, gone := range []string{"dead-a", "dead-b"} {
+		if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+			t.Errorf("drained slot %s still exists (%v)", gone, err)
+		}
+	}
+	if busy.PublishedFSN() != 3 || busy.AckedFSN() != 0 {
+		t.Errorf("busy slot changed: published %d acked %d", busy.PublishedFSN(), busy.AckedFSN())
+	}
+	if rec.drainers[0].Load() != 2 || rec.drainers[1].Load() != 2 || rec.drainers[2].Load() != 0 {
+		t.Errorf("drainers started/succeeded/failed %d/%d/%d, want 2/2/0",
+			rec.drainers[0].Load(), rec.drainers[1].Load(), rec.drainers[2].Load())
+	}
+}
+
+func TestDrainOrphanAuthFailureMarksFailed(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 4)
+	srv := newServer(t, qwptest.Options{})
+	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 401, Message: "who are you"})
+	rec := &recorder{}
+	rep, err := DrainOrphans(context.Background(), dir, nil, 2, DrainOptions{Sender: testOptions(rec, srv.URL())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Failed, []string{"dead"}) {
+		t.Fatalf("report %+v; want dead failed", rep)
+	}
+	reason, err := os.ReadFile(filepath.Join(dir, "dead", ".failed"))
+	if err != nil || !strings.Contains(string(reason), "who are you") {
+		t.Fatalf(".failed = %q, %v; want the authentication failure", reason, err)
+	}
+	// The data is kept, and later scans skip the slot.
+	q := sfQueue(t, dir, "dead")
+	defer q.Close()
+	if q.PublishedFSN() != 4 || q.AckedFSN() != 0 {
+		t.Fatalf("failed slot: published %d acked %d, want 4, 0", q.PublishedFSN(), q.AckedFSN())
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || len(ids) != 0 {
+		t.Fatalf("ListOrphans after .failed = %v, %v", ids, err)
+	}
+	if rec.drainers[2].Load() != 1 {
+		t.Fatalf("failed drainers %d, want 1", rec.drainers[2].Load())
+	}
+}
+
+func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 3)
+	srv := newServer(t, qwptest.Options{})
+	srv.StallAcks() // nothing is ever acked
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, _ := DrainOrphans(ctx, dir, nil, 1, DrainOptions{Sender: testOptions(nil, srv.URL())})
+		done <- rep
+	}()
+	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 4 })
+	cancel()
+	rep := <-done
+	if !slices.Equal(rep.Skipped, []string{"dead"}) {
+		t.Fatalf("report %+v; want dead skipped (interrupted)", rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dead", ".failed")); !os.IsNotExist(err) {
+		t.Fatal("an interrupted drainer marked the slot failed")
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || !slices.Equal(ids, []string{"dead"}) {
+		t.Fatalf("after interruption ListOrphans = %v, %v; want the slot still an orphan", ids, err)
+	}
+}
+
+func TestDrainOrphansValidates(t *testing.T) {
+	if _, err := DrainOrphans(context.Background(), t.TempDir(), nil, 0, DrainOptions{Sender: testOptions(nil, "ws://h/write/v4")}); err == nil || !strings.Contains(err.Error(), "maxDrainers 0") {
+		t.Fatalf("maxDrainers 0 accepted: %v", err)
+	}
+}
