@@ -1,0 +1,146 @@
+package questdbexporter
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+func TestHashXXH64ReferenceVectors(t *testing.T) {
+	// Published values and values of the reference implementation (computed
+	// once with it, outside this module): every tail path and the 32-byte
+	// stripe loop, seeded and unseeded.
+	tests := []struct {
+		seed uint64
+		in   []byte
+		want uint64
+	}{
+		{0, nil, 0xef46db3751d8e999},
+		{0, []byte("abc"), 0x44bc2cf5ad770999},
+		{1, []byte("abc"), 0xbea9ca8199328908},
+		{0, []byte("Nobody inspects the spammish repetition"), 0xfbcea83c8a378bf1},
+	}
+	const seed = 0x0123456789abcdef
+	for _, v := range []struct {
+		n    int
+		want uint64
+	}{
+		{1, 0x20f9f4e3fba1be06}, {3, 0x76b77199119d7dd}, {4, 0x27a7e5587a8a5c2e}, {7, 0xcff13e1a810bec27},
+		{8, 0x841e06da64a07ce8}, {31, 0x6ba872e910fbce5c}, {32, 0x25cc07da699894a9}, {33, 0xbf84912d4dea9670},
+		{63, 0x737629700e723da5}, {64, 0xfded24eb11992703}, {100, 0xfe1fce732c97c212},
+	} {
+		b := make([]byte, v.n)
+		for i := range b {
+			b[i] = byte(i*7 + 3)
+		}
+		tests = append(tests, struct {
+			seed uint64
+			in   []byte
+			want uint64
+		}{seed, b, v.want})
+	}
+	for _, tc := range tests {
+		if got := xxh64(tc.seed, tc.in); got != tc.want {
+			t.Errorf("xxh64(%#x, %d bytes) = %#x, want %#x", tc.seed, len(tc.in), got, tc.want)
+		}
+	}
+}
+
+func TestHashFieldsAreLengthPrefixed(t *testing.T) {
+	a := appendScopeIdentity(nil, seriesTag, []byte("ab"), "c", "", nil)
+	b := appendScopeIdentity(nil, seriesTag, []byte("a"), "bc", "", nil)
+	if string(a) == string(b) || xxh64(0, a) == xxh64(0, b) {
+		t.Fatal("moving a byte between adjacent fields does not change the identity")
+	}
+	// Tags keep series and record identities apart.
+	if string(appendScopeIdentity(nil, seriesTag, nil, "", "", nil)) == string(appendScopeIdentity(nil, recordTag, nil, "", "", nil)) {
+		t.Fatal("series and record scope identities coincide")
+	}
+}
+
+// Recorded once from the documented encoding; see the tests below.
+const pinnedSeriesID = int64(0x45241251c6154276)
+
+var pinnedRecordIDs = [2]int64{0x1cc494b8f5e22222, 0x1c5827db85143a06}
+
+// The ids below are stored data: if this test fails, the identity encoding
+// changed, and every DEDUP key written before the change no longer matches.
+// Change them only together with a documented migration.
+func TestHashSeriesIDPinned(t *testing.T) {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "checkout")
+	rm.Resource().Attributes().PutStr("host.name", "h1")
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName("io.test")
+	sm.Scope().SetVersion("1.0")
+	sm.Scope().Attributes().PutBool("lib", true)
+	m := sm.Metrics().AppendEmpty()
+	m.SetName("http.server.duration")
+	m.SetUnit("ms") // not part of the identity
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(1)
+	dp.Attributes().PutStr("route", "/a")
+	dp.Attributes().PutInt("code", 200)
+
+	h := newHarness(t, 0, rowEncoderConfig{})
+	h.metrics(md)
+	got := h.oneRow("otel_metrics_gauge")["series_id"]
+	want := wantSeriesID(`{"host.name":"h1","service.name":"checkout"}`, "io.test", "1.0", `{"lib":true}`,
+		kindGauge, "http.server.duration", `{"code":200,"route":"/a"}`)
+	if got != want {
+		t.Fatalf("series_id = %v, want %v from the documented encoding", got, want)
+	}
+	if want != pinnedSeriesID {
+		t.Fatalf("series_id = %#x, pinned %#x: the identity encoding changed", want, pinnedSeriesID)
+	}
+
+	// Another kind with the same name and attributes is another series.
+	m.SetEmptySum().DataPoints().AppendEmpty().Attributes().FromRaw(map[string]any{"route": "/a", "code": 200})
+	h2 := newHarness(t, 0, rowEncoderConfig{})
+	h2.metrics(md)
+	if h2.oneRow("otel_metrics_sum")["series_id"] == got {
+		t.Fatal("a sum and a gauge of the same name share a series_id")
+	}
+}
+
+func TestHashRecordIDPinned(t *testing.T) {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "checkout")
+	sl := rl.ScopeLogs().AppendEmpty()
+	sl.Scope().SetName("logger")
+	lr := sl.LogRecords().AppendEmpty()
+	lr.SetTimestamp(1_700_000_000_000_000_000)
+	lr.SetSeverityNumber(plog.SeverityNumberInfo)
+	lr.SetSeverityText("INFO")
+	lr.Body().SetStr("hello")
+	lr.Attributes().PutStr("user", "u1")
+	lr.SetTraceID(pcommon.TraceID{1, 2, 3})
+	lr.SetSpanID(pcommon.SpanID{4, 5})
+	lr.SetFlags(1)
+	lr.SetEventName("login")
+	lr.CopyTo(sl.LogRecords().AppendEmpty()) // a genuine repeat
+
+	h := newHarness(t, 0, rowEncoderConfig{})
+	h.logs(ld)
+	rows := h.table("otel_logs").rows
+	key := xxh64(xxh64(0, canon(recordTag, `{"service.name":"checkout"}`, "logger", "", "")), canon(
+		uint64(1_700_000_000_000_000_000), uint64(0), uint32(9), "INFO", byte(pcommon.ValueTypeStr), "hello",
+		`{"user":"u1"}`, []byte{1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, []byte{4, 5, 0, 0, 0, 0, 0, 0},
+		uint32(1), "login", uint32(0)))
+	for ordinal, row := range rows {
+		want := int64(xxh64(key, canon(uint32(ordinal))))
+		if row["record_id"] != want {
+			t.Fatalf("record_id of copy %d = %v, want %v from the documented encoding", ordinal, row["record_id"], want)
+		}
+		if want != pinnedRecordIDs[ordinal] {
+			t.Fatalf("record_id of copy %d = %#x, pinned %#x: the identity encoding changed", ordinal, want, pinnedRecordIDs[ordinal])
+		}
+	}
+	if len(rows) != 2 || rows[0]["record_id"] == rows[1]["record_id"] {
+		t.Fatalf("two identical records must give two rows with distinct ids: %v", rows)
+	}
+}
