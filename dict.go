@@ -91,7 +91,9 @@ var _ qwp.SymbolDict = (*genDict)(nil)
 
 // openGenDict loads generation gen from store. Every loaded entry counts as
 // persisted and queued: the I/O loop re-sends the whole generation on
-// connect.
+// connect. A generation that is already full (the writer rotated after its
+// last frame, which left no trace of the empty new one) continues as
+// generation gen+1.
 func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error) {
 	if maxEntries <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_entries %d must be positive", maxEntries)
@@ -106,6 +108,11 @@ func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error
 		d.entries = append(d.entries, s)
 	}
 	d.persisted, d.queued = len(d.entries), len(d.entries)
+	if d.full() {
+		if err := d.rotate(); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 

@@ -106,10 +106,12 @@ func TestOpenGenDict(t *testing.T) {
 		gen     uint32
 		max     int
 		wantLen int
+		wantGen uint32 // 0: gen
 		wantErr bool
 	}{
 		{name: "empty", stored: map[uint32][][]byte{}, max: 5},
 		{name: "loads its generation only", stored: map[uint32][][]byte{1: {[]byte("a")}, 2: {[]byte("b"), []byte("c")}}, gen: 2, max: 5, wantLen: 2},
+		{name: "a full generation continues as the next", stored: map[uint32][][]byte{2: {[]byte("a"), []byte("b")}}, gen: 2, max: 2, wantGen: 3},
 		{name: "duplicate entry", stored: map[uint32][][]byte{0: {[]byte("a"), []byte("a")}}, max: 5, wantErr: true},
 		{name: "zero limit", stored: map[uint32][][]byte{}, max: 0, wantErr: true},
 	}
@@ -125,8 +127,12 @@ func TestOpenGenDict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Len() != tt.wantLen || d.Gen() != tt.gen {
-				t.Fatalf("len %d gen %d", d.Len(), d.Gen())
+			wantGen := tt.gen
+			if tt.wantGen != 0 {
+				wantGen = tt.wantGen
+			}
+			if d.Len() != tt.wantLen || d.Gen() != wantGen {
+				t.Fatalf("len %d gen %d, want %d and %d", d.Len(), d.Gen(), tt.wantLen, wantGen)
 			}
 			if from, to := d.unqueued(); from != to {
 				t.Fatalf("loaded entries count as unqueued [%d, %d): the I/O loop re-sends them", from, to)

@@ -1,0 +1,473 @@
+package questdbexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sender"
+)
+
+// statusHost records the component status events reported to it.
+type statusHost struct {
+	component.Host
+	mu     sync.Mutex
+	events []*componentstatus.Event
+}
+
+func newStatusHost() *statusHost { return &statusHost{Host: componenttest.NewNopHost()} }
+
+func (h *statusHost) Report(ev *componentstatus.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, ev)
+}
+
+func (h *statusHost) last() *componentstatus.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.events) == 0 {
+		return nil
+	}
+	return h.events[len(h.events)-1]
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// testConfig is a valid memory-mode configuration sending to endpoint.
+func testConfig(t testing.TB, endpoint string) *Config {
+	t.Helper()
+	cfg := createDefaultConfig().(*Config)
+	cfg.Endpoints = []string{endpoint}
+	cfg.SFDir = ""
+	cfg.CloseFlushTimeout = 0
+	cfg.ReconnectInitialBackoff = 10 * time.Millisecond
+	cfg.ReconnectMaxBackoff = 50 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startExporter builds and starts an instance for cfg; it is shut down at
+// the end of the test.
+func startExporter(t *testing.T, cfg *Config, host component.Host) *questdbExporter {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	if err := e.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+// gaugeBatch is a gauge batch of n points whose attribute "id" runs from
+// base, with 5 point attributes and 3 resource attributes (the benchmark's
+// shape).
+func gaugeBatch(base, n int) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "checkout")
+	rm.Resource().Attributes().PutStr("host.name", "node-7")
+	rm.Resource().Attributes().PutStr("cloud.region", "eu-west-1")
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("http.server.active_requests")
+	m.SetUnit("{requests}")
+	dps := m.SetEmptyGauge().DataPoints()
+	for i := range n {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(i)*1_000_000))
+		dp.SetDoubleValue(float64(i))
+		a := dp.Attributes()
+		a.PutInt("id", int64(base+i))
+		a.PutStr("http.method", []string{"GET", "POST"}[i%2])
+		a.PutStr("http.route", fmt.Sprintf("/api/v1/item/%d", i%20))
+		a.PutInt("http.status_code", int64(200+i%3))
+		a.PutStr("net.peer", fmt.Sprintf("10.0.0.%d", i%10))
+	}
+	return md
+}
+
+func logBatch(base, n int) plog.Logs {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("service.name", "checkout")
+	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+	for i := range n {
+		lr := lrs.AppendEmpty()
+		lr.SetTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(base+i)))
+		lr.Attributes().PutInt("id", int64(base+i))
+		lr.Body().SetStr(fmt.Sprintf("order %d paid", base+i))
+	}
+	return ld
+}
+
+var idInJSON = regexp.MustCompile(`"id":(\d+)`)
+
+// serverIDs counts the rows of table by the "id" attribute in its
+// attributes JSON column.
+func serverIDs(t *testing.T, s *qwptest.Server, table string) map[int]int {
+	t.Helper()
+	td, ok := s.Rows(table)
+	if !ok {
+		return nil
+	}
+	col := -1
+	for i, c := range td.Columns {
+		if c.Name == "attributes" {
+			col = i
+		}
+	}
+	if col < 0 {
+		t.Fatalf("table %s has no attributes column: %+v", table, td.Columns)
+	}
+	ids := map[int]int{}
+	for _, r := range td.Rows {
+		js, _ := r[col].(string)
+		m := idInJSON.FindStringSubmatch(js)
+		if m == nil {
+			t.Fatalf("row of %s without an id attribute: %q", table, js)
+		}
+		id, _ := strconv.Atoi(m[1])
+		ids[id]++
+	}
+	return ids
+}
+
+func newServer(t *testing.T, o qwptest.Options) *qwptest.Server {
+	t.Helper()
+	s, err := qwptest.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestExporterEndToEndConcurrent(t *testing.T) {
+	callers, perCaller, points := 8, 6, 25
+	if testing.Short() {
+		callers, perCaller = 4, 4
+	}
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.CloseFlushTimeout = 10 * time.Second
+	e := startExporter(t, cfg, newStatusHost())
+	var wg sync.WaitGroup
+	var stored sync.Map // base id -> "metrics" or "logs"
+	var failure atomic.Value
+	for c := range callers {
+		wg.Go(func() {
+			for i := range perCaller {
+				base := (c*perCaller + i) * points
+				var err error
+				kind := "metrics"
+				if i%2 == 1 {
+					kind = "logs"
+					err = e.consumeLogs(context.Background(), logBatch(base, points))
+				} else {
+					err = e.consumeMetrics(context.Background(), gaugeBatch(base, points))
+				}
+				if err != nil {
+					failure.Store(err)
+					return
+				}
+				stored.Store(base, kind)
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := failure.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	var wantMetrics, wantLogs int64
+	stored.Range(func(_, v any) bool {
+		if v == "logs" {
+			wantLogs += int64(points)
+		} else {
+			wantMetrics += int64(points)
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitRows(ctx, "otel_metrics_gauge", wantMetrics); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitRows(ctx, "otel_logs", wantLogs); err != nil {
+		t.Fatal(err)
+	}
+	for table, kind := range map[string]string{"otel_metrics_gauge": "metrics", "otel_logs": "logs"} {
+		ids := serverIDs(t, srv, table)
+		stored.Range(func(k, v any) bool {
+			if v != kind {
+				return true
+			}
+			for id := k.(int); id < k.(int)+points; id++ {
+				if ids[id] != 1 {
+					t.Errorf("%s: row %d present %d times, want once", table, id, ids[id])
+				}
+			}
+			return true
+		})
+	}
+}
+
+func TestExporterWaitForAck(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.WaitForAck = true
+	e := startExporter(t, cfg, newStatusHost())
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if srv.RowCount("otel_metrics_gauge") != 3 {
+		t.Fatalf("wait_for_ack call returned before its rows were committed: %d rows", srv.RowCount("otel_metrics_gauge"))
+	}
+	srv.StallAcks()
+	done := make(chan error, 1)
+	go func() { done <- e.consumeLogs(context.Background(), logBatch(0, 2)) }()
+	waitFor(t, func() bool { return srv.RowCount("otel_logs") == 2 })
+	select {
+	case err := <-done:
+		t.Fatalf("wait_for_ack call returned (%v) while the server withholds its OK", err)
+	default:
+	}
+	acked := e.queue.AckedFSN()
+	srv.ReleaseAcks()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e.queue.AckedFSN() <= acked {
+		t.Fatalf("call returned with acked fsn %d, not past %d", e.queue.AckedFSN(), acked)
+	}
+}
+
+func TestExporterWaitForAckHonoursDeadline(t *testing.T) {
+	cfg := testConfig(t, closedPort(t))
+	cfg.WaitForAck = true
+	e := startExporter(t, cfg, newStatusHost())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.consumeMetrics(ctx, gaugeBatch(0, 1)) }()
+	waitFor(t, func() bool { return e.queue.PublishedFSN() == 1 })
+	cancel()
+	err := <-done
+	if code := status.Code(err); code != codes.DeadlineExceeded {
+		t.Fatalf("canceled wait_for_ack call: %v (code %v), want a retryable DeadlineExceeded status", err, code)
+	}
+}
+
+func TestExporterTerminalSenderIsRetryable(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	srv.RefuseUpgrades(1000, qwptest.Refusal{Status: 401, Message: "bad credentials"})
+	host := newStatusHost()
+	cfg := testConfig(t, srv.Addr())
+	e := startExporter(t, cfg, host)
+	waitFor(t, func() bool { return e.sender.Err() != nil })
+	err := e.consumeMetrics(context.Background(), gaugeBatch(0, 1))
+	if consumererror.IsPermanent(err) {
+		t.Fatalf("terminal sender made the call fail permanently (a receiver would drop the data): %v", err)
+	}
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Fatalf("terminal sender: %v (code %v), want Unavailable", err, code)
+	}
+	waitFor(t, func() bool { ev := host.last(); return ev != nil && ev.Status() == componentstatus.StatusPermanentError })
+	var te *sender.TerminalError
+	if ev := host.last(); !errors.As(ev.Err(), &te) {
+		t.Fatalf("permanent status error %v does not carry the sender's terminal error", ev.Err())
+	}
+}
+
+func TestExporterStatusFollowsConnection(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	host := newStatusHost()
+	e := startExporter(t, testConfig(t, srv.Addr()), host)
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { ev := host.last(); return ev != nil && ev.Status() == componentstatus.StatusOK })
+	srv.Outage(time.Hour)
+	srv.DropConnections()
+	waitFor(t, func() bool {
+		ev := host.last()
+		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError
+	})
+	if msg := host.last().Err().Error(); !regexp.MustCompile(`reconnecting to .* \(\d+ attempts since `).MatchString(msg) {
+		t.Fatalf("recoverable status %q does not name the reconnect condition", msg)
+	}
+}
+
+func TestExporterNotStartedAndShutDown(t *testing.T) {
+	cfg := testConfig(t, closedPort(t))
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	for _, step := range []string{"before start", "after shutdown"} {
+		err := e.consumeLogs(context.Background(), logBatch(0, 1))
+		if code := status.Code(err); code != codes.Unavailable || consumererror.IsPermanent(err) {
+			t.Fatalf("%s: %v (code %v), want a retryable Unavailable", step, err, code)
+		}
+		if step == "before start" {
+			if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestExporterSharedInstanceOneSlot(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(t, qwptest.Options{})
+	f := newFactory(newRegistry(newInstance))
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Endpoints = []string{srv.Addr()}
+	cfg.SFDir = dir
+	cfg.CloseFlushTimeout = 5 * time.Second
+	set := exportertest.NewNopSettings(metadata.Type)
+	ctx := context.Background()
+	me, err := f.CreateMetrics(ctx, set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le, err := f.CreateLogs(ctx, set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := componenttest.NewNopHost()
+	if err := me.Start(ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.Start(ctx, host); err != nil {
+		t.Fatalf("the logs exporter of the same ID did not share the slot: %v", err)
+	}
+	if err := me.ConsumeMetrics(ctx, gaugeBatch(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := le.ConsumeLogs(ctx, logBatch(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != cfg.senderID(set.ID) {
+		t.Fatalf("sf_dir holds %v, want the one slot %q", entries, cfg.senderID(set.ID))
+	}
+	if err := me.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The logs exporter still works: the instance lives until the last
+	// handle shuts down.
+	if err := le.ConsumeLogs(ctx, logBatch(2, 2)); err != nil {
+		t.Fatalf("logs exporter after the metrics exporter shut down: %v", err)
+	}
+	if err := le.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if srv.RowCount("otel_metrics_gauge") != 2 || srv.RowCount("otel_logs") != 4 {
+		t.Fatalf("server rows: gauge %d logs %d, want 2 and 4", srv.RowCount("otel_metrics_gauge"), srv.RowCount("otel_logs"))
+	}
+}
+
+func TestSlotRegistryRefusesTwoExportersOnOneSlot(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir = dir
+	cfg.SenderID = "same"
+	startExporter(t, cfg, componenttest.NewNopHost())
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inst.Start(context.Background(), componenttest.NewNopHost())
+	if err == nil || !regexp.MustCompile(`already used by another questdb exporter`).MatchString(err.Error()) {
+		t.Fatalf("second exporter on slot %s/same: %v", dir, err)
+	}
+	if err := inst.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExporterRestartContinuesDictionaryGeneration(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir = dir
+	cfg.SymbolDictMaxEntries = 5
+	set := exportertest.NewNopSettings(metadata.Type) // one ID: one slot
+	// run starts an instance, stores 20 points with unique attributes, and
+	// returns the dictionary generation at start and after the write.
+	run := func(base int) (uint32, uint32) {
+		inst, err := newInstance(cfg, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := inst.(*questdbExporter)
+		if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		start := e.writer.dict.Gen()
+		if err := e.consumeMetrics(context.Background(), gaugeBatch(base, 20)); err != nil {
+			t.Fatal(err)
+		}
+		end := e.writer.dict.Gen() // the commit happened before consume returned
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return start, end
+	}
+	_, firstEnd := run(0)
+	if firstEnd == 0 {
+		t.Fatal("20 points with unique attributes and a 5-entry limit stayed in generation 0")
+	}
+	if secondStart, _ := run(100); secondStart != firstEnd {
+		t.Fatalf("after a restart the writer continued with generation %d, want %d", secondStart, firstEnd)
+	}
+}
