@@ -314,7 +314,10 @@ func TestExporterTerminalSenderIsRetryable(t *testing.T) {
 	if code := status.Code(err); code != codes.Unavailable {
 		t.Fatalf("terminal sender: %v (code %v), want Unavailable", err, code)
 	}
-	waitFor(t, func() bool { ev := host.last(); return ev != nil && ev.Status() == componentstatus.StatusPermanentError })
+	waitFor(t, func() bool {
+		ev := host.last()
+		return ev != nil && ev.Status() == componentstatus.StatusPermanentError
+	})
 	var te *sender.TerminalError
 	if ev := host.last(); !errors.As(ev.Err(), &te) {
 		t.Fatalf("permanent status error %v does not carry the sender's terminal error", ev.Err())
