@@ -78,6 +78,7 @@ func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
 		data := append([]byte(nil), ino.synced...)
 		if mode != dropUnsynced && len(ino.pending) > 0 {
 			keep := r.IntN(len(ino.pending) + 1)
+			tail := int64(-1) // end of the last write kept
 			for i, op := range ino.pending[:keep] {
 				if op.trunc {
 					data = resize(data, op.off)
@@ -88,17 +89,14 @@ func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
 					w = w[:r.IntN(len(w)+1)] // torn at a random byte
 				}
 				data = writeAt(data, w, op.off)
+				tail = op.off + int64(len(w))
 			}
-			if mode == keepAndGarbage && r.IntN(2) == 0 {
+			if mode == keepAndGarbage && tail >= 0 && r.IntN(2) == 0 {
 				g := make([]byte, 1+r.IntN(64))
 				for i := range g {
 					g[i] = byte(r.Uint32())
 				}
-				at := int64(len(data))
-				if len(data) > 0 {
-					at = int64(r.IntN(len(data)))
-				}
-				data = writeAt(data, g, at)
+				data = writeAt(data, g, tail)
 			}
 		}
 		cp := &inode{data: data, synced: append([]byte(nil), data...)}

@@ -49,7 +49,10 @@
 //
 // # Side files
 //
-// .ack-watermark is 16 bytes: magic u32 "SQW1" | FSN u64 | CRC32C u32. It
+// .ack-watermark is 24 bytes: magic u32 "SQW1" | acked FSN u64 | on-disk FSN
+// u64 | CRC32C u32. The on-disk FSN is the highest frame its writer knew to be
+// durable (all published frames at a clean Close); recovery reports frames
+// below it that it cannot find as RecoveryReport.LostFrames. It
 // is replaced by write-temp, fsync, rename, fsync-directory, at most every
 // 250 ms and only when the acked FSN moved, and on Close.
 //

@@ -578,23 +578,26 @@ func (q *Queue) Close() error {
 // background runs the periodic fsync and the ack-watermark writer (SF mode).
 func (q *Queue) background() {
 	defer close(q.done)
-	tick := watermarkInterval
-	if q.o.Durability == DurabilityPeriodic && q.o.SyncInterval < tick {
-		tick = q.o.SyncInterval
+	wm := time.NewTicker(watermarkInterval)
+	defer wm.Stop()
+	var syncTick <-chan time.Time
+	if q.o.Durability == DurabilityPeriodic {
+		t := time.NewTicker(q.o.SyncInterval)
+		defer t.Stop()
+		syncTick = t.C
 	}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	lastSync := time.Now()
 	for {
 		select {
 		case <-q.stop:
 			return
-		case now := <-t.C:
+		case <-syncTick:
 			q.mu.Lock()
-			if q.o.Durability == DurabilityPeriodic && now.Sub(lastSync) >= q.o.SyncInterval && !q.syncing && q.fatal == nil {
+			if !q.syncing && q.fatal == nil {
 				q.syncLocked()
-				lastSync = now
 			}
+			q.mu.Unlock()
+		case <-wm.C:
+			q.mu.Lock()
 			if err := q.saveWatermarkLocked(watermark{acked: q.acked, durable: q.durable}, false); err != nil {
 				q.log.Warn("sfqueue: cannot write .ack-watermark", zap.String("slot", q.slot), zap.Error(err))
 			}

@@ -1,0 +1,371 @@
+package sfqueue
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond for up to 10 s; it is for state reached by background
+// goroutines, not a timing assertion.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// blockingSyncs makes the first fsync of a segment block until release is
+// closed; entered is closed when it starts.
+func blockingSyncs(cfs *crashFS) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, segmentSuffix) {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	}
+	cfs.mu.Unlock()
+	return entered, release
+}
+
+func TestFlushGroupCommit(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+	defer q.Close()
+	entered, release := blockingSyncs(cfs)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(1, 100))
+		first <- err
+	}()
+	<-entered
+	// The first append's fsync is in flight: it must not have returned.
+	select {
+	case err := <-first:
+		t.Fatalf("flush-mode Append returned (%v) before its fsync completed", err)
+	default:
+	}
+	// Ten appends arrive while that fsync runs; all must share one more.
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, err := q.Append(context.Background(), testPayload(uint64(i+2), 100)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	waitFor(t, "10 appends written behind the running fsync", func() bool { return q.PublishedFSN() == n+1 })
+	if q.Stats().DurableFSN != 0 {
+		t.Fatalf("DurableFSN moved before any fsync completed")
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := q.Stats()
+	if st.Fsyncs != 2 || st.DurableFSN != n+1 {
+		t.Fatalf("11 appends, 10 of them behind a running fsync: %d fsync rounds, durable %d; want 2 rounds covering all 11", st.Fsyncs, st.DurableFSN)
+	}
+	if st.FsyncMax <= 0 || st.FsyncTotal < st.FsyncMax {
+		t.Fatalf("fsync latency not recorded: %+v", st)
+	}
+}
+
+func TestPeriodicSyncsInBackground(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic, SyncInterval: 5 * time.Millisecond})
+	defer q.Close()
+	_, release := blockingSyncs(cfs)
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(1, 100))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("periodic-mode Append waited for an fsync")
+	}
+	close(release)
+	waitFor(t, "the background fsync", func() bool { return q.Stats().DurableFSN == 1 })
+	if q.Stats().Fsyncs == 0 {
+		t.Fatal("DurableFSN moved without a recorded fsync")
+	}
+}
+
+func TestMemoryDurabilityNeverFsyncsSegments(t *testing.T) {
+	cfs := newCrashFS()
+	var synced []string
+	var mu sync.Mutex
+	cfs.syncHook = func(name string) {
+		mu.Lock()
+		synced = append(synced, name)
+		mu.Unlock()
+	}
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 512})
+	for i := range 20 {
+		mustAppend(t, q, testPayload(uint64(i+1), 100))
+	}
+	q.Ack(3)
+	q.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range synced {
+		if strings.HasSuffix(n, segmentSuffix) {
+			t.Fatalf("memory durability fsynced segment %s", n)
+		}
+	}
+}
+
+func TestNewSegmentsAreDurableInFlushMode(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 512})
+	for i := range 20 {
+		mustAppend(t, q, testPayload(uint64(i+1), 100))
+	}
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+	q.Close()
+	q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: snap, Durability: DurabilityFlush, MaxSegmentBytes: 512})
+	defer q2.Close()
+	if got := len(drain(t, q2.NewCursor())); got != 20 || q2.Recovery().Segments < 4 {
+		t.Fatalf("after power loss: %d frames in %d segments, want all 20 in >= 4 segments (directory fsynced)", got, q2.Recovery().Segments)
+	}
+}
+
+// powerPayload prefixes a test payload with the highest symbol id it uses.
+func powerPayload(id uint64, maxSym int64, size int) []byte {
+	return append(binary.LittleEndian.AppendUint64(nil, uint64(maxSym)), testPayload(id, size)...)
+}
+
+func powerSymbolUse(p []byte) (uint32, int64) {
+	if len(p) < 8 {
+		return 0, -1
+	}
+	return 0, int64(binary.LittleEndian.Uint64(p))
+}
+
+type powerResult struct {
+	promised, lost int
+	window         time.Duration // age at the crash of the oldest lost promised frame
+	unreplayable   bool
+}
+
+// powerLossRun appends from several goroutines (registering symbols as it
+// goes) while a consumer acks with a lag, cuts the power at a random moment
+// between cutAfter/2 and 1.5*cutAfter (each appender sleeping pace between
+// appends, so the measurement is not of a CPU-starved background goroutine),
+// recovers the snapshot, and checks every recovered frame; it reports how
+// many frames whose Append had returned were lost.
+func powerLossRun(t *testing.T, d Durability, mode crashMode, seed uint64, cutAfter, pace time.Duration) powerResult {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, SyncInterval: 10 * time.Millisecond,
+		MaxSegmentBytes: 4096, SymbolUse: powerSymbolUse}
+	q := mustOpen(t, o)
+
+	type rec struct {
+		id  uint64
+		at  time.Time
+		pre bool // returned before the power cut
+	}
+	var (
+		mu       sync.Mutex
+		crashed  bool
+		returned = map[uint64]rec{} // fsn -> what Append returned
+		symMu    sync.Mutex
+		symbols  int
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for g := range 3 {
+		seedG := r.Uint64()
+		wg.Go(func() {
+			rg := rand.New(rand.NewPCG(seedG, uint64(g)))
+			for seq := uint64(0); ctx.Err() == nil; seq++ {
+				id := uint64(g+1)<<40 | seq
+				symMu.Lock()
+				if rg.IntN(8) == 0 {
+					if q.AddSymbols(0, symbols, [][]byte{[]byte("sym")}) == nil {
+						symbols++
+					}
+				}
+				maxSym := int64(symbols) - 1
+				symMu.Unlock()
+				fsn, err := q.Append(ctx, powerPayload(id, maxSym, 12+rg.IntN(600)))
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				returned[fsn] = rec{id: id, at: time.Now(), pre: !crashed}
+				mu.Unlock()
+				if pace > 0 {
+					time.Sleep(pace)
+				}
+			}
+		})
+	}
+	wg.Go(func() { // consumer: acks with a lag of 20 frames
+		c := q.NewCursor()
+		for ctx.Err() == nil {
+			fsn, _, ok, err := c.Next()
+			if err != nil {
+				return
+			}
+			if !ok {
+				select {
+				case <-q.Published():
+				case <-ctx.Done():
+				}
+				continue
+			}
+			if fsn > 20 {
+				q.Ack(fsn - 20)
+			}
+		}
+	})
+	time.Sleep(cutAfter/2 + time.Duration(r.Int64N(int64(cutAfter))))
+	mu.Lock()
+	snap := cfs.PowerLoss(mode, r)
+	crashed = true
+	crashAt := time.Now()
+	mu.Unlock()
+	stop()
+	wg.Wait()
+	q.Close()
+
+	o.FS = snap
+	q2, err := Open(o)
+	if err != nil {
+		t.Fatalf("seed %d: Open after power loss: %v", seed, err)
+	}
+	defer q2.Close()
+	rep := q2.Recovery()
+	res := powerResult{unreplayable: rep.Unreplayable != nil}
+	got := map[uint64]bool{}
+	next := q2.AckedFSN() + 1
+	for _, f := range drain(t, q2.NewCursor()) {
+		if f.fsn != next {
+			t.Fatalf("seed %d: recovered FSN %d, want %d (continuous from acked %d)", seed, f.fsn, next, q2.AckedFSN())
+		}
+		next++
+		id, err := checkTestPayload(f.payload[8:])
+		if err != nil {
+			t.Fatalf("seed %d: recovered frame %d is corrupt: %v", seed, f.fsn, err)
+		}
+		if rc, ok := returned[f.fsn]; ok && rc.id != id {
+			t.Fatalf("seed %d: FSN %d holds payload %x, but Append returned that FSN for %x", seed, f.fsn, id, rc.id)
+		}
+		got[f.fsn] = true
+	}
+	for fsn, rc := range returned {
+		if !rc.pre || fsn <= rep.AckedFSN && !res.unreplayable {
+			continue
+		}
+		res.promised++
+		if !got[fsn] {
+			res.lost++
+			res.window = max(res.window, crashAt.Sub(rc.at))
+		}
+	}
+	return res
+}
+
+func TestPowerLossFlushKeepsEveryReturnedAppend(t *testing.T) {
+	runs := iterations(24, 300)
+	promised := 0
+	for i := range runs {
+		mode := []crashMode{dropUnsynced, keepSomeWrites, keepAndGarbage}[i%3]
+		res := powerLossRun(t, DurabilityFlush, mode, uint64(i), 20*time.Millisecond, 0)
+		if res.unreplayable {
+			t.Fatalf("run %d: flush-mode slot became unreplayable after a power loss", i)
+		}
+		if res.lost > 0 {
+			t.Fatalf("run %d (mode %d): %d of %d frames whose Append returned were lost", i, mode, res.lost, res.promised)
+		}
+		promised += res.promised
+	}
+	if promised == 0 {
+		t.Fatal("no append returned before any power cut: the test checked nothing")
+	}
+	t.Logf("flush: %d power cuts, %d returned unacked appends checked, 0 lost", runs, promised)
+}
+
+// TestPowerLossWindow measures (does not assert) what memory and periodic
+// durability lose; the figures go to BENCHMARKS.md.
+func TestPowerLossWindow(t *testing.T) {
+	runs := iterations(6, 60)
+	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic} {
+		var promised, lost, unreplayable int
+		var window time.Duration
+		for i := range runs {
+			res := powerLossRun(t, d, dropUnsynced, uint64(1000+i), 100*time.Millisecond, 200*time.Microsecond)
+			promised += res.promised
+			lost += res.lost
+			window = max(window, res.window)
+			if res.unreplayable {
+				unreplayable++
+			}
+		}
+		if promised == 0 {
+			t.Fatalf("%v: no append returned before any power cut", d)
+		}
+		t.Logf("%v (periodic: sync interval 10ms; 3 appenders, 200µs apart): %d power cuts, %d of %d returned unacked appends lost (%.0f %%), oldest lost append returned %v before the cut, %d slots set aside",
+			d, runs, lost, promised, 100*float64(lost)/float64(promised), window.Round(time.Millisecond), unreplayable)
+	}
+}
+
+func TestCloseDuringGroupCommitWait(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+	entered, release := blockingSyncs(cfs)
+	first := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(1, 10))
+		first <- err
+	}()
+	<-entered
+	second := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(2, 10))
+		second <- err
+	}()
+	waitFor(t, "second append written", func() bool { return q.PublishedFSN() == 2 })
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("append whose fsync completed: %v", err)
+	}
+	if err := <-second; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("append waiting for an fsync when the queue closed: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,384 @@
+package sfqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fillOptions: 1 KiB segments and a 3500-byte cap. A 200-byte payload takes
+// 208 bytes, so four fit a segment (24 + 4*208 = 856 bytes) and the cap holds
+// four full segments (3424 bytes) but not a fifth.
+func fillOptions(o Options, onFull OnFull) Options {
+	o.MaxSegmentBytes = 1024
+	o.MaxTotalBytes = 3500
+	o.OnFull = onFull
+	o.AppendDeadline = 50 * time.Millisecond
+	return o
+}
+
+// fillUp appends 200-byte payloads until the queue refuses one and returns
+// how many it took and the refusal.
+func fillUp(t *testing.T, q *Queue) (int, error) {
+	t.Helper()
+	for i := range 1000 {
+		if _, err := q.Append(context.Background(), testPayload(uint64(i+1), 200)); err != nil {
+			return i, err
+		}
+	}
+	t.Fatal("queue never became full")
+	return 0, nil
+}
+
+func TestBlockFullErrorPublishingAndReconnecting(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := mustOpen(t, fillOptions(m.opts(t), OnFullBlock))
+			defer q.Close()
+			n, err := fillUp(t, q)
+			var fe *FullError
+			if !errors.As(err, &fe) || fe.Reason != Publishing || !fe.Retryable() {
+				t.Fatalf("append into a full queue: %v, want a retryable *FullError while publishing", err)
+			}
+			if n != 16 || fe.Used > fe.Cap || fe.Cap != 3500 || fe.Need != 208 || fe.Waited < 50*time.Millisecond {
+				t.Fatalf("took %d frames, error %+v; want 16 frames, used <= cap 3500, need 208, waited >= deadline", n, fe)
+			}
+			if !strings.Contains(fe.Error(), "publishing") {
+				t.Fatalf("error text %q does not say publishing", fe.Error())
+			}
+			if st := q.Stats(); st.Level != LevelFull || st.FullErrors != 1 || st.FramesEvicted != 0 {
+				t.Fatalf("stats after a refusal: %+v; want level full, 1 full error, nothing evicted", st)
+			}
+
+			outage := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
+			q.SetConsumerState(ConsumerState{Reconnecting: true, Attempts: 7, OutageStart: outage})
+			_, err = q.Append(context.Background(), testPayload(99, 200))
+			if !errors.As(err, &fe) || fe.Reason != Reconnecting || fe.Attempts != 7 || !fe.OutageStart.Equal(outage) {
+				t.Fatalf("append while reconnecting: %v; want Reconnecting with 7 attempts since %v", err, outage)
+			}
+			for _, want := range []string{"reconnecting", "7 attempts", "2026-11-30T14:00:00Z"} {
+				if !strings.Contains(fe.Error(), want) {
+					t.Fatalf("error text %q does not contain %q", fe.Error(), want)
+				}
+			}
+			// Nothing was dropped: all 16 frames are still readable.
+			if got := drain(t, q.NewCursor()); len(got) != 16 {
+				t.Fatalf("read %d frames after refusals, want 16", len(got))
+			}
+		})
+	}
+}
+
+func TestBlockWaitsForAckDrivenTrim(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			o := fillOptions(m.opts(t), OnFullBlock)
+			o.AppendDeadline = time.Minute
+			q := mustOpen(t, o)
+			defer q.Close()
+			for i := range 16 {
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := q.Append(context.Background(), testPayload(17, 200))
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				t.Fatalf("append into a full queue returned %v before any ack", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			q.Ack(4) // frees the first segment
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("append after an ack freed a segment: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("append still blocked after an ack freed a segment")
+			}
+			if q.PublishedFSN() != 17 {
+				t.Fatalf("PublishedFSN %d, want 17", q.PublishedFSN())
+			}
+		})
+	}
+}
+
+func TestBlockEndsOnContext(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			o := fillOptions(m.opts(t), OnFullBlock)
+			o.AppendDeadline = time.Minute
+			q := mustOpen(t, o)
+			defer q.Close()
+			for i := range 16 {
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			// Cancellation ends the wait at once with the context's error.
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := q.Append(ctx, testPayload(17, 200))
+				done <- err
+			}()
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("canceled append: %v, want context.Canceled", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("cancel did not end the wait")
+			}
+			// A caller deadline shorter than AppendDeadline caps the wait and
+			// still reports a *FullError.
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			_, err := q.Append(ctx, testPayload(18, 200))
+			var fe *FullError
+			if !errors.As(err, &fe) || fe.Waited >= time.Minute {
+				t.Fatalf("append with a 30ms context deadline: %v; want *FullError well before the 1 min AppendDeadline", err)
+			}
+			// Close ends the wait too.
+			go func() {
+				_, err := q.Append(context.Background(), testPayload(19, 200))
+				done <- err
+			}()
+			time.Sleep(10 * time.Millisecond)
+			q.Close()
+			if err := <-done; !errors.Is(err, ErrClosed) {
+				t.Fatalf("append waiting when the queue closed: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestEvictOldestCountsWhatItDrops(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := mustOpen(t, fillOptions(m.opts(t), OnFullEvictOldest))
+			defer q.Close()
+			c := q.NewCursor()
+			for i := range 16 {
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			q.Ack(2) // frames 1 and 2 of the first segment are acked
+			// The 17th frame needs a fifth segment: the first one goes,
+			// with its two unacked frames.
+			if fsn := mustAppend(t, q, testPayload(17, 200)); fsn != 17 {
+				t.Fatalf("FSN %d, want 17", fsn)
+			}
+			st := q.Stats()
+			if st.FramesEvicted != 2 || st.BytesEvicted != 400 || st.AckedFSN != 4 || st.Level != LevelFull {
+				t.Fatalf("after one eviction: %+v; want 2 frames / 400 bytes evicted, acked 4, level full", st)
+			}
+			// Four more segments' worth evicts four more segments, all unacked.
+			for i := 18; i <= 33; i++ {
+				mustAppend(t, q, testPayload(uint64(i), 200))
+			}
+			st = q.Stats()
+			if st.FramesEvicted != 18 || st.BytesEvicted != 18*200 || st.UsedBytes > st.CapacityBytes {
+				t.Fatalf("after 17 more frames: %+v; want 18 evicted, 3600 bytes, used <= cap", st)
+			}
+			// The cursor skips to the oldest retained frame.
+			fsn, p, ok, err := c.Next()
+			if err != nil || !ok || fsn != st.AckedFSN+1 {
+				t.Fatalf("Next after evictions = %d, %v, %v; want %d", fsn, ok, err, st.AckedFSN+1)
+			}
+			if id, err := checkTestPayload(p); err != nil || id != fsn {
+				t.Fatalf("frame %d holds payload %d: %v", fsn, id, err)
+			}
+			if st.FullErrors != 0 {
+				t.Fatalf("evict_oldest refused %d appends", st.FullErrors)
+			}
+		})
+	}
+}
+
+func TestFrameLargerThanCapIsAdmittedWhenEmpty(t *testing.T) {
+	for _, m := range bothModes {
+		for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
+			t.Run(m.name+"/"+onFull.String(), func(t *testing.T) {
+				o := m.opts(t)
+				o.MaxSegmentBytes = 8192
+				o.MaxTotalBytes = 1000
+				o.OnFull = onFull
+				o.AppendDeadline = 20 * time.Millisecond
+				q := mustOpen(t, o)
+				defer q.Close()
+				big := testPayload(1, 5000)
+				if fsn := mustAppend(t, q, big); fsn != 1 {
+					t.Fatalf("big frame into an empty queue: FSN %d", fsn)
+				}
+				_, err := q.Append(context.Background(), testPayload(2, 5000))
+				if onFull == OnFullBlock {
+					var fe *FullError
+					if !errors.As(err, &fe) {
+						t.Fatalf("second big frame while the first is unacked: %v, want *FullError", err)
+					}
+					q.Ack(1)
+					if fsn := mustAppend(t, q, testPayload(3, 5000)); fsn != 2 {
+						t.Fatalf("big frame after the first was acked: FSN %d, want 2", fsn)
+					}
+				} else if err != nil || q.Stats().FramesEvicted != 1 {
+					t.Fatalf("evict_oldest with a big frame: %v, %+v", err, q.Stats())
+				}
+			})
+		}
+	}
+}
+
+func TestFillLevels(t *testing.T) {
+	o := fillOptions(Options{}, OnFullBlock)
+	q := mustOpen(t, o)
+	defer q.Close()
+	var levels []Level
+	for i := range 16 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+		levels = append(levels, q.Stats().Level)
+	}
+	// k frames use 24*ceil(k/4) + 208*k bytes: 12 frames 2568 (73 %),
+	// 13 frames 2800 (80 %), 16 frames 3424 (98 %).
+	if levels[11] != LevelOK || levels[12] != LevelHigh || levels[15] != LevelHigh {
+		t.Fatalf("levels by frame count: %v; want ok at 12 frames, high from 13", levels)
+	}
+	q.Ack(16)
+	if _, err := q.Append(context.Background(), testPayload(17, 200)); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.Level != LevelOK {
+		t.Fatalf("after acking everything: level %v used %d", st.Level, st.UsedBytes)
+	}
+}
+
+func TestDiskFullIsAFullQueue(t *testing.T) {
+	for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
+		t.Run(onFull.String(), func(t *testing.T) {
+			cfs := newCrashFS()
+			o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, OnFull: onFull, AppendDeadline: 30 * time.Millisecond}
+			q := mustOpen(t, o)
+			defer q.Close()
+			for i := range 4 {
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			cfs.mu.Lock()
+			cfs.failAlloc = func(string, int64) error { return syscall.ENOSPC }
+			cfs.mu.Unlock()
+			_, err := q.Append(context.Background(), testPayload(5, 200))
+			var fe *FullError
+			if !errors.As(err, &fe) || fe.Reason != DiskFull || !strings.Contains(err.Error(), "ENOSPC") {
+				t.Fatalf("append needing a segment on a full disk: %v; want *FullError DiskFull", err)
+			}
+			if onFull == OnFullEvictOldest && q.Stats().FramesEvicted != 4 {
+				t.Fatalf("evict_oldest on a full disk evicted %d frames, want the 4 of the only segment", q.Stats().FramesEvicted)
+			}
+			if q.Stats().Fatal != nil {
+				t.Fatalf("ENOSPC latched a fatal error: %v", q.Stats().Fatal)
+			}
+			for _, n := range cfs.fileNames() {
+				if strings.HasSuffix(n, segmentName(5)) {
+					t.Fatalf("the segment that could not be allocated was left behind: %s", n)
+				}
+			}
+			cfs.mu.Lock()
+			cfs.failAlloc = nil
+			cfs.mu.Unlock()
+			if fsn := mustAppend(t, q, testPayload(5, 200)); fsn != 5 {
+				t.Fatalf("append once the disk has room: FSN %d, want 5", fsn)
+			}
+		})
+	}
+}
+
+func TestWriteENOSPCUndoesTheBatch(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, AppendDeadline: 10 * time.Millisecond}
+	q := mustOpen(t, o)
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 100))
+	cfs.mu.Lock()
+	cfs.failWrite = func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	_, err := q.AppendBatch(context.Background(), [][]byte{testPayload(2, 600), testPayload(3, 600)})
+	var fe *FullError
+	if !errors.As(err, &fe) || fe.Reason != DiskFull {
+		t.Fatalf("batch write hitting ENOSPC: %v, want DiskFull", err)
+	}
+	cfs.mu.Lock()
+	cfs.failWrite = nil
+	cfs.mu.Unlock()
+	if q.PublishedFSN() != 1 || len(drain(t, q.NewCursor())) != 1 {
+		t.Fatalf("a refused batch left frames behind: published %d", q.PublishedFSN())
+	}
+	if fsn := mustAppend(t, q, testPayload(2, 100)); fsn != 2 {
+		t.Fatalf("append after the disk recovered: FSN %d", fsn)
+	}
+	q.Close()
+	// Power loss after the refusal must not resurrect the refused frames.
+	q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, nil)})
+	defer q2.Close()
+	for _, f := range drain(t, q2.NewCursor()) {
+		if id, err := checkTestPayload(f.payload); err != nil || id != f.fsn || len(f.payload) != 100 {
+			t.Fatalf("recovered frame %d: id %d len %d %v", f.fsn, id, len(f.payload), err)
+		}
+	}
+}
+
+func TestFatalFsyncLatches(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush}
+	q := mustOpen(t, o)
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 100))
+	boom := fmt.Errorf("EIO: %w", syscall.EIO)
+	cfs.mu.Lock()
+	cfs.failSync = func(name string) error {
+		if filepath.Ext(name) == segmentSuffix {
+			return boom
+		}
+		return nil
+	}
+	syncsBefore := cfs.syncs
+	cfs.mu.Unlock()
+
+	_, err := q.Append(context.Background(), testPayload(2, 100))
+	var fatal *FatalError
+	if !errors.As(err, &fatal) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append whose fsync fails: %v, want *FatalError wrapping EIO", err)
+	}
+	cfs.mu.Lock()
+	cfs.failSync = nil // even a healthy disk now must not be trusted
+	cfs.mu.Unlock()
+	_, err2 := q.Append(context.Background(), testPayload(3, 100))
+	if !errors.As(err2, &fatal) {
+		t.Fatalf("append after a failed fsync: %v, want the latched *FatalError", err2)
+	}
+	cfs.mu.Lock()
+	syncs := cfs.syncs - syncsBefore
+	cfs.mu.Unlock()
+	if syncs != 1 {
+		t.Fatalf("%d fsyncs after the failure, want exactly 1 (never retried)", syncs)
+	}
+	st := q.Stats()
+	if st.DurableFSN != 1 || st.Fatal == nil {
+		t.Fatalf("stats after a failed fsync: durable %d fatal %v; want durable 1", st.DurableFSN, st.Fatal)
+	}
+	// The consumer can still drain what is there.
+	if got := drain(t, q.NewCursor()); len(got) != 2 {
+		t.Fatalf("cursor after the latch read %d frames, want 2", len(got))
+	}
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("a")}); !errors.As(err, &fatal) {
+		t.Fatalf("AddSymbols after the latch: %v", err)
+	}
+}
