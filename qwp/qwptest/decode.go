@@ -278,7 +278,9 @@ func (bd *blockDecoder) column(c *Column) error {
 	var vals []any
 	keep := !bd.dec.CountOnly
 	if keep {
-		vals = make([]any, 0, n)
+		// capped by what the payload can hold (BOOLEAN: 8 per byte), so a
+		// huge row count in a short message costs nothing
+		vals = make([]any, 0, min(n, 8*r.remaining()+8))
 	}
 	add := func(v any) {
 		if keep {
@@ -559,7 +561,8 @@ func (bd *blockDecoder) arrays(isDouble bool, n int, add func(any)) error {
 		if err != nil {
 			return err
 		}
-		shape := make([]int32, nd)
+		var dims [32]int32 // on the stack: count-only mode allocates nothing
+		shape := dims[:nd]
 		count := int64(1)
 		for j := range shape {
 			shape[j] = int32(le.Uint32(dimBytes[4*j:]))
@@ -578,7 +581,7 @@ func (bd *blockDecoder) arrays(isDouble bool, n int, add func(any)) error {
 		if bd.dec.CountOnly {
 			continue
 		}
-		a := Array{Shape: shape}
+		a := Array{Shape: append([]int32(nil), shape...)}
 		if isDouble {
 			a.Doubles = make([]float64, count)
 			for j := range a.Doubles {

@@ -19,13 +19,18 @@ func (bd *blockDecoder) gorillaValues(n int, add func(any)) error {
 	if err != nil {
 		return err
 	}
+	keep := !bd.dec.CountOnly // guards add: boxing an int64 allocates
 	prev := int64(binary.LittleEndian.Uint64(head))
-	add(prev)
+	if keep {
+		add(prev)
+	}
 	if n == 1 {
 		return nil
 	}
 	cur := int64(binary.LittleEndian.Uint64(head[8:]))
-	add(cur)
+	if keep {
+		add(cur)
+	}
 	delta := cur - prev
 	br := bitReader{b: r.b[r.off:]}
 	for i := 2; i < n; i++ {
@@ -35,7 +40,9 @@ func (bd *blockDecoder) gorillaValues(n int, add func(any)) error {
 		}
 		delta += dod
 		cur += delta
-		add(cur)
+		if keep {
+			add(cur)
+		}
 	}
 	r.off += (br.pos + 7) / 8
 	return nil

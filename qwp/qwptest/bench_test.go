@@ -1,0 +1,92 @@
+package qwptest
+
+import (
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// benchFrame is a 1000-row frame of every type with a third of the values
+// NULL, Gorilla timestamps and delta symbols.
+func benchFrame(b *testing.B) []byte {
+	t := &testing.T{}
+	e := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{Gorilla: true, DeltaSymbolDict: true})
+	frame, _ := encodeRows(t, e, "bench", allTypes, 0, 1000, func(col, row int) bool { return (row+col)%3 == 1 })
+	if t.Failed() || len(frame) == 0 {
+		b.Fatal("encoding the benchmark frame failed")
+	}
+	return frame
+}
+
+// BenchmarkDecode compares full decoding with count-only validation of the
+// same frame.
+func BenchmarkDecode(b *testing.B) {
+	frame := benchFrame(b)
+	for _, countOnly := range []bool{false, true} {
+		name := "full"
+		if countOnly {
+			name = "count-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				d := Decoder{CountOnly: countOnly}
+				if _, err := d.Decode(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkServerIngest sends frames of 1000 LONG rows over one connection
+// and waits for the cumulative OK, with rows kept and in count-only mode.
+func BenchmarkServerIngest(b *testing.B) {
+	frame := longRows(0, "bench", 1000)
+	for _, countOnly := range []bool{false, true} {
+		name := "rows-kept"
+		if countOnly {
+			name = "count-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := NewServer(Options{CountOnly: countOnly})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ws, _, err := websocket.DefaultDialer.Dial(s.URL(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ws.Close()
+			b.SetBytes(int64(len(frame)))
+			var r qwp.Response
+			sent, acked := int64(-1), int64(-1)
+			readOK := func() {
+				_, msg, err := ws.ReadMessage()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := qwp.DecodeResponse(msg, &r); err != nil || r.Status != qwp.StatusOK {
+					b.Fatal(err, r)
+				}
+				acked = r.Seq
+			}
+			for b.Loop() {
+				if err := ws.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+					b.Fatal(err)
+				}
+				sent++
+				for sent-acked > 64 { // OKs are cumulative: keep up to 64 frames in flight
+					readOK()
+				}
+			}
+			for acked < sent {
+				readOK()
+			}
+		})
+	}
+}
