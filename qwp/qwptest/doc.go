@@ -42,6 +42,10 @@
 //     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
 //     only tables whose durable seqTxn advanced.
 //
+// Options.CountOnly decodes and validates every frame but keeps row counts
+// only; checks that need values (array dimensions, conversion ranges) are
+// skipped in that mode.
+//
 // Faults: RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades,
 // Outage, DropConnections. Observability: Connections, Accepted, Frames,
 // Tables, RowCount, Rows, Snapshot, WaitRows, and AdminHandler's JSON API.
