@@ -12,6 +12,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envLockHolder); dir != "" {
+		os.Exit(lockHolderChild(dir))
+	}
 	goleak.VerifyTestMain(m)
 }
 

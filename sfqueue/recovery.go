@@ -25,9 +25,9 @@ type RecoveryReport struct {
 	// .ack-watermark) that recovery did not find: a segment tail that
 	// vanished without leaving torn bytes (truncated file, lost power in
 	// memory durability after a clean close, a disk lying about fsync).
-	LostFrames uint64
-	AckedFSN         uint64 // seeded ack watermark
-	PublishedFSN     uint64 // last recovered FSN
+	LostFrames   uint64
+	AckedFSN     uint64 // seeded ack watermark
+	PublishedFSN uint64 // last recovered FSN
 	// Unreplayable is set when the slot could not be replayed (a gap
 	// between segments, or frames using symbol ids .symbol-dict lacks): it
 	// was renamed aside and the queue started on a fresh slot.
@@ -98,6 +98,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		return rep, err
 	}
 	var found []recoveredSegment
+	var unusable []uint64 // bases of deleted segments with no valid frame
 	var buf []byte
 	for _, name := range names {
 		if strings.HasSuffix(name, ".tmp") {
@@ -116,6 +117,23 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		rep.TornBytes += torn
 		if rs != nil {
 			found = append(found, *rs)
+		} else {
+			unusable = append(unusable, base)
+		}
+	}
+	// An unusable segment followed by a good one held frames up to the good
+	// one's base: they are gone. (A newest segment with nothing in it is the
+	// normal result of a crash right after it was created.)
+	for _, b := range unusable {
+		for _, rs := range found {
+			if from := max(b, wm+1); rs.seg.base > b && rs.seg.base > from {
+				rep.LostFrames += rs.seg.base - from
+				log.Warn("sfqueue: segment without valid frames precedes later data: frames lost",
+					zap.String("slot", slot), zap.Uint64("first_fsn", from), zap.Uint64("last_fsn", rs.seg.base-1))
+				break
+			} else if rs.seg.base > b {
+				break
+			}
 		}
 	}
 
@@ -124,7 +142,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		last = found[n-1].seg.end() - 1
 	}
 	if wmOK && w.durable > last {
-		rep.LostFrames = w.durable - last
+		rep.LostFrames += w.durable - last
 		log.Warn("sfqueue: frames recorded as on disk are missing from the slot",
 			zap.String("slot", slot), zap.Uint64("recorded_fsn", w.durable), zap.Uint64("last_recovered_fsn", last),
 			zap.Uint64("lost_frames", rep.LostFrames))
