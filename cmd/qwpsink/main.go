@@ -36,6 +36,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.BoolVar(&o.AutoDurable, "auto-durable", true, "send a durable ack after every OK on connections that negotiated one")
 	fs.BoolVar(&o.CountOnly, "count-only", false, "keep row counts only, not rows")
 	fs.StringVar(&o.Role, "role", "", "X-QuestDB-Role to send on upgrade")
+	fs.StringVar(&o.Username, "username", "", "require HTTP basic auth with this user (and -password)")
+	fs.StringVar(&o.Password, "password", "", "password for -username")
+	fs.StringVar(&o.Token, "token", "", "require this bearer token")
 	every := fs.Duration("summary-every", 10*time.Second, "interval of the per-table summary log line (0 disables)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -20,7 +20,8 @@
 // Reproduced:
 //   - upgrade: X-QWP-Version 1, X-QWP-Max-Batch-Size = recv buffer - 14,
 //     durable-ack opt-in ("true" -> "enabled"; tier lists echoed) only when
-//     configured, 426 for a Sec-WebSocket-Version other than 13;
+//     configured, 426 for a Sec-WebSocket-Version other than 13, 401 when
+//     Options ask for credentials the request lacks;
 //   - per connection: seq from 0 taken by every BINARY frame, a symbol
 //     dictionary, cumulative OKs (after each batch of frames read together,
 //     every 8 unacknowledged frames, when a deferred group commits, before an

@@ -2,6 +2,7 @@ package qwptest
 
 import (
 	"context"
+	"crypto/subtle"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,6 +43,11 @@ type Options struct {
 	// connections that negotiated one; otherwise durable acks are sent only
 	// by EmitDurableAcks.
 	AutoDurable bool
+	// Username and Password, or Token, require HTTP basic or bearer
+	// authentication on upgrade; a request without matching credentials gets
+	// 401 before any QWP processing, as from QuestDB's HTTP layer.
+	Username, Password string
+	Token              string
 	// Role, when set, is sent as X-QuestDB-Role in the 101 response.
 	Role string
 	// CountOnly decodes and validates everything but stores row counts only
@@ -188,6 +194,10 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, rf.Message, rf.Status)
 		return
 	}
+	if !s.authorized(r) {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return
+	}
 	if r.Header.Get("Sec-WebSocket-Version") != "13" {
 		w.Header().Set("Sec-WebSocket-Version", "13")
 		http.Error(w, "unsupported Sec-WebSocket-Version", http.StatusUpgradeRequired)
@@ -236,6 +246,20 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	s.logf("conn %d: closed after %d frames", id, c.seq)
+}
+
+// authorized checks the credentials Options require, if any.
+func (s *Server) authorized(r *http.Request) bool {
+	o := s.opts
+	if o.Username == "" && o.Token == "" {
+		return true
+	}
+	if user, pass, ok := r.BasicAuth(); ok && o.Username != "" {
+		return subtle.ConstantTimeCompare([]byte(user), []byte(o.Username)) == 1 &&
+			subtle.ConstantTimeCompare([]byte(pass), []byte(o.Password)) == 1
+	}
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && o.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(o.Token)) == 1
 }
 
 // grantDurable answers a durable-ack request: the response header value and
