@@ -19,14 +19,6 @@ const (
 	kindDecimal               // scale byte, then fixed-width values
 )
 
-// fixedWidth is the value size of the fixed-width types.
-var fixedWidth = [...]int{
-	TypeByte: 1, TypeShort: 2, TypeInt: 4, TypeLong: 8, TypeFloat: 4, TypeDouble: 8,
-	TypeDate: 8, TypeUUID: 16, TypeLong256: 32, TypeChar: 2, TypeIPv4: 4,
-	TypeDecimal64: 8, TypeDecimal128: 16, TypeDecimal256: 32,
-	TypeTimestamp: 8, TypeTimestampNanos: 8,
-}
-
 func kindOf(t ColumnType) kind {
 	switch t {
 	case TypeBoolean:
