@@ -38,7 +38,8 @@
 //     added, QuestDB's table and column name rules (0x06 for a new table,
 //     0x09 for a new column), SCHEMA_MISMATCH for incompatible types,
 //     TIMESTAMP <-> TIMESTAMP_NANOS converted, integer and float widening
-//     with range checks, array dimensions fixed by the first value;
+//     with range checks, VARCHAR <-> SYMBOL, array dimensions fixed by the
+//     first value;
 //   - durable acks (0x02, or 0x0E for the "local" tier) on demand
 //     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
 //     only tables whose durable seqTxn advanced.
@@ -57,7 +58,8 @@
 // messages instead of refusing them with 1002; the Origin check; the
 // force-commit of a deferred group at qwp.max.uncommitted.rows; the
 // 10,000-tables-per-connection limit; conversions beyond those listed
-// (VARCHAR parsing, anything to VARCHAR/SYMBOL, DECIMAL rescaling);
+// (VARCHAR parsed into other types, numbers or other values rendered into
+// VARCHAR or SYMBOL, DECIMAL rescaling);
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
 // (kept as plain values); LONG_ARRAY is accepted; dedup (there is none, as
 // on auto-created tables); seqTxn counts commits only, not schema changes.

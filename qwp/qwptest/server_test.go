@@ -478,9 +478,14 @@ func TestConversionsAccepted(t *testing.T) {
 	c := dial(t, s, nil)
 	c.send(message(0, 1, append(blockHeader("x", 1, "d", qwp.TypeDouble, "i", qwp.TypeInt, "", qwp.TypeTimestamp), wire{}.u8(0).f64(0.5).u8(0).u32(1).u8(0).i64(10)...)))
 	c.send(message(0, 1, append(blockHeader("x", 1, "d", qwp.TypeByte, "i", qwp.TypeDouble, "", qwp.TypeTimestampNanos), wire{}.u8(0, 0xFE).u8(0).f64(4).u8(0).i64(20_999)...)))
-	c.ackedThrough(1)
+	c.send(message(0, 1, append(blockHeader("txt", 1, "s", qwp.TypeVarchar, "v", qwp.TypeSymbol), wire{}.u8(0).u32(0).u32(1).u8('a').u8(0).varint(1).str("b").varint(0)...)))
+	c.send(message(0, 1, append(blockHeader("txt", 1, "s", qwp.TypeSymbol, "v", qwp.TypeVarchar), wire{}.u8(0).varint(1).str("c").varint(0).u8(0).u32(0).u32(1).u8('d')...)))
+	c.ackedThrough(3)
 	td, _ := s.Rows("x")
 	assert.Equal(t, [][]any{{0.5, int32(1), int64(10)}, {-2.0, int32(4), int64(20)}}, td.Rows)
+	td, _ = s.Rows("txt")
+	assert.Equal(t, []ColumnInfo{{"s", qwp.TypeVarchar}, {"v", qwp.TypeSymbol}, {"timestamp", qwp.TypeTimestamp}}, td.Columns)
+	assert.Equal(t, []any{"c", "d"}, td.Rows[1][:2])
 }
 
 func TestCountOnly(t *testing.T) {

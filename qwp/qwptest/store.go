@@ -290,15 +290,19 @@ func isInteger(t qwp.ColumnType) bool {
 	return false
 }
 
+func isText(t qwp.ColumnType) bool { return t == qwp.TypeVarchar || t == qwp.TypeSymbol }
+
 func isFloat(t qwp.ColumnType) bool { return t == qwp.TypeFloat || t == qwp.TypeDouble }
 
 // compatible is the subset of QuestDB's wire-to-column conversions this
 // server implements: identity, TIMESTAMP <-> TIMESTAMP_NANOS, integers into
-// any numeric, DATE or TIMESTAMP column, floats into numeric columns.
-// Everything else is a SCHEMA_MISMATCH.
+// any numeric, DATE or TIMESTAMP column, floats into numeric columns,
+// VARCHAR <-> SYMBOL. Everything else is a SCHEMA_MISMATCH.
 func compatible(wire, col qwp.ColumnType) bool {
 	switch {
 	case wire == col:
+		return true
+	case isText(wire) && isText(col):
 		return true
 	case isTimestamp(wire) && isTimestamp(col):
 		return true
@@ -313,7 +317,7 @@ func compatible(wire, col qwp.ColumnType) bool {
 // convertValue converts a decoded value to the column type; ok is false when
 // the value does not fit (out of range, or a fraction into an integer).
 func convertValue(v any, wire, col qwp.ColumnType) (any, bool) {
-	if wire == col {
+	if wire == col || (isText(wire) && isText(col)) {
 		return v, true
 	}
 	if isTimestamp(wire) && isTimestamp(col) {
