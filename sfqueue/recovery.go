@@ -70,6 +70,16 @@ func (q *Queue) recover() error {
 		report = fresh
 	}
 	q.recovery = report
+	if q.o.Durability != DurabilityMemory {
+		// The slot and the side files just created must survive a power
+		// loss like the frames that will depend on them.
+		for _, d := range []string{q.slot, q.o.Dir} {
+			if err := q.fs.SyncDir(d); err != nil {
+				q.Close()
+				return fmt.Errorf("sfqueue: fsync directory %s: %w", d, err)
+			}
+		}
+	}
 	return nil
 }
 

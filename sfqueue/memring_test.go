@@ -1,0 +1,33 @@
+package sfqueue
+
+import (
+	"context"
+	"testing"
+)
+
+func TestMemoryRingFreesSegmentsOnAck(t *testing.T) {
+	q := mustOpen(t, Options{MaxSegmentBytes: 1024, MaxTotalBytes: 10 << 10})
+	defer q.Close()
+	ring := q.fs.(*memRing)
+	for i := range 40 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	if n := len(ring.files); n != 10 {
+		t.Fatalf("40 frames of 208 bytes in 1 KiB segments: %d buffers, want 10", n)
+	}
+	q.Ack(20)
+	if n, used := len(ring.files), q.Stats().UsedBytes; n != 5 || used != 5*(24+4*208) {
+		t.Fatalf("after acking 20 frames: %d buffers, %d bytes used; want 5 and %d", n, used, 5*(24+4*208))
+	}
+	// The freed space takes new frames without waiting.
+	for i := 40; i < 60; i++ {
+		if _, err := q.Append(context.Background(), testPayload(uint64(i+1), 200)); err != nil {
+			t.Fatalf("append %d after acks freed room: %v", i+1, err)
+		}
+	}
+	q.Ack(60)
+	q.Close()
+	if n := len(ring.files); n != 0 {
+		t.Fatalf("drained close left %d RAM segments", n)
+	}
+}

@@ -1,0 +1,152 @@
+package sfqueue
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSymbolsPersistInOrder(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			o := m.opts(t)
+			q := mustOpen(t, o)
+			defer func() { q.Close() }()
+			if err := q.AddSymbols(0, 0, [][]byte{[]byte("a"), []byte("bb")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.AddSymbols(0, 2, [][]byte{[]byte("ccc")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.AddSymbols(1, 0, [][]byte{[]byte("g1")}); err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range []struct {
+				gen   uint32
+				first int
+			}{{0, 1}, {0, 4}, {1, 0}, {2, 1}} {
+				err := q.AddSymbols(bad.gen, bad.first, [][]byte{[]byte("x")})
+				if err == nil || !strings.Contains(err.Error(), "in order") {
+					t.Fatalf("AddSymbols(gen %d, first %d) out of order: %v", bad.gen, bad.first, err)
+				}
+			}
+			entry := []byte("mut")
+			if err := q.AddSymbols(2, 0, [][]byte{entry}); err != nil {
+				t.Fatal(err)
+			}
+			entry[0] = 'X' // the queue keeps its own copy
+			check := func(q *Queue) {
+				t.Helper()
+				want := map[uint32][]string{0: {"a", "bb", "ccc"}, 1: {"g1"}, 2: {"mut"}}
+				for gen, w := range want {
+					got := q.Symbols(gen)
+					if len(got) != len(w) {
+						t.Fatalf("Symbols(%d) = %q, want %q", gen, got, w)
+					}
+					for i := range w {
+						if string(got[i]) != w[i] {
+							t.Fatalf("Symbols(%d)[%d] = %q, want %q", gen, i, got[i], w[i])
+						}
+					}
+				}
+				if gens := q.SymbolGenerations(); len(gens) != 3 || gens[2] != 2 {
+					t.Fatalf("SymbolGenerations = %v", gens)
+				}
+			}
+			check(q)
+			if o.Dir == "" {
+				return
+			}
+			q.Close()
+			q = mustOpen(t, o)
+			check(q)
+			if err := q.DropSymbolGenerationsBelow(2); err != nil {
+				t.Fatal(err)
+			}
+			if len(q.Symbols(0)) != 0 || len(q.Symbols(2)) != 1 {
+				t.Fatalf("after dropping generations below 2: gen0 %q gen2 %q", q.Symbols(0), q.Symbols(2))
+			}
+			if err := q.AddSymbols(2, 1, [][]byte{[]byte("next")}); err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			q = mustOpen(t, o)
+			if gens := q.SymbolGenerations(); len(gens) != 1 || gens[0] != 2 || len(q.Symbols(2)) != 2 || string(q.Symbols(2)[1]) != "next" {
+				t.Fatalf("after compaction and reopen: gens %v, gen2 %q", gens, q.Symbols(2))
+			}
+		})
+	}
+}
+
+func TestSymbolDictTornTailIsDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte) []byte
+		want   int // entries of generation 0 that survive
+	}{
+		{"cut inside the last record", func(b []byte) []byte { return b[:len(b)-3] }, 2},
+		{"cut inside the last header", func(b []byte) []byte { return b[:len(b)-symbolRecordHeader-4] }, 2},
+		{"garbage after the records", func(b []byte) []byte { return append(b, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17) }, 3},
+		{"flip in the second record", func(b []byte) []byte { b[symbolRecordHeader+4+1+symbolRecordHeader] ^= 1; return b }, 1},
+		{"record with an id out of sequence", func(b []byte) []byte { return appendSymbolRecord(b, 0, 9, []byte("late")) }, 3},
+		{"zeroed tail", func(b []byte) []byte { return append(b, make([]byte, 40)...) }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Dir: t.TempDir(), SenderID: "s"}
+			q := mustOpen(t, o)
+			if err := q.AddSymbols(0, 0, [][]byte{[]byte("a"), []byte("b"), []byte("c")}); err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			p := filepath.Join(o.Dir, "s", symbolDictFile)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, tc.damage(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			q = mustOpen(t, o)
+			defer q.Close()
+			if got := q.Symbols(0); len(got) != tc.want {
+				t.Fatalf("%d entries survive, want %d", len(got), tc.want)
+			}
+			if rep := q.Recovery(); rep.SymbolTornBytes <= 0 {
+				t.Fatalf("SymbolTornBytes %d after damaging the tail", rep.SymbolTornBytes)
+			}
+			// New entries continue after the survivors and persist.
+			if err := q.AddSymbols(0, tc.want, [][]byte{[]byte("new")}); err != nil {
+				t.Fatal(err)
+			}
+			q.Close()
+			q2 := mustOpen(t, o)
+			defer q2.Close()
+			if got := q2.Symbols(0); len(got) != tc.want+1 || string(got[tc.want]) != "new" || q2.Recovery().SymbolTornBytes != 0 {
+				t.Fatalf("after cutting the tail and appending: %q, torn %d", got, q2.Recovery().SymbolTornBytes)
+			}
+		})
+	}
+}
+
+func TestSymbolsFsyncedBeforeFramesInFlushMode(t *testing.T) {
+	for _, d := range []Durability{DurabilityPeriodic, DurabilityFlush} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfs := newCrashFS()
+			o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, SymbolUse: symUse}
+			q := mustOpen(t, o)
+			if err := q.AddSymbols(0, 0, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+				t.Fatal(err)
+			}
+			// A power loss right after AddSymbols keeps the entries.
+			snap := cfs.PowerLoss(dropUnsynced, nil)
+			q.Close()
+			o.FS = snap
+			q2 := mustOpen(t, o)
+			defer q2.Close()
+			if got := q2.Symbols(0); len(got) != 2 {
+				t.Fatalf("%v: %d dictionary entries survive a power loss right after AddSymbols, want 2", d, len(got))
+			}
+		})
+	}
+}
