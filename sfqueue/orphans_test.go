@@ -21,13 +21,13 @@ func TestListOrphansMarkFailedRemoveSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	slot("self", 3, 0)       // the caller's own slot: excluded
-	slot("orphan-a", 3, 1)   // unacked frames: listed
-	slot("orphan-b", 5, 0)   // listed
-	slot("drained", 4, 4)    // everything acked: not an orphan
-	slot("empty", 0, 0)      // never used
-	slot("failed", 2, 0)     // marked failed below
-	slot("busy", 2, 0)       // locked below
+	slot("self", 3, 0)      // the caller's own slot: excluded
+	slot("orphan-a", 3, 1)  // unacked frames: listed
+	slot("orphan-b", 5, 0)  // listed
+	slot("drained", 4, 4)   // everything acked: not an orphan
+	slot("empty", 0, 0)     // never used
+	slot("failed", 2, 0)    // marked failed below
+	slot("busy", 2, 0)      // locked below
 	slot("set-aside", 2, 0) // renamed below like recovery sets a slot aside
 	if err := os.Rename(filepath.Join(dir, "set-aside"), filepath.Join(dir, "x.unreplayable-1")); err != nil {
 		t.Fatal(err)
