@@ -1,6 +1,8 @@
 package qwp
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -308,6 +310,128 @@ func checkFrame(t *testing.T, frame []byte, m *model, dict *MemDict, opts Encode
 	}
 }
 
+// harness writes rows through an Encoder and, in step, into a model of
+// what each frame must decode to; every finished frame is checked.
+type harness struct {
+	t       *testing.T
+	opts    EncoderOptions
+	dict    *MemDict
+	e       *Encoder
+	specs   []colSpec
+	tables  []string
+	cols    map[string][]Col
+	m       *model
+	symFrom int
+	rows    map[string]*pendingRow // rows in progress
+	frames  int                    // non-empty frames checked
+	large   int                    // rows refused as too large
+}
+
+// pendingRow is a row in progress: its columns in first-set order, the
+// values that must arrive, and the calls that set them.
+type pendingRow struct {
+	names []string
+	vals  map[string]any
+	sets  []func()
+}
+
+func newHarness(t *testing.T, dict *MemDict, opts EncoderOptions) *harness {
+	h := &harness{t: t, opts: opts, dict: dict, e: NewEncoder(dict, opts), tables: []string{"t1", "t2", "t3"},
+		cols: map[string][]Col{}, m: &model{tables: map[string]*modelTable{}}, rows: map[string]*pendingRow{}}
+	for _, s := range allSpecs() {
+		if s.typ != TypeSymbol || opts.DeltaSymbolDict {
+			h.specs = append(h.specs, s)
+		}
+	}
+	for _, name := range h.tables {
+		tb := mustTable(t, h.e, name)
+		for _, s := range h.specs {
+			h.cols[name] = append(h.cols[name], declare(t, tb, s))
+		}
+	}
+	h.symFrom, _ = h.e.SymbolRange()
+	return h
+}
+
+// set sets column spec of table to a value; a second set in a row wins.
+func (h *harness) set(table, spec int, set func(*Table, Col), want any) {
+	name := h.tables[table]
+	tb, c := mustTable(h.t, h.e, name), h.cols[name][spec]
+	row := h.rows[name]
+	if row == nil {
+		row = &pendingRow{vals: map[string]any{}}
+		h.rows[name] = row
+	}
+	col := h.specs[spec].name
+	if _, ok := row.vals[col]; !ok {
+		row.names = append(row.names, col)
+	}
+	row.vals[col] = want
+	call := func() { set(tb, c) }
+	row.sets = append(row.sets, call)
+	call()
+}
+
+func (h *harness) cancel(table int) {
+	name := h.tables[table]
+	mustTable(h.t, h.e, name).CancelRow()
+	delete(h.rows, name)
+}
+
+// endRow ends table's row; on ErrFrameFull it finishes the frame and
+// writes the row again, as a caller must.
+func (h *harness) endRow(table int) {
+	name := h.tables[table]
+	tb := mustTable(h.t, h.e, name)
+	row := h.rows[name]
+	if row == nil {
+		row = &pendingRow{vals: map[string]any{}}
+	}
+	delete(h.rows, name)
+	for {
+		err := tb.EndRow()
+		if err == nil {
+			h.m.table(name).endRow(row.names, row.vals)
+			return
+		}
+		var tl *RowTooLargeError
+		if errors.As(err, &tl) {
+			if h.e.Rows() != 0 || tl.Table != name || tl.Size <= tl.Limit {
+				h.t.Fatalf("RowTooLargeError %+v with %d rows in the frame", tl, h.e.Rows())
+			}
+			h.large++
+			return
+		}
+		if !errors.Is(err, ErrFrameFull) {
+			h.t.Fatal(err)
+		}
+		h.finish()
+		for _, set := range row.sets {
+			set()
+		}
+	}
+}
+
+// finish finishes the frame (cancelling rows in progress) and checks it.
+func (h *harness) finish() {
+	_, symTo := h.e.SymbolRange()
+	size := h.e.Size()
+	frame := h.e.Finish(nil)
+	if size != len(frame) {
+		h.t.Fatalf("Size() = %d, Finish appended %d bytes", size, len(frame))
+	}
+	if len(frame) > h.e.MaxFrameBytes() {
+		h.t.Fatalf("frame of %d bytes over the %d limit", len(frame), h.e.MaxFrameBytes())
+	}
+	if len(frame) > 0 {
+		checkFrame(h.t, frame, h.m, h.dict, h.opts, h.symFrom, symTo)
+		h.frames++
+	}
+	h.m = &model{tables: map[string]*modelTable{}}
+	h.rows = map[string]*pendingRow{}
+	h.symFrom = symTo
+}
+
 // TestRandomFramesRoundTrip writes random rows of every type, with NULLs,
 // repeated sets, cancelled and rolled-back rows, into frames of random size
 // limits, and checks every frame: Size() equals its length and it decodes to
@@ -326,119 +450,99 @@ func TestRandomFramesRoundTrip(t *testing.T) {
 
 func roundTrip(t *testing.T, opts EncoderOptions, nFrames int) {
 	r := rand.New(rand.NewPCG(1, uint64(nFrames)))
-	var specs []colSpec
-	for _, s := range allSpecs() {
-		if s.typ != TypeSymbol || opts.DeltaSymbolDict {
-			specs = append(specs, s)
-		}
-	}
 	dict := NewMemDict()
-	var frames, tooLarge int
+	frames, large := 0, 0
 	for frames < nFrames {
 		opts.MaxFrameBytes = 200 + r.IntN(6000)
-		e := NewEncoder(dict, opts)
-		tables := []string{"t1", "t2", "t3"}
-		cols := map[string][]Col{}
-		for _, name := range tables {
-			tb := mustTable(t, e, name)
-			for _, s := range specs {
-				cols[name] = append(cols[name], declare(t, tb, s))
-			}
-		}
-		clock := map[string]int64{}
-		m := &model{tables: map[string]*modelTable{}}
-		symFrom, _ := e.SymbolRange()
-		pSet := make([]float64, len(specs)) // per-column chance of a value
+		h := newHarness(t, dict, opts)
+		clock := map[int]int64{}
+		pSet := make([]float64, len(h.specs)) // per-column chance of a value
 		for i := range pSet {
 			pSet[i] = []float64{0, 0.3, 0.9, 1}[r.IntN(4)]
 		}
-		finish := func() {
-			_, symTo := e.SymbolRange()
-			size := e.Size()
-			frame := e.Finish(nil)
-			if size != len(frame) {
-				t.Fatalf("Size() = %d, Finish appended %d bytes", size, len(frame))
-			}
-			if len(frame) > opts.MaxFrameBytes {
-				t.Fatalf("frame of %d bytes over the %d limit", len(frame), opts.MaxFrameBytes)
-			}
-			if len(frame) > 0 {
-				checkFrame(t, frame, m, dict, opts, symFrom, symTo)
-				frames++
-			}
-			m = &model{tables: map[string]*modelTable{}}
-			symFrom = symTo
-		}
 		for row := 0; row < 300; row++ {
-			name := tables[r.IntN(len(tables))]
-			tb := mustTable(t, e, name)
-			var names []string
-			vals := map[string]any{}
-			var sets []func()
-			for i, s := range specs {
-				if r.Float64() >= pSet[i] {
-					continue
-				}
-				c := cols[name][i]
-				var set func(*Table, Col)
-				var want any
-				if s.gen == nil {
+			table := r.IntN(len(h.tables))
+			// Sometimes abandon a garbage row first.
+			for attempt := r.IntN(10) == 0; ; attempt = false {
+				for i, s := range h.specs {
+					if r.Float64() >= pSet[i] {
+						continue
+					}
+					if s.gen != nil {
+						set, want := s.gen(r)
+						h.set(table, i, set, want)
+						continue
+					}
 					step := int64(1000)
 					if r.IntN(50) == 0 {
 						step = int64(r.Uint64() >> 1) // an occasional huge jump: DoD overflow
 					}
-					clock[name] += step + int64(r.IntN(3))
-					v := clock[name]
-					set, want = func(t *Table, c Col) { t.TimestampNanos(c, v) }, v
+					clock[table] += step + int64(r.IntN(3))
+					v := clock[table]
+					h.set(table, i, func(t *Table, c Col) { t.TimestampNanos(c, v) }, v)
+				}
+				if !attempt {
+					break
+				}
+				h.cancel(table)
+			}
+			if r.IntN(10) == 0 { // a second value for a column: it wins
+				i := r.IntN(len(h.specs))
+				if s := h.specs[i]; s.gen != nil {
+					set, want := s.gen(r)
+					h.set(table, i, set, want)
+				}
+			}
+			h.endRow(table)
+		}
+		h.finish()
+		frames += h.frames
+		large += h.large
+	}
+	if large == 0 {
+		t.Log("no row was too large for its frame")
+	}
+}
+
+// FuzzEncoderRoundTrip drives the encoder with operations read from the
+// input: set a column of one of three tables to a value derived from eight
+// input bytes, end or cancel a row, finish the frame. Every frame must be
+// within the limit, exactly Size() long and decode to the rows ended.
+func FuzzEncoderRoundTrip(f *testing.F) {
+	f.Add(uint16(300), []byte{0x00, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x05, 0x07})
+	f.Add(uint16(64), bytes.Repeat([]byte{0x08, 17, 0xff, 0, 0, 0, 0, 0, 0, 0x80, 0x0d}, 20))
+	f.Fuzz(func(t *testing.T, limit uint16, ops []byte) {
+		h := newHarness(t, NewMemDict(), EncoderOptions{MaxFrameBytes: int(limit), Gorilla: limit%2 == 0, DeltaSymbolDict: true})
+		for len(ops) > 0 {
+			op := ops[0]
+			table := int(op>>3) % len(h.tables)
+			ops = ops[1:]
+			switch op & 7 {
+			case 5:
+				h.endRow(table)
+			case 6:
+				h.cancel(table)
+			case 7:
+				h.finish()
+			default: // set: a column byte and an 8-byte value seed
+				if len(ops) < 9 {
+					ops = nil
+					break
+				}
+				i := int(ops[0]) % len(h.specs)
+				seed := binary.LittleEndian.Uint64(ops[1:9])
+				ops = ops[9:]
+				if s := h.specs[i]; s.gen != nil {
+					set, want := s.gen(rand.New(rand.NewPCG(seed, 0)))
+					h.set(table, i, set, want)
 				} else {
-					set, want = s.gen(r)
-				}
-				names = append(names, s.name)
-				vals[s.name] = want
-				sets = append(sets, func() { set(tb, c) })
-			}
-			// Write the row, sometimes setting a column twice (the second
-			// value wins) or abandoning a garbage row first.
-			if r.IntN(10) == 0 {
-				for _, set := range sets {
-					set()
-				}
-				tb.CancelRow()
-			}
-			for _, set := range sets {
-				set()
-			}
-			if len(sets) > 0 && r.IntN(10) == 0 {
-				sets[0]()
-			}
-			for {
-				err := tb.EndRow()
-				if err == nil {
-					m.table(name).endRow(names, vals)
-					break
-				}
-				var tl *RowTooLargeError
-				if errors.As(err, &tl) {
-					if e.Rows() != 0 || tl.Table != name || tl.Size <= tl.Limit {
-						t.Fatalf("RowTooLargeError %+v with %d rows in the frame", tl, e.Rows())
-					}
-					tooLarge++
-					break
-				}
-				if !errors.Is(err, ErrFrameFull) {
-					t.Fatal(err)
-				}
-				finish()
-				for _, set := range sets {
-					set()
+					v := int64(seed)
+					h.set(table, i, func(t *Table, c Col) { t.TimestampNanos(c, v) }, v)
 				}
 			}
 		}
-		finish()
-	}
-	if tooLarge == 0 {
-		t.Log("no row was too large for its frame")
-	}
+		h.finish()
+	})
 }
 
 // TestSizeExactAfterEveryRow checks Size() against Finish at every row count
