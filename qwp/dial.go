@@ -58,7 +58,8 @@ type DialOptions struct {
 	ClientID string
 	// DurableAck is one of the DurableAck* tiers. Dial fails unless the
 	// server confirms every tier asked for.
-	DurableAck       string
+	DurableAck string
+	// HandshakeTimeout bounds the upgrade; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 }
 
@@ -95,6 +96,7 @@ const (
 	UpgradeVersionMismatch
 )
 
+// String names the kind for logs.
 func (k UpgradeErrorKind) String() string {
 	switch k {
 	case UpgradeTransient:
@@ -119,10 +121,12 @@ type UpgradeError struct {
 	Err        error // the underlying dial error, if any
 }
 
+// Error describes the failure with its kind.
 func (e *UpgradeError) Error() string {
 	return fmt.Sprintf("qwp: upgrade failed (%s): %s", e.Kind, e.Msg)
 }
 
+// Unwrap returns the underlying dial error, if any.
 func (e *UpgradeError) Unwrap() error { return e.Err }
 
 // Dial opens a QWP connection: the WebSocket upgrade with version, client

@@ -37,6 +37,7 @@ type RowTooLargeError struct {
 	Limit int // MaxFrameBytes in effect
 }
 
+// Error names the table, the size and the limit.
 func (e *RowTooLargeError) Error() string {
 	return fmt.Sprintf("qwp: a row of table %q needs a %d-byte frame on its own, over the %d-byte frame limit",
 		e.Table, e.Size, e.Limit)

@@ -29,6 +29,8 @@ var categoryNames = [...]string{
 	CategoryProtocolViolation: "PROTOCOL_VIOLATION", CategoryDataLoss: "DATA_LOSS",
 }
 
+// String returns the category's name as the store-and-forward contract
+// spells it.
 func (c Category) String() string {
 	if c >= 0 && int(c) < len(categoryNames) {
 		return categoryNames[c]
@@ -81,6 +83,7 @@ var policyNames = [...]string{
 	PolicyRetriableOther: "retriable_other", PolicyAbandoned: "abandoned",
 }
 
+// String returns the policy as configuration spells it.
 func (p Policy) String() string {
 	if p > 0 && int(p) < len(policyNames) {
 		return policyNames[p]
