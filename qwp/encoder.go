@@ -301,7 +301,10 @@ func (c *column) describe() string {
 // frame; ErrFrameFull when the frame cannot take it (finish the frame and
 // write the row again); *RowTooLargeError when no frame can; or the error
 // of a setter given a bad handle or value. On any error the row is rolled
-// back and the frame is unchanged.
+// back and the frame is unchanged, except that SYMBOL values it registered
+// stay in the dictionary and travel with the next frame's delta section: a
+// caller that drops rows too large for a frame should size them before
+// setting their symbols.
 func (t *Table) EndRow() error {
 	e := t.e
 	if t.rowErr != nil {
@@ -606,6 +609,12 @@ func (t *Table) Symbol(h Col, v []byte) {
 	}
 	if !utf8.Valid(v) {
 		t.badValue(c, "symbol %q is not valid UTF-8", v)
+		return
+	}
+	// An entry no frame can carry would stay pending forever and make
+	// every later frame too large: refuse it before it is registered.
+	if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
+		t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
 		return
 	}
 	id := t.e.dict.ID(v)

@@ -493,3 +493,21 @@ func TestFinishCancelsFailedRow(t *testing.T) {
 		t.Fatalf("first row of the next frame: %v", err)
 	}
 }
+
+// TestSymbolTooLargeForAnyFrame: a symbol whose dictionary entry alone
+// cannot fit in a frame is refused before it reaches the dictionary.
+func TestSymbolTooLargeForAnyFrame(t *testing.T) {
+	dict := NewMemDict()
+	e := NewEncoder(dict, EncoderOptions{MaxFrameBytes: 100, DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	tb.SymbolString(s, strings.Repeat("x", 80))
+	if err := tb.EndRow(); err == nil || !strings.Contains(err.Error(), "80-byte symbol cannot fit in a 100-byte frame") {
+		t.Fatalf("EndRow = %v", err)
+	}
+	if dict.Len() != 0 {
+		t.Fatalf("the refused symbol was registered")
+	}
+	tb.SymbolString(s, strings.Repeat("x", 40))
+	mustEndRow(t, tb)
+}
