@@ -29,7 +29,7 @@ var ErrClosed = errors.New("sender: closed")
 // TerminalError is the error behind the Terminal state: the sender stopped
 // sending and every unacknowledged frame stays in the queue.
 type TerminalError struct {
-	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, SECURITY_ERROR for a 401/403 upgrade, NONE for an unconfirmed durable ack
+	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, SECURITY_ERROR for a 401/403 upgrade, PARSE_ERROR for a frame the server cannot take, NONE for other client-side conditions
 	FSN      uint64       // the frame concerned, 0 when none
 	Err      error
 }
@@ -495,7 +495,7 @@ func (s *Sender) send(c *conn) (end, bool) {
 	for !c.genSwitch && c.win.inFlight() < s.o.MaxInFlight {
 		fsn, payload, ok, err := s.cursor.Next()
 		if err != nil {
-			return terminal(qwp.CategoryInternalError, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
+			return terminal(qwp.CategoryNone, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
 		}
 		if !ok {
 			return end{}, false
