@@ -369,3 +369,46 @@ func TestCloseDuringGroupCommitWait(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRotationFsyncDoesNotBlockTheConsumer(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
+		SyncInterval: time.Hour, MaxSegmentBytes: 1024})
+	defer q.Close()
+	for i := range 4 { // fills the first segment (24 + 4*208 bytes)
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	entered, release := blockingSyncs(cfs)
+	rotating := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(5, 200))
+		rotating <- err
+	}()
+	<-entered // the append is fsyncing segment 1 before writing segment 2
+	behind := make(chan uint64, 1)
+	go func() {
+		fsn, _ := q.Append(context.Background(), testPayload(6, 10))
+		behind <- fsn
+	}()
+	// The consumer reads and acks while the fsync is in flight.
+	c := q.NewCursor()
+	if got := drain(t, c); len(got) != 4 {
+		t.Fatalf("consumer read %d frames during the rotation fsync, want 4", len(got))
+	}
+	q.Ack(2)
+	select {
+	case fsn := <-behind:
+		t.Fatalf("an append (FSN %d) reached the next segment before the sealed one was durable", fsn)
+	default:
+	}
+	close(release)
+	if err := <-rotating; err != nil {
+		t.Fatal(err)
+	}
+	if fsn := <-behind; fsn != 6 {
+		t.Fatalf("append behind the rotation got FSN %d, want 6", fsn)
+	}
+	if st := q.Stats(); st.AckedFSN != 2 || st.PublishedFSN != 6 {
+		t.Fatalf("after the rotation: %+v", st)
+	}
+}

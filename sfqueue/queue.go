@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,7 @@ type Queue struct {
 	fatal    *FatalError
 	closed   bool
 	syncing  bool
+	rotating bool // an append is fsyncing the segment it seals (q.mu released)
 	dirDirty bool // a segment was created since the last directory fsync
 	consumer ConsumerState
 	space    chan struct{} // closed and replaced when room may have appeared
@@ -156,6 +158,9 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
+		for q.rotating && !q.closed {
+			q.syncDone.Wait()
+		}
 		if err := q.usableLocked(); err != nil {
 			return 0, err
 		}
@@ -336,18 +341,19 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 		fsn++
 	}
 
-	undo := q.snapshotLocked()
+	rollback := q.snapshotLocked(created)
 	for _, c := range chunks {
 		if c.seg != q.active {
 			if prev := q.active; prev != nil && prev.dirty && q.sf && q.o.Durability != DurabilityMemory {
-				if err := q.fsyncLocked(prev); err != nil {
-					undo(created)
+				if err := q.rotationSyncLocked(prev); err != nil {
+					rollback.undo()
 					return err
 				}
 			}
 			q.segs = append(q.segs, c.seg)
 			q.active = c.seg
 			q.used += segmentHeaderSize
+			rollback.added += segmentHeaderSize
 			q.dirDirty = true
 		}
 		buf := q.wbuf[:0]
@@ -356,7 +362,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 		}
 		q.wbuf = buf
 		if _, err := c.seg.f.WriteAt(buf, c.seg.size); err != nil {
-			undo(created)
+			rollback.undo()
 			if isNoSpace(err) {
 				return err
 			}
@@ -370,6 +376,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 		c.seg.size = off
 		c.seg.dirty = true
 		q.used += int64(len(buf))
+		rollback.added += int64(len(buf))
 	}
 	if len(q.wbuf) > 4*int(q.o.MaxSegmentBytes) {
 		q.wbuf = nil // do not pin a huge buffer after an unusual batch
@@ -386,29 +393,70 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 	return nil
 }
 
-// snapshotLocked captures the write state and returns a function that
-// restores it and deletes the segments created for the failed batch. It
-// also zeroes the length of the first frame written past the old end, so a
-// crash cannot resurrect frames of a batch that was refused.
-func (q *Queue) snapshotLocked() func(created []*segment) {
-	nsegs, active, used := len(q.segs), q.active, q.used
-	var size int64
-	var frames int
-	if active != nil {
-		size, frames = active.size, len(active.offsets)
+// writeUndo restores the write state after a failed batch: the active
+// segment's size and frames, the bytes accounted, and the segments created
+// for the batch (deleted). It also zeroes the length of the first frame
+// written past the old end, so a crash cannot resurrect frames of a batch
+// that was refused.
+type writeUndo struct {
+	q       *Queue
+	active  *segment
+	size    int64
+	frames  int
+	added   int64 // bytes added to q.used so far
+	created []*segment
+}
+
+func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
+	u := &writeUndo{q: q, active: q.active, created: created}
+	if u.active != nil {
+		u.size, u.frames = u.active.size, len(u.active.offsets)
 	}
-	return func(created []*segment) {
-		q.segs = q.segs[:nsegs]
-		q.active, q.used = active, used
-		if active != nil {
-			active.size, active.offsets = size, active.offsets[:frames]
-			active.f.WriteAt(make([]byte, 4), size)
-		}
-		for _, s := range created {
-			s.f.Close()
-			q.fs.Remove(s.path)
-		}
+	return u
+}
+
+func (u *writeUndo) undo() {
+	q := u.q
+	q.segs = slices.DeleteFunc(q.segs, func(s *segment) bool { return slices.Contains(u.created, s) })
+	q.active = u.active
+	q.used -= u.added
+	if a := u.active; a != nil {
+		a.size, a.offsets = u.size, a.offsets[:u.frames]
+		a.f.WriteAt(make([]byte, 4), u.size)
 	}
+	for _, s := range u.created {
+		s.f.Close()
+		q.fs.Remove(s.path)
+	}
+}
+
+// rotationSyncLocked fsyncs the segment being sealed, with q.mu released
+// so the consumer keeps reading and acking meanwhile. Other appends wait
+// (q.rotating): nothing may reach the next segment before this one is
+// durable, or a power loss could leave a hole between them.
+func (q *Queue) rotationSyncLocked(prev *segment) error {
+	prev.refs++
+	q.rotating = true
+	q.mu.Unlock()
+	start := time.Now()
+	err := prev.f.Sync()
+	elapsed := time.Since(start)
+	q.mu.Lock()
+	q.rotating = false
+	prev.refs--
+	if prev.removed && prev.refs == 0 {
+		prev.f.Close()
+	}
+	q.st.recordFsync(elapsed)
+	q.syncDone.Broadcast()
+	if err != nil {
+		return q.latchLocked("fsync "+filepath.Base(prev.path), err)
+	}
+	if q.closed {
+		return ErrClosed
+	}
+	prev.dirty = false
+	return nil
 }
 
 // latchLocked records the first fatal error; later appends fail with it.
@@ -512,7 +560,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing {
+	for q.syncing || q.rotating {
 		q.syncDone.Wait()
 	}
 	var errs []error
