@@ -510,9 +510,11 @@ func roundTrip(t *testing.T, opts EncoderOptions, nFrames int) {
 // within the limit, exactly Size() long and decode to the rows ended.
 func FuzzEncoderRoundTrip(f *testing.F) {
 	f.Add(uint16(300), []byte{0x00, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x05, 0x07})
-	f.Add(uint16(64), bytes.Repeat([]byte{0x08, 17, 0xff, 0, 0, 0, 0, 0, 0, 0x80, 0x0d}, 20))
+	f.Add(uint16(0), bytes.Repeat([]byte{0x08, 17, 0xff, 0, 0, 0, 0, 0, 0, 0x80, 0x0d}, 20))
 	f.Fuzz(func(t *testing.T, limit uint16, ops []byte) {
-		h := newHarness(t, NewMemDict(), EncoderOptions{MaxFrameBytes: int(limit), Gorilla: limit%2 == 0, DeltaSymbolDict: true})
+		// At least 64 bytes: every generated symbol fits in a frame.
+		opts := EncoderOptions{MaxFrameBytes: 64 + int(limit), Gorilla: limit%2 == 0, DeltaSymbolDict: true}
+		h := newHarness(t, NewMemDict(), opts)
 		for len(ops) > 0 {
 			op := ops[0]
 			table := int(op>>3) % len(h.tables)
