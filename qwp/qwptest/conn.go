@@ -25,7 +25,8 @@ const okEvery = 8
 // CLOSE frame, so that the client sees the CLOSE rather than a reset.
 const drainTimeout = 5 * time.Second
 
-const writeTimeout = 10 * time.Second
+// controlTimeout bounds writing a PONG or CLOSE frame.
+const controlTimeout = 10 * time.Second
 
 type itemKind int
 
@@ -136,7 +137,7 @@ func (c *conn) handle(it item) bool {
 			}
 		case itemPing:
 			c.flushOK()
-			_ = c.ws.WriteControl(websocket.PongMessage, it.data, time.Now().Add(writeTimeout))
+			_ = c.ws.WriteControl(websocket.PongMessage, it.data, time.Now().Add(controlTimeout))
 			return true
 		case itemText:
 			c.closeWith(websocket.CloseUnsupportedData, "TEXT frames are not supported")
@@ -150,7 +151,7 @@ func (c *conn) handle(it item) bool {
 			if code == websocket.CloseNoStatusReceived {
 				code = websocket.CloseNormalClosure
 			}
-			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(writeTimeout))
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(controlTimeout))
 			return false
 		case itemGone:
 			c.s.logf("conn %d: %v", c.id, it.err)
@@ -311,8 +312,10 @@ func (c *conn) release() {
 	c.sendDurable()
 }
 
+// write sends a response. It has no deadline: like QuestDB, a connection
+// whose client does not read stops processing frames, which pushes back
+// through TCP; kill unblocks it.
 func (c *conn) write(b []byte) {
-	_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
 		c.s.logf("conn %d: write: %v", c.id, err)
 	}
@@ -322,7 +325,7 @@ func (c *conn) write(b []byte) {
 // connection and drains what the client still sends, as QuestDB does.
 func (c *conn) closeWith(code int, reason string) {
 	c.flushOK()
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(writeTimeout))
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(controlTimeout))
 	<-c.readerDone // the reader stopped after handing over this item
 	nc := c.ws.NetConn()
 	if tc, ok := nc.(*net.TCPConn); ok {

@@ -559,3 +559,23 @@ func TestFramesOver64KiB(t *testing.T) {
 	c.ackedThrough(0)
 	assert.Equal(t, int64(10_000), s.RowCount("big"))
 }
+
+func TestDurableAckTrailsHeldOKs(t *testing.T) {
+	s := newServer(t, Options{DurableAck: true})
+	c := dial(t, s, http.Header{"X-QWP-Request-Durable-Ack": {"true"}})
+	other := dial(t, s, nil)
+	other.send(longRows(0, "t", 1)) // seqTxn 1 comes from another connection
+	other.ackedThrough(0)
+	s.StallAcks()
+	c.send(longRows(0, "t", 1))
+	require.NoError(t, s.WaitRows(context.Background(), "t", 2))
+	s.EmitDurableAcks()
+	c.ping()
+	c.expect("pong") // stalled: neither the OK nor the durable ack
+	s.ReleaseAcks()
+	r := c.resp()
+	assert.Equal(t, qwp.Response{Status: qwp.StatusOK, Seq: 0, Tables: []qwp.TableTxn{{Name: "t", SeqTxn: 2}}}, r)
+	r = c.resp()
+	assert.Equal(t, qwp.StatusDurableAck, r.Status, "the durable ack follows the OK")
+	assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 2}}, r.Tables)
+}
