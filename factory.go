@@ -1,0 +1,132 @@
+package questdbexporter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
+)
+
+// instances is the process-wide registry behind NewFactory: the collector
+// may build the metrics and the logs exporter of one ID from one factory
+// or from two calls of NewFactory, and they must still share one instance.
+var instances = newRegistry(newInstance)
+
+// NewFactory returns the factory of the questdb exporter (metrics and logs,
+// alpha).
+func NewFactory() exporter.Factory {
+	return newFactory(instances)
+}
+
+func newFactory(r *registry) exporter.Factory {
+	f := &factory{reg: r}
+	return exporter.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		exporter.WithMetrics(f.createMetrics, metadata.MetricsStability),
+		exporter.WithLogs(f.createLogs, metadata.LogsStability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		Endpoints:                   []string{defaultEndpoint},
+		TLS:                         configoptional.Default(configtls.NewDefaultClientConfig()),
+		SFDir:                       defaultSFDir,
+		SFMaxSegmentBytes:           4 << 20,
+		SFDurability:                "memory",
+		SFSyncInterval:              5 * time.Second,
+		SFAppendDeadline:            5 * time.Second,
+		OnFull:                      "block",
+		MaxBatchBytes:               defaultMaxBatchBytes,
+		MaxInFlight:                 128,
+		ReconnectInitialBackoff:     100 * time.Millisecond,
+		ReconnectMaxBackoff:         5 * time.Second,
+		CloseFlushTimeout:           5 * time.Second,
+		DurableAckKeepaliveInterval: 200 * time.Millisecond,
+		MaxFrameRejections:          4,
+		OnServerError:               "auto",
+		ErrorInboxCapacity:          256,
+		MaxBackgroundDrainers:       4,
+		SymbolDictMaxEntries:        maxSymbolDictEntries / 2,
+		Tables: TablesConfig{
+			Gauge:                "otel_metrics_gauge",
+			Sum:                  "otel_metrics_sum",
+			Histogram:            "otel_metrics_histogram",
+			ExponentialHistogram: "otel_metrics_exp_histogram",
+			Summary:              "otel_metrics_summary",
+			Logs:                 "otel_logs",
+		},
+		MetricAttributesType: "symbol",
+	}
+}
+
+type factory struct{ reg *registry }
+
+// helperOptions turn off exporterhelper's own queue, retries and timeout:
+// the store-and-forward queue is the queue, the I/O loop retries forever,
+// and a consume call waits only for the queue (bounded by
+// sf_append_deadline and the caller's context).
+func (f *factory) helperOptions(h *handle) []exporterhelper.Option {
+	return []exporterhelper.Option{
+		exporterhelper.WithStart(h.Start),
+		exporterhelper.WithShutdown(h.Shutdown),
+		exporterhelper.WithTimeout(exporterhelper.TimeoutConfig{Timeout: 0}),
+		exporterhelper.WithRetry(configretry.BackOffConfig{Enabled: false}),
+		exporterhelper.WithQueue(configoptional.None[exporterhelper.QueueBatchConfig]()),
+		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
+	}
+}
+
+func (f *factory) acquire(set exporter.Settings, cfg component.Config) (*handle, error) {
+	if err := checkPlatform(); err != nil {
+		return nil, err
+	}
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, fmt.Errorf("questdb exporter: config is %T, want *questdbexporter.Config", cfg)
+	}
+	return f.reg.acquire(c, set)
+}
+
+func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
+	h, err := f.acquire(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, h.consumeMetrics, f.helperOptions(h)...)
+	if err != nil {
+		return nil, releaseAfter(ctx, h, err)
+	}
+	return exp, nil
+}
+
+func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
+	h, err := f.acquire(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewLogs(ctx, set, cfg, h.consumeLogs, f.helperOptions(h)...)
+	if err != nil {
+		return nil, releaseAfter(ctx, h, err)
+	}
+	return exp, nil
+}
+
+// releaseAfter drops the handle of an exporter that could not be built, so
+// the shared instance does not wait for a Shutdown that never comes.
+func releaseAfter(ctx context.Context, h *handle, err error) error {
+	if sErr := h.Shutdown(ctx); sErr != nil {
+		return fmt.Errorf("%w (and releasing the shared instance: %v)", err, sErr)
+	}
+	return err
+}
