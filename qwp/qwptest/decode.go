@@ -483,7 +483,7 @@ func (bd *blockDecoder) varlen(isVarchar bool, n int, add func(any)) error {
 	for i := 1; i <= n; i++ {
 		o := le.Uint32(offs[4*i:])
 		if o < prev || o > end {
-			return parseErr("offset[%d] = %d is not monotonic within 0..%d", i, o, end)
+			return parseErr("offset[%d] = %d is below offset[%d] = %d or past the last offset %d", i, o, i-1, prev, end)
 		}
 		v := data[prev:o]
 		if isVarchar {
