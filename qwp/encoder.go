@@ -72,9 +72,6 @@ type Encoder struct {
 // dict.Len(): entries already in dict are assumed known to the server (sent
 // as catch-up). dict may be nil only when DeltaSymbolDict is false.
 func NewEncoder(dict SymbolDict, opts EncoderOptions) *Encoder {
-	if opts.DeltaSymbolDict && dict == nil {
-		panic("qwp: NewEncoder: DeltaSymbolDict requires a SymbolDict")
-	}
 	e := &Encoder{opts: opts, tables: make(map[string]*Table), frame: 1}
 	e.limit = opts.MaxFrameBytes
 	if e.limit <= 0 || e.limit > HeaderSize+MaxPayloadBytes {
@@ -92,8 +89,12 @@ func NewEncoder(dict SymbolDict, opts EncoderOptions) *Encoder {
 
 // Reset discards the current frame and continues with dict, whose existing
 // entries are assumed known to the server (for a new dictionary generation,
-// pass an empty one). Table and column handles stay valid.
+// pass an empty one). Table and column handles stay valid. dict may be nil
+// only when DeltaSymbolDict is false.
 func (e *Encoder) Reset(dict SymbolDict) {
+	if e.opts.DeltaSymbolDict && dict == nil {
+		panic("qwp: EncoderOptions.DeltaSymbolDict requires a SymbolDict")
+	}
 	e.dict = dict
 	e.clear()
 	e.dictStart, e.dictEnd = 0, 0

@@ -3,6 +3,7 @@ package qwp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -510,4 +511,22 @@ func TestSymbolTooLargeForAnyFrame(t *testing.T) {
 	}
 	tb.SymbolString(s, strings.Repeat("x", 40))
 	mustEndRow(t, tb)
+}
+
+// TestNilDictWithDeltaDictPanics: a missing dictionary is a programming
+// error caught at construction, not at the first SYMBOL value.
+func TestNilDictWithDeltaDictPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"NewEncoder": func() { NewEncoder(nil, EncoderOptions{DeltaSymbolDict: true}) },
+		"Reset":      func() { NewEncoder(NewMemDict(), EncoderOptions{DeltaSymbolDict: true}).Reset(nil) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "requires a SymbolDict") {
+					t.Errorf("%s: recovered %v, want a panic naming the missing SymbolDict", name, r)
+				}
+			}()
+			f()
+		}()
+	}
 }
