@@ -72,7 +72,8 @@ type conn struct {
 	committedSeq int64 // highest seq whose rows are committed
 	okSeq        int64 // highest seq covered by a sent OK
 	okTables     []tableTxn
-	heldErr      []byte // an error frame held by StallAcks
+	heldErr      []byte          // an error frame held by StallAcks
+	tables       map[*table]bool // distinct tables written, for maxTablesPerConn
 	okTxn        map[*table]int64
 	durableSent  map[*table]int64
 }
@@ -84,7 +85,7 @@ func newConn(s *Server, ws *websocket.Conn, id int, durable qwp.Status) *conn {
 		done: make(chan struct{}), readerDone: make(chan struct{}),
 		dec:          Decoder{CountOnly: s.opts.CountOnly},
 		committedSeq: -1, okSeq: -1,
-		okTxn: map[*table]int64{}, durableSent: map[*table]int64{},
+		tables: map[*table]bool{}, okTxn: map[*table]int64{}, durableSent: map[*table]int64{},
 	}
 }
 
@@ -204,7 +205,7 @@ func (c *conn) process(seq int64, data []byte) *StatusError {
 		return parseErr("durable-ack poll flag 0x%02x without a negotiated durable ack", flagDurableAckPoll)
 	}
 	for i := range m.Tables {
-		if err := c.s.store.stage(&m.Tables[i], &c.pend); err != nil {
+		if err := c.s.store.stage(&m.Tables[i], &c.pend, c.tables); err != nil {
 			return err
 		}
 	}

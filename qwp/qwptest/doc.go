@@ -39,7 +39,7 @@
 //     0x09 for a new column), SCHEMA_MISMATCH for incompatible types,
 //     TIMESTAMP <-> TIMESTAMP_NANOS converted, integer and float widening
 //     with range checks, VARCHAR <-> SYMBOL, array dimensions fixed by the
-//     first value;
+//     first value; WRITE_ERROR past 10,000 distinct tables on a connection;
 //   - durable acks (0x02, or 0x0E for the "local" tier) on demand
 //     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
 //     only tables whose durable seqTxn advanced.
@@ -56,8 +56,7 @@
 // fragmented frames) are handled by gorilla/websocket, which answers with
 // its own CLOSE codes instead of a bare TCP close and reassembles fragmented
 // messages instead of refusing them with 1002; the Origin check; the
-// force-commit of a deferred group at qwp.max.uncommitted.rows; the
-// 10,000-tables-per-connection limit; conversions beyond those listed
+// force-commit of a deferred group at qwp.max.uncommitted.rows; conversions beyond those listed
 // (VARCHAR parsed into other types, numbers or other values rendered into
 // VARCHAR or SYMBOL, DECIMAL rescaling);
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP

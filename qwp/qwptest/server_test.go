@@ -579,3 +579,25 @@ func TestDurableAckTrailsHeldOKs(t *testing.T) {
 	assert.Equal(t, qwp.StatusDurableAck, r.Status, "the durable ack follows the OK")
 	assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 2}}, r.Tables)
 }
+
+func TestTablesPerConnectionLimit(t *testing.T) {
+	s := newServer(t, Options{CountOnly: true})
+	c := dial(t, s, nil)
+	var p wire
+	for i := range maxTablesPerConn {
+		p = append(p, blockHeader("t"+strconv.Itoa(i), 1, "v", qwp.TypeByte)...)
+		p = p.u8(0, 1)
+	}
+	c.send(message(0, maxTablesPerConn, p))
+	c.ackedThrough(0)
+	c.send(longRows(0, "t9999", 1)) // a table already written is fine
+	c.ackedThrough(1)
+	c.send(longRows(0, "one_too_many", 1))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusWriteError, r.Status)
+	assert.Contains(t, r.Message, "limit is 10000")
+	assert.Len(t, s.Tables(), maxTablesPerConn, "the refused table was not created")
+	c2 := dial(t, s, nil) // the limit is per connection
+	c2.send(longRows(0, "one_too_many", 1))
+	c2.ackedThrough(0)
+}

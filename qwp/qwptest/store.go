@@ -75,10 +75,14 @@ func (p *pending) reset() { p.order, p.rows = nil, nil }
 
 func (p *pending) empty() bool { return len(p.order) == 0 }
 
+// maxTablesPerConn is the number of distinct tables one connection may
+// write.
+const maxTablesPerConn = 10_000
+
 // stage validates one block against the stored schema (creating the table
 // and adding columns as QuestDB does, outside the transaction) and stages its
-// rows on p.
-func (s *store) stage(b *Block, p *pending) *StatusError {
+// rows on p. seen holds the tables the connection has written.
+func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
 	if b.Rows == 0 {
 		return nil // QuestDB ignores empty blocks entirely
 	}
@@ -89,6 +93,10 @@ func (s *store) stage(b *Block, p *pending) *StatusError {
 			Msg: fmt.Sprintf("failed to create table update details: table name %q %s", b.Table, err)}
 	}
 	t := s.tables[strings.ToLower(b.Table)]
+	if (t == nil || !seen[t]) && len(seen) >= maxTablesPerConn {
+		return &StatusError{Status: qwp.StatusWriteError,
+			Msg: fmt.Sprintf("table %q would be the connection's %d-th table; the limit is %d", b.Table, len(seen)+1, maxTablesPerConn)}
+	}
 	if t == nil {
 		var err *StatusError
 		if t, err = newTable(b); err != nil {
@@ -96,6 +104,7 @@ func (s *store) stage(b *Block, p *pending) *StatusError {
 		}
 		s.tables[strings.ToLower(b.Table)] = t
 	}
+	seen[t] = true
 	idx, err := t.mapColumns(b)
 	if err != nil {
 		return err
