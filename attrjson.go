@@ -125,24 +125,35 @@ func (w *jsonWriter) appendText(dst []byte, v pcommon.Value) (out []byte, ok boo
 }
 
 // appendJSONString appends s as a quoted JSON string, escaping what RFC 8259
-// requires and repairing invalid UTF-8.
+// requires and repairing invalid UTF-8. Plain printable ASCII, the usual
+// attribute text, is found eight bytes at a time and copied in one piece.
 func appendJSONString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
+	i := 0
+	for i+8 <= len(s) && plain8(s[i:]) {
+		i += 8
+	}
+	for i < len(s) && jsonPlain[s[i]] {
+		i++
+	}
+	if i < len(s) {
+		return appendJSONStringFrom(dst, s, i)
+	}
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// appendJSONStringFrom is appendJSONString's general path; s[:i] is plain.
+func appendJSONStringFrom(dst []byte, s string, i int) []byte {
+	const hexDigits = "0123456789abcdef"
 	start := 0
-	for i := 0; i < len(s); {
-		for i+8 <= len(s) && plain8(s[i:i+8]) {
-			i += 8
-		}
-		if i == len(s) {
-			break
-		}
+	for i < len(s) {
 		b := s[i]
+		if jsonPlain[b] {
+			i++
+			continue
+		}
 		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch b {
 			case '"', '\\':
@@ -174,17 +185,30 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// plain8 reports that none of the 8 bytes of s needs attention from
+// jsonPlain marks the bytes a JSON string holds as they are: printable
+// ASCII except '"' and '\\'.
+var jsonPlain = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
+// plain8 reports that none of the first 8 bytes of s needs attention from
 // appendJSONString: no control character, '"', '\\' or non-ASCII byte. It
 // tests all eight at once (SWAR); a false "no" only sends the bytes through
 // the byte-at-a-time path.
 func plain8(s string) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	_ = s[7]
 	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-	hasZero := func(v uint64) uint64 { return (v - lsb) & ^v & msb }
-	control := (x - lsb*0x20) & ^x & msb
-	return control|hasZero(x^(lsb*'"'))|hasZero(x^(lsb*'\\'))|x&msb == 0
+	q := x ^ (lsb * '"')
+	bs := x ^ (lsb * '\\')
+	control := (x - lsb*0x20) & ^x
+	quote := (q - lsb) & ^q
+	backslash := (bs - lsb) & ^bs
+	return (control|quote|backslash|x)&msb == 0
 }
 
 // appendJSONFloat appends f as a JSON number, or as one of the strings "NaN",

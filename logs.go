@@ -5,7 +5,6 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
-	"go.uber.org/zap"
 )
 
 // encodeLogs writes every log record of ld as a row of the logs table (see
@@ -77,8 +76,7 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
 		4*varcharOverhead + len(r.text) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
-	if bound > r.enc.MaxFrameBytes() {
-		r.skip(skipRowTooLarge, tb, "log record", zap.Int("bytes_at_most", bound), zap.Int("limit", r.enc.MaxFrameBytes()))
+	if !r.fits(tb, bound, "log record") {
 		return nil
 	}
 	t := tb.t

@@ -26,7 +26,7 @@ const (
 type metricRow struct {
 	name, unit, description string
 	seed                    uint64 // series_id seed: XXH64 of the scope and metric identity
-	bound                   int    // rowBound share of the scope and metric columns
+	bound                   int    // row bound share of the scope and metric columns
 }
 
 // encodeMetrics writes every data point of md as a row of its kind's table
@@ -117,7 +117,7 @@ type pointCommon struct {
 	time, start pcommon.Timestamp
 	flags       uint32
 	seriesID    int64
-	bound       int // rowBound of everything but the kind-specific values
+	bound       int // row bound of everything but the kind-specific values
 }
 
 // preparePoint renders the point's attributes and promoted values and
@@ -162,11 +162,10 @@ func (r *rowEncoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) 
 
 // writeMetricRow writes one row: the common columns, then setValues for the
 // kind-specific ones, then the promoted columns, again into a fresh frame
-// when the current one is full. variable is the rowBound share of the
+// when the current one is full. variable is the row bound share of the
 // kind-specific values.
 func (r *rowEncoder) writeMetricRow(tb *table, mr *metricRow, pc *pointCommon, variable int, emit func([]byte) error, setValues func(t *qwp.Table)) error {
-	if pc.bound+variable > r.enc.MaxFrameBytes() {
-		r.skip(skipRowTooLarge, tb, mr.name, zap.Int("bytes_at_most", pc.bound+variable), zap.Int("limit", r.enc.MaxFrameBytes()))
+	if !r.fits(tb, pc.bound+variable, mr.name) {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -48,6 +49,24 @@ func benchGaugeBatch(points int, scrape int) pmetric.Metrics {
 	return md
 }
 
+// perPoint runs body b.N times and reports wall and thread CPU time per data
+// point.
+func perPoint(b *testing.B, points int, body func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := threadCPUTime()
+	for b.Loop() {
+		body()
+	}
+	cpu := threadCPUTime() - cpu0
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(points), "ns/point")
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(points), "cpu-ns/point")
+	}
+}
+
 // BenchmarkMetricGauge1000 compares, per data point of the 1,000-point gauge
 // batch: encoding into QWP frames (warm symbol dictionary: the steady state
 // of a scrape repeated every interval) with building the same batch's OTLP
@@ -72,9 +91,7 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 		}
 		cold := frameBytes
 		md := benchGaugeBatch(points, 1)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
+		perPoint(b, points, func() {
 			frameBytes = 0
 			if _, err := re.encodeMetrics(md, emit); err != nil {
 				b.Fatal(err)
@@ -82,8 +99,7 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 			if err := re.flush(emit); err != nil {
 				b.Fatal(err)
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/points, "ns/point")
+		})
 		b.ReportMetric(float64(frameBytes)/points, "bytes/point")
 		b.ReportMetric(float64(cold)/points, "cold-bytes/point")
 	})
@@ -91,15 +107,13 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 		md := benchGaugeBatch(points, 1)
 		var m pmetric.ProtoMarshaler
 		var n int
-		b.ReportAllocs()
-		for b.Loop() {
+		perPoint(b, points, func() {
 			buf, err := m.MarshalMetrics(md)
 			if err != nil {
 				b.Fatal(err)
 			}
 			n = len(buf)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/points, "ns/point")
+		})
 		b.ReportMetric(float64(n)/points, "bytes/point")
 	})
 	b.Run("otlp-proto-gzip", func(b *testing.B) {
@@ -107,8 +121,7 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 		var m pmetric.ProtoMarshaler
 		var out bytes.Buffer
 		zw := gzip.NewWriter(&out)
-		b.ReportAllocs()
-		for b.Loop() {
+		perPoint(b, points, func() {
 			buf, err := m.MarshalMetrics(md)
 			if err != nil {
 				b.Fatal(err)
@@ -121,8 +134,7 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 			if err := zw.Close(); err != nil {
 				b.Fatal(err)
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/points, "ns/point")
+		})
 		b.ReportMetric(float64(out.Len())/points, "bytes/point")
 	})
 }

@@ -126,7 +126,7 @@ type rowEncoder struct {
 	tag                byte   // seriesTag or recordTag
 	scopeID            []byte // scope(tag) of hash.go
 	scopeSeed          uint64 // XXH64 of scopeID (record_key seed)
-	scopeBound         int    // rowBound share of the resource and scope columns
+	scopeBound         int    // row bound share of the resource and scope columns
 	resJSON, scopeJSON []byte
 	service            string
 	lastService        string // kept across batches to avoid a string per resource
@@ -159,7 +159,7 @@ type table struct {
 	kind tableKind
 	t    *qwp.Table
 	// fixed bounds the size of a one-row frame of this table apart from the
-	// variable-length values (see rowBound).
+	// variable-length values (see fits).
 	fixed int
 
 	time, start, service, metricName, unit, description,
@@ -325,7 +325,7 @@ var reservedColumns = func() map[string]bool {
 	return m
 }()
 
-// Upper bounds used by rowBound: a one-row frame's framing, and the bytes a
+// Upper bounds used by the row bound (see fits): a one-row frame's framing, and the bytes a
 // column takes beyond its value (null flag, one bitmap byte, Gorilla encoding
 // byte, fixed-width value).
 const (
@@ -475,8 +475,8 @@ func (r *rowEncoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
 }
 
 // pointPromoted resolves the promoted values of a row: the row's own
-// attribute, else the scope's or resource's. It returns their byte total for
-// rowBound.
+// attribute, else the scope's or resource's. It returns their share of the
+// row bound (see fits).
 func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
 	total := 0
 	for i, p := range r.promoted {
@@ -505,7 +505,7 @@ func (r *rowEncoder) setPromoted(tb *table) {
 	}
 }
 
-// symbolBound is the rowBound share of a SYMBOL value (0 when NULL).
+// symbolBound is the row bound share of a SYMBOL value (0 when NULL).
 func symbolBound(n int) int {
 	if n == 0 {
 		return 0
@@ -513,11 +513,19 @@ func symbolBound(n int) int {
 	return n + symbolOverhead
 }
 
-// fits reports whether a row whose variable-length values need variable
-// bytes (beyond tb.fixed) fits in an empty frame. A row that does not is
-// skipped before any of its symbols reach the dictionary.
-func (r *rowEncoder) fits(tb *table, variable int) bool {
-	return tb.fixed+variable <= r.enc.MaxFrameBytes()
+// fits reports whether a row fits in an otherwise empty frame. bound is the
+// row bound: an upper bound of the size of a frame holding only that row,
+// tb.fixed (framing, schema and every column's fixed part) plus its values'
+// variable-length parts (symbolBound, varcharOverhead, arrayOverhead, 8 bytes
+// per array element). A row that does not fit is skipped before any of its
+// symbols reach the dictionary, where they would otherwise ride in the next
+// frame's delta section whether or not the row was written.
+func (r *rowEncoder) fits(tb *table, bound int, what string) bool {
+	if bound <= r.enc.MaxFrameBytes() {
+		return true
+	}
+	r.skip(skipRowTooLarge, tb, what, zap.Int("bytes_at_most", bound), zap.Int("limit", r.enc.MaxFrameBytes()))
+	return false
 }
 
 // endRow ends the row in progress. again is true when the frame was full:
