@@ -1,0 +1,102 @@
+package questdbexporter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componentstatus"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sender"
+)
+
+func TestStatusReporter(t *testing.T) {
+	outage := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	reconnecting := func(attempts int) sender.State {
+		return sender.State{Kind: sender.Reconnecting, Endpoint: "ws://db:9000/write/v4", Attempts: attempts,
+			Since: outage, Reason: "connection refused", Err: errors.New("dial tcp: connection refused")}
+	}
+	type step struct {
+		conn   *sender.State
+		level  *queueLevel
+		want   componentstatus.Status // StatusNone: nothing reported
+		substr string
+	}
+	st := func(s sender.State) *sender.State { return &s }
+	lv := func(l queueLevel) *queueLevel { return &l }
+	tests := []struct {
+		name  string
+		evict bool
+		steps []step
+	}{
+		{
+			name: "connect, outage reported once, recovery",
+			steps: []step{
+				{conn: st(sender.State{Kind: sender.Connecting}), want: componentstatus.StatusNone},
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
+				{level: lv(levelOK), want: componentstatus.StatusNone},
+				{conn: st(reconnecting(1)), want: componentstatus.StatusRecoverableError, substr: "reconnecting to ws://db:9000/write/v4 (1 attempts since 2026-11-30T09:00:00Z): connection refused"},
+				{conn: st(reconnecting(2)), want: componentstatus.StatusNone},
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
+			},
+		},
+		{
+			name: "queue full overrides a healthy connection while it lasts",
+			steps: []step{
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
+				{level: lv(levelHigh), want: componentstatus.StatusNone},
+				{level: lv(levelFull), want: componentstatus.StatusRecoverableError, substr: "queue full: refusing new data"},
+				{level: lv(levelFull), want: componentstatus.StatusNone},
+				{level: lv(levelHigh), want: componentstatus.StatusOK},
+			},
+		},
+		{
+			name:  "evict_oldest wording",
+			evict: true,
+			steps: []step{
+				{level: lv(levelFull), want: componentstatus.StatusRecoverableError, substr: "evicting the oldest data"},
+			},
+		},
+		{
+			name: "terminal is permanent and names refused authentication",
+			steps: []step{
+				{conn: st(sender.State{Kind: sender.Terminal, Endpoint: "ws://db:9000/write/v4",
+					Err: &sender.TerminalError{Category: qwp.CategorySecurityError, Err: errors.New("HTTP 401")}}),
+					want: componentstatus.StatusPermanentError, substr: "authentication or authorization refused by ws://db:9000/write/v4"},
+				{level: lv(levelFull), want: componentstatus.StatusNone},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host := newStatusHost()
+			r := newStatusReporter(host, tt.evict)
+			for i, s := range tt.steps {
+				before := len(host.events)
+				if s.conn != nil {
+					r.connState(*s.conn)
+				} else {
+					r.queueLevel(*s.level)
+				}
+				if s.want == componentstatus.StatusNone {
+					if len(host.events) != before {
+						t.Fatalf("step %d: reported %v, want nothing", i, host.last().Status())
+					}
+					continue
+				}
+				if len(host.events) != before+1 {
+					t.Fatalf("step %d: %d events reported, want 1", i, len(host.events)-before)
+				}
+				ev := host.last()
+				if ev.Status() != s.want {
+					t.Fatalf("step %d: status %v, want %v", i, ev.Status(), s.want)
+				}
+				if s.substr != "" && (ev.Err() == nil || !strings.Contains(ev.Err().Error(), s.substr)) {
+					t.Fatalf("step %d: error %v does not contain %q", i, ev.Err(), s.substr)
+				}
+			}
+		})
+	}
+}
