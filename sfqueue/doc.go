@@ -75,9 +75,10 @@
 //     the next one. No timer: the batch grows with load.
 //
 // In periodic and flush modes the previous segment is fsynced before the
-// first frame is written to a new one, and the directory is fsynced after
-// segments are created, so a power loss can only cut the newest frames,
-// never leave a hole. A failed fsync latches a *FatalError: it is never
+// first frame is written to a new one (with the lock released, so the
+// consumer keeps reading and acking; other appends wait), and the directory
+// is fsynced after segments are created and after Open, so a power loss can
+// only cut the newest frames, never leave a hole or lose a side file. A failed fsync latches a *FatalError: it is never
 // retried (Linux may report a later fsync clean for data that never reached
 // the disk), nothing after it is reported durable, later appends fail.
 //
@@ -99,7 +100,10 @@
 //     Otherwise the slot is unreplayable: it is renamed to
 //     <SenderID>.unreplayable-<n>, a *DataLossError is reported in
 //     Recovery() and logged, and the queue starts on a fresh slot.
-//  6. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
+//  6. Frames recovery cannot find although the watermark recorded them as
+//     on disk, or that sat behind an unusable first segment, are counted in
+//     RecoveryReport.LostFrames and logged (nothing disappears silently).
+//  7. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
 //     last frame, or the watermark when no segment survives, so an FSN at or
 //     below a recorded watermark is never reused. Recovered segments are
 //     sealed; appends go to a new segment.

@@ -175,8 +175,8 @@ func TestEvictOldestCountsWhatItDrops(t *testing.T) {
 				t.Fatalf("FSN %d, want 17", fsn)
 			}
 			st := q.Stats()
-			if st.FramesEvicted != 2 || st.BytesEvicted != 400 || st.AckedFSN != 4 || st.Level != LevelFull {
-				t.Fatalf("after one eviction: %+v; want 2 frames / 400 bytes evicted, acked 4, level full", st)
+			if st.FramesEvicted != 2 || st.BytesEvicted != 400 || st.AckedFSN != 4 || st.Level != LevelFull || st.BytesAcked != 400 {
+				t.Fatalf("after one eviction: %+v; want 2 frames / 400 bytes evicted, 400 acked, acked FSN 4, level full", st)
 			}
 			// Four more segments' worth evicts four more segments, all unacked.
 			for i := 18; i <= 33; i++ {
@@ -380,5 +380,33 @@ func TestFatalFsyncLatches(t *testing.T) {
 	}
 	if err := q.AddSymbols(0, 0, [][]byte{[]byte("a")}); !errors.As(err, &fatal) {
 		t.Fatalf("AddSymbols after the latch: %v", err)
+	}
+}
+
+func TestAddSymbolsOnAFullDisk(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs})
+	defer q.Close()
+	cfs.mu.Lock()
+	cfs.failWrite = func(name string) error {
+		if strings.HasSuffix(name, symbolDictFile) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	err := q.AddSymbols(0, 0, [][]byte{[]byte("a")})
+	var fe *FullError
+	if !errors.As(err, &fe) || fe.Reason != DiskFull {
+		t.Fatalf("AddSymbols on a full disk: %v, want *FullError DiskFull", err)
+	}
+	if len(q.Symbols(0)) != 0 || q.Stats().Fatal != nil {
+		t.Fatalf("a refused AddSymbols changed the dictionary or latched: %q %v", q.Symbols(0), q.Stats().Fatal)
+	}
+	cfs.mu.Lock()
+	cfs.failWrite = nil
+	cfs.mu.Unlock()
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("a")}); err != nil {
+		t.Fatalf("AddSymbols once the disk has room: %v", err)
 	}
 }

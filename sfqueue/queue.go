@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -136,7 +137,9 @@ var errNoRoom = errors.New("no room")
 // the last one. The batch is all or nothing. It is published to cursors at
 // once; in flush durability it returns only after an fsync covering it (all
 // appends that wait while an fsync runs share the next one). When the queue
-// is full it waits or evicts according to OnFull.
+// is full it waits or evicts according to OnFull. ctx bounds only the wait
+// for room; the wait for the fsync is not cancelable, because by then the
+// frames are published and will be sent.
 func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
@@ -485,11 +488,27 @@ func (q *Queue) Ack(fsn uint64) {
 		return
 	}
 	q.st.framesAcked += fsn - q.acked
+	q.st.bytesAcked += q.payloadBytesLocked(q.acked+1, fsn)
 	q.acked = fsn
 	for len(q.segs) > 0 && q.segs[0] != q.active && q.segs[0].end()-1 <= q.acked {
 		q.removeFirstLocked()
 	}
 	q.notifySpaceLocked()
+}
+
+// payloadBytesLocked sums the payload sizes of the retained frames from..to.
+func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
+	var n uint64
+	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].end() > from })
+	for ; i < len(q.segs) && q.segs[i].base <= to; i++ {
+		s := q.segs[i]
+		lo, hi := max(from, s.base), min(to, s.end()-1)
+		for fsn := lo; fsn <= hi; fsn++ {
+			_, size := s.frameBounds(int(fsn - s.base))
+			n += uint64(size - frameOverhead)
+		}
+	}
+	return n
 }
 
 // removeFirstLocked deletes the oldest segment. A segment being fsynced

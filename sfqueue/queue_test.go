@@ -126,8 +126,8 @@ func TestAppendCursorAck(t *testing.T) {
 				t.Fatalf("Ack(3) moved AckedFSN back to %d", q.AckedFSN())
 			}
 			st = q.Stats()
-			if st.Segments != 1 || st.FramesAcked != 40 || st.FramesAppended != 40 {
-				t.Fatalf("after acking all: %+v; want only the active segment left, 40 appended and acked", st)
+			if st.Segments != 1 || st.FramesAcked != 40 || st.FramesAppended != 40 || st.BytesAppended != 4700 || st.BytesAcked != 4700 {
+				t.Fatalf("after acking all: %+v; want only the active segment left, 40 frames / 4700 payload bytes appended and acked", st)
 			}
 			// Seek rewinds: frames still in the active segment are readable.
 			last := got[len(got)-1].fsn
@@ -361,5 +361,32 @@ func TestPublishedWakesWaitingConsumer(t *testing.T) {
 				t.Fatal("consumer waiting on Published() never saw the frame")
 			}
 		})
+	}
+}
+
+func TestFrameDamagedAfterOpenIsAnErrorNotAFrame(t *testing.T) {
+	o := Options{Dir: t.TempDir(), SenderID: "s"}
+	q := mustOpen(t, o)
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 100))
+	mustAppend(t, q, testPayload(2, 100))
+	// Flip a payload byte of frame 2 behind the queue's back.
+	p := filepath.Join(o.Dir, "s", segmentName(1))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int64(segmentHeaderSize + frameSize(100) + 4 + 50)
+	b := []byte{0}
+	f.ReadAt(b, off)
+	f.WriteAt([]byte{b[0] ^ 0x01}, off)
+	f.Close()
+	c := q.NewCursor()
+	if fsn, _, ok, err := c.Next(); !ok || err != nil || fsn != 1 {
+		t.Fatalf("intact frame 1: %d %v %v", fsn, ok, err)
+	}
+	fsn, payload, ok, err := c.Next()
+	if err == nil || ok || payload != nil || !strings.Contains(err.Error(), "CRC32C") {
+		t.Fatalf("damaged frame 2: fsn %d ok %v err %v; want a CRC error and no payload", fsn, ok, err)
 	}
 }

@@ -43,6 +43,7 @@ type Stats struct {
 	FramesAppended uint64
 	BytesAppended  uint64 // payload bytes
 	FramesAcked    uint64
+	BytesAcked     uint64 // payload bytes
 	FramesEvicted  uint64 // unacked frames deleted by evict_oldest
 	BytesEvicted   uint64 // their payload bytes
 	FullErrors     uint64 // appends refused with *FullError
@@ -72,6 +73,7 @@ var fsyncBucketBounds = [...]time.Duration{
 
 type counters struct {
 	framesAppended, bytesAppended, framesAcked uint64
+	bytesAcked                                 uint64
 	framesEvicted, bytesEvicted, fullErrors    uint64
 	fullSeen                                   bool // refusal or eviction since the last Stats
 	fsyncs                                     uint64
@@ -98,7 +100,7 @@ func (q *Queue) Stats() Stats {
 	s := Stats{
 		UsedBytes: q.used, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
-		FramesAcked: q.st.framesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
+		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
 		FullErrors:   q.st.fullErrors,
 		PublishedFSN: q.nextFSN - 1, AckedFSN: q.acked, DurableFSN: q.durable,
 		TornBytesRecovered: q.recovery.TornBytes,
