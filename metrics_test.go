@@ -505,3 +505,32 @@ func TestMetricNoAllocSteadyState(t *testing.T) {
 		t.Fatalf("encoding a warm 100-point gauge batch allocates %.1f times", allocs)
 	}
 }
+
+// DESIGN.md's size budget: the benchmark gauge batch costs at most 40 bytes
+// per data point in the frames once its symbols are known to the server (the
+// steady state of a scrape repeated every interval). Sizes are deterministic,
+// so the budget is a test, not only a benchmark figure.
+func TestMetricGaugeBytesPerPoint(t *testing.T) {
+	const points = 1000
+	h := newHarness(t, 1_887_436, rowEncoderConfig{})
+	h.metrics(benchGaugeBatch(points, 0))
+	cold := 0
+	for _, f := range h.frames {
+		cold += len(f)
+	}
+	h.frames = nil
+	h.metrics(benchGaugeBatch(points, 1))
+	warm := 0
+	for _, f := range h.frames {
+		warm += len(f)
+	}
+	if perPoint := float64(warm) / points; perPoint > 40 {
+		t.Fatalf("steady state: %.1f bytes per data point, budget 40", perPoint)
+	}
+	if warm >= cold {
+		t.Fatalf("the second scrape (%d bytes) is not smaller than the first (%d): symbols are re-sent", warm, cold)
+	}
+	if rows := len(h.table("otel_metrics_gauge").rows); rows != 2*points {
+		t.Fatalf("%d rows decoded, want %d", rows, 2*points)
+	}
+}
