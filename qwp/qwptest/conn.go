@@ -69,6 +69,7 @@ type conn struct {
 	poisoned     bool
 	pend         pending
 	deferred     bool  // a FLAG_DEFER_COMMIT group is open
+	groupRowless bool  // the open group has a frame without rows
 	committedSeq int64 // highest seq whose rows are committed
 	okSeq        int64 // highest seq covered by a sent OK
 	okTables     []tableTxn
@@ -210,7 +211,7 @@ func (c *conn) process(seq int64, data []byte) *StatusError {
 		}
 	}
 	if m.Flags&qwp.FlagDeferCommit != 0 {
-		c.deferred = true
+		c.deferFrame(seq, m)
 		return nil
 	}
 	c.commit(seq)
@@ -221,14 +222,37 @@ func (c *conn) process(seq int64, data []byte) *StatusError {
 	return nil
 }
 
+// deferFrame keeps a FLAG_DEFER_COMMIT frame's rows uncommitted, except
+// that a table reaching MaxUncommittedRows is committed on its own. Once
+// nothing is left uncommitted the frame can be acknowledged, unless the
+// group holds a rowless frame (dictionary catch-up), which stays uncovered
+// until the group commits.
+func (c *conn) deferFrame(seq int64, m *Message) {
+	c.deferred = true
+	rows := 0
+	for _, b := range m.Tables {
+		rows += b.Rows
+	}
+	if rows == 0 {
+		c.groupRowless = true
+	}
+	limit := int64(c.s.opts.MaxUncommittedRows)
+	for _, tx := range c.s.store.commit(&c.pend, func(n int64) bool { return n >= limit }) {
+		c.addOKTable(tx)
+	}
+	if c.pend.empty() && !c.groupRowless {
+		c.committedSeq = seq
+	}
+}
+
 // commit commits the staged rows (closing any deferred group) through seq.
 func (c *conn) commit(seq int64) {
-	for _, tx := range c.s.store.commit(&c.pend) {
+	for _, tx := range c.s.store.commit(&c.pend, nil) {
 		c.addOKTable(tx)
 	}
 	c.committedSeq = seq
 	closedGroup := c.deferred
-	c.deferred = false
+	c.deferred, c.groupRowless = false, false
 	if closedGroup || seq-c.okSeq >= okEvery {
 		c.flushOK()
 	}
@@ -249,7 +273,7 @@ func (c *conn) addOKTable(tx tableTxn) {
 // frame, and poisons the connection.
 func (c *conn) fail(seq int64, err *StatusError) {
 	c.pend.reset()
-	c.deferred = false
+	c.deferred, c.groupRowless = false, false
 	c.flushOK()
 	ef := c.errorFrame(err.Status, seq, err.Msg)
 	if c.s.isStalled() {

@@ -29,7 +29,9 @@
 //     seqTxn; error frames with the failing seq, after which the connection
 //     is poisoned (frames take a seq and are ignored; PINGs are answered);
 //     FLAG_DEFER_COMMIT groups committed by the next frame without the flag,
-//     rolled back on error or disconnect; an empty frame commits;
+//     rolled back on error or disconnect, a table committed early when
+//     its deferred rows reach Options.MaxUncommittedRows; an empty frame
+//     commits;
 //   - CLOSE 1009 for a frame whose header and payload exceed the receive
 //     buffer, 1003 for TEXT, each after flushing OKs, then FIN and a drain;
 //   - tables in memory (an outage or dropped connection keeps them):
@@ -55,8 +57,7 @@
 // Not reproduced: WebSocket-level protocol violations (RSV bits, unmasked or
 // fragmented frames) are handled by gorilla/websocket, which answers with
 // its own CLOSE codes instead of a bare TCP close and reassembles fragmented
-// messages instead of refusing them with 1002; the Origin check; the
-// force-commit of a deferred group at qwp.max.uncommitted.rows; conversions beyond those listed
+// messages instead of refusing them with 1002; the Origin check; conversions beyond those listed
 // (VARCHAR parsed into other types, numbers or other values rendered into
 // VARCHAR or SYMBOL, DECIMAL rescaling);
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP

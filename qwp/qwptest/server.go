@@ -21,6 +21,9 @@ import (
 // DefaultRecvBufferSize is QuestDB's default http.recv.buffer.size.
 const DefaultRecvBufferSize = 2 << 20
 
+// DefaultMaxUncommittedRows is QuestDB's default qwp.max.uncommitted.rows.
+const DefaultMaxUncommittedRows = 1_000_000
+
 // wsHeaderMax is the worst-case WebSocket frame header a client sends.
 const wsHeaderMax = 14
 
@@ -48,6 +51,10 @@ type Options struct {
 	// 401 before any QWP processing, as from QuestDB's HTTP layer.
 	Username, Password string
 	Token              string
+	// MaxUncommittedRows is qwp.max.uncommitted.rows: a table whose rows
+	// staged by FLAG_DEFER_COMMIT frames reach it is committed early. 0 means
+	// DefaultMaxUncommittedRows.
+	MaxUncommittedRows int
 	// Role, when set, is sent as X-QuestDB-Role in the 101 response.
 	Role string
 	// CountOnly decodes and validates everything but stores row counts only
@@ -116,6 +123,9 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.RecvBufferSize <= wsHeaderMax {
 		return nil, fmt.Errorf("qwptest: RecvBufferSize %d must exceed the %d-byte frame header", o.RecvBufferSize, wsHeaderMax)
+	}
+	if o.MaxUncommittedRows <= 0 {
+		o.MaxUncommittedRows = DefaultMaxUncommittedRows
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -601,3 +601,41 @@ func TestTablesPerConnectionLimit(t *testing.T) {
 	c2.send(longRows(0, "one_too_many", 1))
 	c2.ackedThrough(0)
 }
+
+func TestDeferredForceCommitAtMaxUncommittedRows(t *testing.T) {
+	t.Run("acked once nothing is uncommitted", func(t *testing.T) {
+		s := newServer(t, Options{MaxUncommittedRows: 5})
+		c := dial(t, s, nil)
+		c.send(longRows(qwp.FlagDeferCommit, "t", 3), longRows(qwp.FlagDeferCommit, "t", 3))
+		assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 1}}, c.ackedThrough(1), "6 rows reached the limit of 5")
+		assert.Equal(t, int64(6), s.RowCount("t"))
+		c.send(longRows(qwp.FlagDeferCommit, "t", 2))
+		c.ping()
+		c.expect("pong") // 2 rows below the limit: uncommitted, no OK
+		c.close()
+		require.Eventually(t, func() bool { return s.Connections() == 0 }, 10*time.Second, time.Millisecond)
+		assert.Equal(t, int64(6), s.RowCount("t"), "the rest of the group is rolled back")
+	})
+	t.Run("other tables keep the frame uncovered", func(t *testing.T) {
+		s := newServer(t, Options{MaxUncommittedRows: 5})
+		c := dial(t, s, nil)
+		c.send(longRows(qwp.FlagDeferCommit, "small", 1), longRows(qwp.FlagDeferCommit, "big", 5))
+		c.ping()
+		c.expect("pong")
+		assert.Equal(t, int64(5), s.RowCount("big"), "big was committed early")
+		assert.Equal(t, int64(0), s.RowCount("small"))
+		c.send(nil)
+		assert.Equal(t, []qwp.TableTxn{{Name: "big", SeqTxn: 1}, {Name: "small", SeqTxn: 1}}, c.ackedThrough(2))
+	})
+	t.Run("a catch-up frame keeps the group uncovered", func(t *testing.T) {
+		s := newServer(t, Options{MaxUncommittedRows: 5})
+		c := dial(t, s, nil)
+		c.send(message(qwp.FlagDeltaSymbolDict|qwp.FlagDeferCommit, 0, wire{}.varint(0).varint(1).str("a")))
+		c.send(longRows(qwp.FlagDeferCommit, "t", 5))
+		c.ping()
+		c.expect("pong")
+		assert.Equal(t, int64(5), s.RowCount("t"))
+		c.send(nil)
+		assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 1}}, c.ackedThrough(2))
+	})
+}

@@ -131,24 +131,34 @@ func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
 	return nil
 }
 
-// commit appends the staged rows; each table touched gets the next seqTxn.
-func (s *store) commit(p *pending) []tableTxn {
+// commit appends the staged rows of every table, or only of those whose
+// staged row count pick accepts when pick is not nil; each table committed
+// gets the next seqTxn and leaves p.
+func (s *store) commit(p *pending, pick func(rows int64) bool) []tableTxn {
 	if p.empty() {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]tableTxn, 0, len(p.order))
+	var out []tableTxn
+	kept := p.order[:0]
 	for _, t := range p.order {
 		sr := p.rows[t]
+		if pick != nil && !pick(sr.count) {
+			kept = append(kept, t)
+			continue
+		}
 		t.rows = append(t.rows, sr.rows...)
 		t.rowCount += sr.count
 		t.seqTxn++
 		out = append(out, tableTxn{t: t, name: t.name, seqTxn: t.seqTxn})
+		delete(p.rows, t)
 	}
-	p.reset()
-	close(s.changed)
-	s.changed = make(chan struct{})
+	p.order = kept
+	if len(out) > 0 {
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
 	return out
 }
 
