@@ -41,7 +41,7 @@
 //     0x09 for a new column), SCHEMA_MISMATCH for incompatible types,
 //     TIMESTAMP <-> TIMESTAMP_NANOS converted, integer and float widening
 //     with range checks, VARCHAR <-> SYMBOL, array dimensions fixed by the
-//     first value; WRITE_ERROR past 10,000 distinct tables on a connection;
+//     first value (a new all-NULL array column is not created); WRITE_ERROR past 10,000 distinct tables on a connection;
 //   - durable acks (0x02, or 0x0E for the "local" tier) on demand
 //     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
 //     only tables whose durable seqTxn advanced.

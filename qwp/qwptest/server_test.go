@@ -639,3 +639,17 @@ func TestDeferredForceCommitAtMaxUncommittedRows(t *testing.T) {
 		assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 1}}, c.ackedThrough(2))
 	})
 }
+
+func TestAllNullArrayColumnSkipped(t *testing.T) {
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	// a new table and then a new column, each with an all-NULL array
+	c.send(message(0, 1, append(blockHeader("a", 2, "v", qwp.TypeLong, "arr", qwp.TypeDoubleArray), wire{}.u8(0).i64(1).i64(2).u8(1, 0x03)...)))
+	c.send(message(0, 1, append(blockHeader("a", 1, "v", qwp.TypeLong, "arr2", qwp.TypeLongArray), wire{}.u8(0).i64(3).u8(1, 0x01)...)))
+	c.send(message(0, 1, append(blockHeader("a", 1, "arr", qwp.TypeDoubleArray), wire{}.u8(0).u8(1).u32(1).f64(0.5)...)))
+	c.ackedThrough(2)
+	td, _ := s.Rows("a")
+	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"timestamp", qwp.TypeTimestamp}, {"arr", qwp.TypeDoubleArray}}, td.Columns)
+	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{0.5}}, td.Rows[3][2])
+	assert.Nil(t, td.Rows[0][2])
+}

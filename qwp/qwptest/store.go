@@ -179,8 +179,8 @@ func newTable(b *Block) (*table, *StatusError) {
 				Msg: fmt.Sprintf("failed to create table update details: table %q column name %q %s", b.Table, name, err)}
 		}
 		key := strings.ToLower(name)
-		if _, dup := t.byName[key]; dup {
-			continue // mapColumns reports duplicates
+		if _, dup := t.byName[key]; dup || allNullArray(c) {
+			continue // mapColumns reports duplicates and skips all-NULL arrays
 		}
 		t.byName[key] = len(t.cols)
 		if c.Name == "" || (key == designatedName && isTimestamp(c.Type)) {
@@ -206,8 +206,25 @@ func isTimestamp(t qwp.ColumnType) bool {
 	return t == qwp.TypeTimestamp || t == qwp.TypeTimestampNanos
 }
 
-// mapColumns returns, per block column, the table column it writes,
-// adding new columns and refusing incompatible types.
+// allNullArray reports an array column whose values are all NULL: QuestDB
+// takes an array column's dimensions from its first value, so it does not
+// create one from a block without values. (Unknown in count-only mode,
+// where values are not kept: the column is created.)
+func allNullArray(c Column) bool {
+	if (c.Type != qwp.TypeDoubleArray && c.Type != qwp.TypeLongArray) || c.Values == nil {
+		return false
+	}
+	for _, v := range c.Values {
+		if v != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// mapColumns returns, per block column, the table column it writes (-1 for
+// a skipped all-NULL array column), adding new columns and refusing
+// incompatible types.
 func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
 	idx := make([]int, len(b.Columns))
 	seen := make(map[int]bool, len(b.Columns))
@@ -216,6 +233,10 @@ func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
 		if c.Name != "" {
 			var ok bool
 			if j, ok = t.byName[strings.ToLower(c.Name)]; !ok {
+				if allNullArray(c) {
+					idx[i] = -1
+					continue
+				}
 				if err := validColumnName(c.Name); err != nil {
 					return nil, &StatusError{Status: qwp.StatusWriteError,
 						Msg: fmt.Sprintf("table %q: new column name %q %s", t.name, c.Name, err)}
@@ -275,6 +296,9 @@ func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *Statu
 	}
 	for i, c := range b.Columns {
 		j := idx[i]
+		if j < 0 {
+			continue // a skipped all-NULL array column
+		}
 		for r, v := range c.Values {
 			if v == nil {
 				continue
