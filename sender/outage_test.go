@@ -10,12 +10,12 @@ import (
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
-// TestOutageFillsQueueWhileReconnecting runs a server outage (300 ms; two
+// TestOutageFillsQueueWhileReconnecting runs a server outage (1 s; two
 // minutes with QDB_LONG=1) against a small queue: appends fail with a full
 // error that says the sender is reconnecting, and once the server is back
 // every row that was accepted arrives.
 func TestOutageFillsQueueWhileReconnecting(t *testing.T) {
-	outage := 300 * time.Millisecond
+	outage := time.Second
 	if longTests() {
 		outage = 2 * time.Minute
 	}
@@ -34,6 +34,10 @@ func TestOutageFillsQueueWhileReconnecting(t *testing.T) {
 	waitAll(t, s, q)
 
 	srv.Outage(outage)
+	waitFor(t, "the sender to notice the outage", func() bool {
+		states := rec.States()
+		return states[len(states)-1].Kind == Reconnecting
+	})
 	var full *sfqueue.FullError
 	for full == nil {
 		// A rejected append leaves the encoder's rows behind; only count
