@@ -109,3 +109,26 @@ func TestAdminOutage(t *testing.T) {
 	assert.Equal(t, map[string]int64{"t": 2}, s.Tables(), "tables survive the outage")
 	assert.True(t, strings.HasPrefix(s.URL(), "ws://127.0.0.1:"))
 }
+
+func TestJSONValue(t *testing.T) {
+	cases := []struct {
+		in   any
+		want string
+	}{
+		{math.Inf(1), `"+Inf"`},
+		{math.Inf(-1), `"-Inf"`},
+		{float32(1.5), `1.5`},
+		{Long256{1, 0, 0, 0}, `"0x0000000000000000000000000000000000000000000000000000000000000001"`},
+		{Array{Shape: []int32{2, 2}, Longs: []int64{1, 2, 3, 4}}, `[[1,2],[3,4]]`},
+		{Array{Shape: []int32{0}, Doubles: []float64{}}, `[]`},
+		{Array{Shape: []int32{1, 0, 2}, Doubles: []float64{}}, `[[]]`},
+		{[]byte{0xFF}, `"/w=="`},
+		{int16(-3), `-3`},
+		{nil, `null`},
+	}
+	for _, tc := range cases {
+		b, err := json.Marshal(jsonValue(tc.in))
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, string(b), "%#v", tc.in)
+	}
+}

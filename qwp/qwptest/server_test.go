@@ -2,9 +2,11 @@ package qwptest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -652,4 +654,26 @@ func TestAllNullArrayColumnSkipped(t *testing.T) {
 	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"timestamp", qwp.TypeTimestamp}, {"arr", qwp.TypeDoubleArray}}, td.Columns)
 	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{0.5}}, td.Rows[3][2])
 	assert.Nil(t, td.Rows[0][2])
+}
+
+func TestLogf(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	s := newServer(t, Options{Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}})
+	c := dial(t, s, http.Header{"X-QWP-Client-Id": {"logger/1"}})
+	c.send([]byte("junk-junk-junk"))
+	assert.Equal(t, qwp.StatusParseError, c.resp().Status)
+	c.close()
+	require.Eventually(t, func() bool { return s.Connections() == 0 }, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(lines, "\n")
+	assert.Contains(t, all, `conn 1: open from 127.0.0.1:`)
+	assert.Contains(t, all, `client "logger/1"`)
+	assert.Contains(t, all, "conn 1: frame 0 refused with PARSE_ERROR: magic")
+	assert.Contains(t, all, "conn 1: closed after 1 frames")
 }
