@@ -32,6 +32,8 @@
 //     rolled back on error or disconnect, a table committed early when
 //     its deferred rows reach Options.MaxUncommittedRows; an empty frame
 //     commits;
+//   - header flag 0x02 (durable-ack poll): PARSE_ERROR without a negotiated
+//     durable ack, otherwise the frame is processed and a durable ack sent;
 //   - CLOSE 1009 for a frame whose header and payload exceed the receive
 //     buffer, 1003 for TEXT, each after flushing OKs, then FIN and a drain;
 //   - tables in memory (an outage or dropped connection keeps them):
@@ -50,9 +52,19 @@
 // only; checks that need values (array dimensions, conversion ranges) are
 // skipped in that mode.
 //
-// Faults: RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades,
-// Outage, DropConnections. Observability: Connections, Accepted, Frames,
+// Faults (frame counts are across all connections, from the call on):
+// RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades, Outage,
+// DropConnections. Observability: Connections, Accepted, Frames,
 // Tables, RowCount, Rows, Snapshot, WaitRows, and AdminHandler's JSON API.
+//
+// Typical use:
+//
+//	s, err := qwptest.NewServer(qwptest.Options{})
+//	if err != nil { ... }
+//	defer s.Close()
+//	// point the client at s.URL(), write, then
+//	err = s.WaitRows(ctx, "otel_metrics_gauge", 10)
+//	td, _ := s.Rows("otel_metrics_gauge") // td.Columns, td.Rows[i][j] typed
 //
 // Not reproduced: WebSocket-level protocol violations (RSV bits, unmasked or
 // fragmented frames) are handled by gorilla/websocket, which answers with
