@@ -17,7 +17,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -328,7 +327,8 @@ type crashLedger struct {
 	frames      map[uint64]uint64 // fsn -> payload id: reported or seen by a recovery
 	maxReported uint64            // highest FSN whose Append returned
 	maxAckSent  uint64            // highest FSN the child may have acked
-	lastAcked   uint64            // ackedFSN seen by the previous recovery
+	lastAcked   uint64            // AckedFSN seen by the previous recovery
+	lastPub     uint64            // PublishedFSN seen by the previous recovery
 	unreported  int               // frames recovered that no report line named
 }
 
@@ -355,6 +355,10 @@ func (l *crashLedger) absorb(lines []string) error {
 			}
 			l.maxAckSent = max(l.maxAckSent, fsn)
 		case len(f) == 2 && f[0] == "R":
+			// The child's own recovery must find what the parent's found.
+			if pub, err := strconv.ParseUint(f[1], 10, 64); err != nil || pub != l.lastPub {
+				return fmt.Errorf("child recovered PublishedFSN %s, the previous recovery found %d", f[1], l.lastPub)
+			}
 		default:
 			return fmt.Errorf("malformed report line %q", ln)
 		}
@@ -439,7 +443,7 @@ func (l *crashLedger) check(q *sfqueue.Queue) error {
 			delete(l.frames, fsn)
 		}
 	}
-	l.lastAcked = acked
+	l.lastAcked, l.lastPub = acked, pub
 	return nil
 }
 
@@ -625,5 +629,3 @@ func TestCrashChild(t *testing.T) {
 		})
 	}
 }
-
-var _ = filepath.Join
