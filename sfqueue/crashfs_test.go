@@ -34,6 +34,7 @@ type crashFS struct {
 	failWrite func(name string) error
 	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
 	syncs     int
+	openFiles int // handles opened and not yet closed
 }
 
 type inode struct {
@@ -154,6 +155,7 @@ func (c *crashFS) OpenFile(name string, flag int) (File, error) {
 		ino.data = ino.data[:0]
 		ino.pending = append(ino.pending, fileOp{off: 0, trunc: true})
 	}
+	c.openFiles++
 	return &crashFile{fs: c, name: name, ino: ino}, nil
 }
 
@@ -317,9 +319,10 @@ func (c *crashFS) fileNames() []string {
 }
 
 type crashFile struct {
-	fs   *crashFS
-	name string
-	ino  *inode
+	fs     *crashFS
+	name   string
+	ino    *inode
+	closed bool
 }
 
 func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
@@ -399,6 +402,15 @@ func (f *crashFile) Sync() error {
 	return nil
 }
 
-func (f *crashFile) Close() error { return nil }
+func (f *crashFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.closed {
+		return os.ErrClosed
+	}
+	f.closed = true
+	f.fs.openFiles--
+	return nil
+}
 
 var errNoSpace = syscall.ENOSPC

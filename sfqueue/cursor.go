@@ -1,6 +1,10 @@
 package sfqueue
 
-import "sort"
+import (
+	"fmt"
+	"os"
+	"sort"
+)
 
 // Cursor reads frames in FSN order for the consumer. It is not safe for
 // concurrent use; the queue may be appended to and acked concurrently.
@@ -41,11 +45,42 @@ func (c *Cursor) Next() (fsn uint64, payload []byte, ok bool, err error) {
 		c.next = first
 	}
 	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].end() > c.next })
-	payload, c.buf, err = q.segs[i].readFrame(c.next, c.buf)
+	s := q.segs[i]
+	if err := q.fileLocked(s); err != nil {
+		return 0, nil, false, err
+	}
+	payload, c.buf, err = s.readFrame(c.next, c.buf)
 	if err != nil {
 		return 0, nil, false, err
 	}
 	fsn = c.next
 	c.next++
 	return fsn, payload, true, nil
+}
+
+// maxReadOpen bounds the sealed segments kept open for reading: the cursor
+// moves forward, so a couple suffice; a few more spare reopening when a
+// consumer rewinds by a segment or two.
+const maxReadOpen = 4
+
+// fileLocked opens a sealed segment's file for reading if it is closed,
+// closing the least recently opened one beyond maxReadOpen.
+func (q *Queue) fileLocked(s *segment) error {
+	if s.f != nil {
+		return nil
+	}
+	f, err := q.fs.OpenFile(s.path, os.O_RDONLY)
+	if err != nil {
+		return fmt.Errorf("sfqueue: open segment %s for reading: %w", s.path, err)
+	}
+	s.f = f
+	q.readOpen = append(q.readOpen, s)
+	if len(q.readOpen) > maxReadOpen {
+		old := q.readOpen[0]
+		q.readOpen = q.readOpen[1:]
+		if old != q.active {
+			old.closeFile()
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package sfqueue
 
 import (
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -72,8 +73,8 @@ func (q *Queue) syncLocked() {
 	q.syncing = false
 	for _, s := range segs {
 		s.refs--
-		if s.removed && s.refs == 0 {
-			s.f.Close()
+		if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {
+			s.closeFile()
 		}
 	}
 	q.st.recordFsync(elapsed)

@@ -50,6 +50,7 @@ type Queue struct {
 	space    chan struct{} // closed and replaced when room may have appeared
 	waiters  int           // appends waiting on space
 	wbuf     []byte
+	readOpen []*segment // sealed segments the cursor opened, oldest first
 	dict     *symbolDict
 	st       counters
 	recovery RecoveryReport
@@ -345,6 +346,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 	}
 
 	rollback := q.snapshotLocked(created)
+	var sealed []*segment // closed once the batch is in: no more writes
 	for _, c := range chunks {
 		if c.seg != q.active {
 			if prev := q.active; prev != nil && prev.dirty && q.sf && q.o.Durability != DurabilityMemory {
@@ -352,6 +354,9 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 					rollback.undo()
 					return err
 				}
+			}
+			if q.active != nil {
+				sealed = append(sealed, q.active)
 			}
 			q.segs = append(q.segs, c.seg)
 			q.active = c.seg
@@ -380,6 +385,9 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 		c.seg.dirty = true
 		q.used += int64(len(buf))
 		rollback.added += int64(len(buf))
+	}
+	for _, s := range sealed {
+		s.closeFile()
 	}
 	if len(q.wbuf) > 4*int(q.o.MaxSegmentBytes) {
 		q.wbuf = nil // do not pin a huge buffer after an unusual batch
@@ -447,8 +455,8 @@ func (q *Queue) rotationSyncLocked(prev *segment) error {
 	q.mu.Lock()
 	q.rotating = false
 	prev.refs--
-	if prev.removed && prev.refs == 0 {
-		prev.f.Close()
+	if prev.removed {
+		prev.closeFile()
 	}
 	q.st.recordFsync(elapsed)
 	q.syncDone.Broadcast()
@@ -525,9 +533,8 @@ func (q *Queue) removeFirstLocked() *segment {
 		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
 	}
 	s.removed = true
-	if s.refs == 0 {
-		s.f.Close()
-	}
+	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })
+	s.closeFile()
 	return s
 }
 
@@ -619,13 +626,11 @@ func (q *Queue) Close() error {
 			q.removeFirstLocked()
 			continue
 		}
-		s := q.segs[0]
+		q.segs[0].closeFile()
 		q.segs = q.segs[1:]
-		if err := s.f.Close(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	q.active = nil
+	q.readOpen = nil
 	if q.sf && drained {
 		if err := q.fs.SyncDir(q.slot); err != nil {
 			errs = append(errs, fmt.Errorf("sfqueue: fsync slot directory %s: %w", q.slot, err))

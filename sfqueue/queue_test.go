@@ -390,3 +390,49 @@ func TestFrameDamagedAfterOpenIsAnErrorNotAFrame(t *testing.T) {
 		t.Fatalf("damaged frame 2: fsn %d ok %v err %v; want a CRC error and no payload", fsn, ok, err)
 	}
 }
+
+func TestSealedSegmentsKeepNoFileOpen(t *testing.T) {
+	for _, d := range []Durability{DurabilityMemory, DurabilityFlush} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfs := newCrashFS()
+			o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, MaxSegmentBytes: 512}
+			openFiles := func() int {
+				cfs.mu.Lock()
+				defer cfs.mu.Unlock()
+				return cfs.openFiles
+			}
+			q := mustOpen(t, o)
+			for i := range 200 {
+				mustAppend(t, q, testPayload(uint64(i+1), 100))
+			}
+			c := q.NewCursor()
+			if n := len(drain(t, c)); n != 200 {
+				t.Fatalf("read %d frames", n)
+			}
+			// 50 segments: the active one, the dictionary and at most
+			// maxReadOpen sealed ones for the cursor.
+			if n := openFiles(); n > 2+maxReadOpen {
+				t.Fatalf("%d files open with %d segments, want <= %d", n, q.Stats().Segments, 2+maxReadOpen)
+			}
+			c.Seek(1) // rewinding reopens what it needs
+			if n := len(drain(t, c)); n != 200 {
+				t.Fatalf("reread %d frames after Seek(1)", n)
+			}
+			q.Close()
+			if n := openFiles(); n != 0 {
+				t.Fatalf("%d files still open after Close", n)
+			}
+			q = mustOpen(t, o)
+			if n := openFiles(); n > 2 {
+				t.Fatalf("%d files open after recovering %d segments", n, q.Recovery().Segments)
+			}
+			if n := len(drain(t, q.NewCursor())); n != 200 {
+				t.Fatalf("read %d recovered frames", n)
+			}
+			q.Close()
+			if n := openFiles(); n != 0 {
+				t.Fatalf("%d files still open after the second Close", n)
+			}
+		})
+	}
+}

@@ -121,7 +121,6 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		}
 		rs, torn, err := q.recoverSegment(filepath.Join(slot, name), base, &buf)
 		if err != nil {
-			q.closeRecovered(found)
 			return rep, err
 		}
 		rep.TornBytes += torn
@@ -166,9 +165,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	// Segments wholly at or below the watermark were acked: delete them, so
 	// a deletion that a power loss undid cannot look like a gap.
 	for len(found) > 0 && wmOK && found[0].seg.end()-1 <= wm {
-		s := found[0].seg
-		s.f.Close()
-		fsys.Remove(s.path)
+		fsys.Remove(found[0].seg.path)
 		found = found[1:]
 	}
 
@@ -198,20 +195,12 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	if rep.Unreplayable != nil {
 		rep.Unreplayable.Frames = rep.FramesRecovered
-		q.closeRecovered(found)
 		return rep, nil
 	}
 
 	for _, rs := range found {
-		s := rs.seg
-		if q.o.Durability != DurabilityMemory {
-			if err := s.f.Sync(); err != nil {
-				q.closeRecovered(found)
-				return rep, fmt.Errorf("sfqueue: fsync recovered segment %s: %w", s.path, err)
-			}
-		}
-		q.segs = append(q.segs, s)
-		q.used += s.size
+		q.segs = append(q.segs, rs.seg)
+		q.used += rs.seg.size
 	}
 	rep.Segments = len(q.segs)
 	q.acked = acked
@@ -274,7 +263,18 @@ func (q *Queue) recoverSegment(path string, base uint64, buf *[]byte) (*recovere
 			return nil, 0, fmt.Errorf("sfqueue: cut segment %s at %d: %w", path, r.validEnd, err)
 		}
 	}
-	rs := &recoveredSegment{seg: &segment{base: base, path: path, f: f, offsets: r.offsets, size: r.validEnd}}
+	// Recovered segments are sealed: make the cut durable and keep no file
+	// open (the cursor opens what it reads).
+	if q.o.Durability != DurabilityMemory {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("sfqueue: fsync recovered segment %s: %w", path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return nil, 0, err
+	}
+	rs := &recoveredSegment{seg: &segment{base: base, path: path, offsets: r.offsets, size: r.validEnd}}
 	if use := q.o.SymbolUse; use != nil {
 		for i := range r.offsets {
 			payload, _, _ := parseFrame(data[r.offsets[i]:])
@@ -302,12 +302,6 @@ func checkSymbols(found []recoveredSegment, acked uint64, dict *symbolDict) *Dat
 		}
 	}
 	return nil
-}
-
-func (q *Queue) closeRecovered(found []recoveredSegment) {
-	for _, rs := range found {
-		rs.seg.f.Close()
-	}
 }
 
 // setAside renames the unreplayable slot to <SenderID>.unreplayable-<n>,

@@ -98,11 +98,13 @@ func parseFrame(b []byte) (payload []byte, size int, ok bool) {
 
 // segment is one file (or RAM buffer) holding the frames base ..
 // base+len(offsets)-1. All fields are guarded by Queue.mu; refs counts fsyncs
-// in flight outside the lock, which postpone closing a removed segment.
+// in flight outside the lock, which postpone closing the file. Sealed
+// segments keep no file open (a full 10 GiB slot has 2,560 of them); the
+// cursor opens the one it reads (see Queue.fileLocked).
 type segment struct {
 	base    uint64
 	path    string
-	f       File
+	f       File     // nil while closed
 	offsets []uint32 // start of each frame in the file
 	size    int64    // bytes written: header + frames
 	dirty   bool     // written since the last fsync
@@ -125,8 +127,17 @@ func (s *segment) frameBounds(i int) (int64, int64) {
 	return start, next - start
 }
 
+// closeFile closes the segment's file unless an fsync outside the lock
+// still uses it (that fsync's owner closes it).
+func (s *segment) closeFile() {
+	if s.f != nil && s.refs == 0 {
+		s.f.Close()
+		s.f = nil
+	}
+}
+
 // readFrame reads frame fsn into buf (grown as needed) and returns its
-// verified payload, which aliases buf.
+// verified payload, which aliases buf. The file must be open.
 func (s *segment) readFrame(fsn uint64, buf []byte) ([]byte, []byte, error) {
 	i := int(fsn - s.base)
 	off, n := s.frameBounds(i)
