@@ -387,7 +387,8 @@ func (s *Server) RefuseUpgrades(k int, r Refusal) {
 
 // Outage simulates a QuestDB restart: every connection is dropped without a
 // CLOSE frame (uncommitted rows are rolled back) and upgrades get 503 for d.
-// Committed tables are kept.
+// Committed tables are kept. Each call sets a new end, so Outage(0) ends an
+// outage early.
 func (s *Server) Outage(d time.Duration) {
 	s.mu.Lock()
 	s.outageUntil = time.Now().Add(d)
