@@ -463,6 +463,8 @@ func TestMetricPromotedAttributes(t *testing.T) {
 	p1 := dps.AppendEmpty()
 	p1.SetTimestamp(pcommon.Timestamp(testT1))
 	p1.Attributes().PutEmpty("region") // an empty value is NULL, even over the scope's
+	p1.Attributes().PutStr("code", "") // so is an empty string
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("absent", "")
 
 	h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted})
 	h.metrics(md)

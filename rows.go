@@ -103,7 +103,10 @@ type rowEncoderConfig struct {
 // any of its symbols enter the dictionary (a symbol registered by a row that
 // is then refused would ride in the next frame's delta section regardless).
 //
-// Empty strings and empty attribute maps are NULL, not "" or "{}".
+// Empty SYMBOL values (unit, description, scope name and version, service
+// name, severity text, event name, promoted values) and empty attribute maps
+// are NULL, not "" or "{}". A log body that is an empty string stays an
+// empty VARCHAR; a body without a value is NULL.
 //
 // A rowEncoder is not safe for concurrent use.
 type rowEncoder struct {
@@ -448,7 +451,7 @@ func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
 		}
 		r.promotedScope[i] = nil
 		if ok {
-			if text, ok := r.json.appendText(r.promotedScopeBuf[i][:0], v); ok {
+			if text, ok := r.json.appendText(r.promotedScopeBuf[i][:0], v); ok && len(text) > 0 {
 				r.promotedScopeBuf[i] = text
 				r.promotedScope[i] = text
 			}
@@ -485,7 +488,7 @@ func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
 			text, ok := r.json.appendText(r.promotedBuf[i][:0], v)
 			r.promotedBuf[i] = text
 			r.promotedPoint[i] = nil
-			if ok {
+			if ok && len(text) > 0 {
 				r.promotedPoint[i] = text
 			}
 		}
