@@ -153,6 +153,12 @@ func (h *handle) Shutdown(ctx context.Context) error {
 		e.mu.Lock()
 		err = e.inst.Shutdown(ctx)
 		e.mu.Unlock()
+		if e.prevClosed != nil {
+			// "closed" promises that no earlier instance of the ID is still
+			// running either, so a chain of instances whose Start gave up
+			// cannot let a later one start beside the first.
+			<-e.prevClosed
+		}
 		r.mu.Lock()
 		if r.closing[e.id] == closed {
 			delete(r.closing, e.id)

@@ -1,0 +1,111 @@
+package questdbexporter
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
+)
+
+func TestFactoryTypeAndStability(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, metadata.Type, f.Type())
+	assert.Equal(t, component.StabilityLevelAlpha, f.MetricsStability())
+	assert.Equal(t, component.StabilityLevelAlpha, f.LogsStability())
+	assert.Equal(t, component.StabilityLevelUndefined, f.TracesStability(), "traces are not exported")
+	require.NoError(t, componenttest.CheckConfigStruct(f.CreateDefaultConfig()))
+}
+
+func TestFactoryRefusesForeignConfig(t *testing.T) {
+	type otherConfig struct{}
+	f := newFactory(newRegistry((&fakes{}).newInstance))
+	_, err := f.CreateMetrics(context.Background(), settingsFor("x"), &otherConfig{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "want *questdbexporter.Config")
+}
+
+// TestFactoryNoHelperQueueOrRetry: a consume error reaches the caller at
+// once, from a single attempt — exporterhelper has no queue and no retry in
+// front of the shared instance.
+func TestFactoryNoHelperQueueOrRetry(t *testing.T) {
+	boom := errors.New("queue full")
+	fs := &fakes{prepare: func(f *fakeInstance) { f.consumeErr = boom }}
+	f := newFactory(newRegistry(fs.newInstance))
+	ctx := context.Background()
+	exp, err := f.CreateMetrics(ctx, settingsFor("noretry"), validConfig(t))
+	require.NoError(t, err)
+	require.NoError(t, exp.Start(ctx, componenttest.NewNopHost()))
+	assert.False(t, exp.Capabilities().MutatesData)
+
+	md := pmetric.NewMetrics()
+	md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge().DataPoints().AppendEmpty()
+	err = exp.ConsumeMetrics(ctx, md)
+	require.ErrorIs(t, err, boom)
+	_, _, metrics, _ := fs.instances()[0].counts()
+	assert.Equal(t, 1, metrics, "one attempt, no retry, no queue")
+	require.NoError(t, exp.Shutdown(ctx))
+}
+
+func TestFactoryPlatform(t *testing.T) {
+	err := checkPlatform()
+	switch runtime.GOOS {
+	case "linux", "darwin":
+		require.NoError(t, err)
+	default:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), runtime.GOOS)
+	}
+}
+
+// TestFactorySharedSlotReopens runs the real instance twice, as a collector
+// restart (or config reload) in one process would: both signals share one
+// slot, and once everything is shut down the slot is free for the next
+// generation (the flock of the first is released).
+func TestFactorySharedSlotReopens(t *testing.T) {
+	dir := t.TempDir()
+	cfg := validConfig(t)
+	cfg.SFDir = dir
+	cfg.CloseFlushTimeout = 0
+	cfg.Endpoints = []string{"127.0.0.1:9"} // nothing listens: Start must not care
+	require.NoError(t, cfg.Validate())
+	ctx := context.Background()
+	host := componenttest.NewNopHost()
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.ID = component.NewIDWithName(metadata.Type, "reopen")
+
+	for round := 1; round <= 2; round++ {
+		f := NewFactory()
+		me, err := f.CreateMetrics(ctx, set, cfg)
+		require.NoError(t, err)
+		le, err := f.CreateLogs(ctx, set, cfg)
+		require.NoError(t, err)
+		require.NoError(t, me.Start(ctx, host), "round %d", round)
+		require.NoError(t, le.Start(ctx, host), "round %d", round)
+
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var slots []string
+		for _, e := range entries {
+			if e.IsDir() {
+				slots = append(slots, e.Name())
+			}
+		}
+		assert.Equal(t, []string{"questdb-reopen"}, slots, "one slot for both signals, named after the component ID")
+		_, err = os.Stat(filepath.Join(dir, "questdb-reopen"))
+		require.NoError(t, err)
+
+		require.NoError(t, le.Shutdown(ctx))
+		require.NoError(t, me.Shutdown(ctx))
+	}
+}
