@@ -49,9 +49,11 @@ type questdbExporter struct {
 	writer   *writer
 	sender   *sender.Sender
 	status   *statusReporter
-	slot     string // this instance's entry in activeSlots
+	slot     string // this instance's slot: claimed in newInstance, active from Start
 	stop     chan struct{}
 	stopped  chan struct{}
+	drainEnd context.CancelFunc // stops the orphan drainers
+	drained  chan struct{}      // closed when the orphan drainers returned
 	shutdown bool
 }
 
@@ -68,14 +70,23 @@ func newInstance(cfg *Config, set exporter.Settings) (instance, error) {
 		tb.Shutdown()
 		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
 	}
-	return &questdbExporter{
+	e := &questdbExporter{
 		cfg:      cfg,
 		logger:   set.Logger,
 		senderID: cfg.senderID(set.ID),
 		tel:      tel,
 		tb:       tb,
 		now:      time.Now,
-	}, nil
+	}
+	e.slot = "memory:" + e.senderID
+	if cfg.SFDir != "" {
+		e.slot = filepath.Join(cfg.SFDir, e.senderID)
+	}
+	// Claimed before any exporter starts (the collector builds every
+	// component first), so no orphan drainer takes a slot whose exporter
+	// has not started yet.
+	activeSlots.claim(e.slot)
+	return e, nil
 }
 
 // Start opens the queue and starts the writer, the sender and the monitor.
@@ -85,10 +96,7 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 	if e.shutdown {
 		return errShutDown
 	}
-	slot := "memory:" + e.senderID
-	if e.cfg.SFDir != "" {
-		slot = filepath.Join(e.cfg.SFDir, e.senderID)
-	}
+	slot := e.slot
 	if err := activeSlots.add(slot); err != nil {
 		return err
 	}
@@ -112,10 +120,47 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 		activeSlots.remove(slot)
 		return errors.Join(fmt.Errorf("questdb exporter: starting the sender: %w", err), q.Close())
 	}
-	e.queue, e.writer, e.sender, e.status, e.slot = q, w, s, status, slot
+	e.queue, e.writer, e.sender, e.status = q, w, s, status
 	e.stop, e.stopped = make(chan struct{}), make(chan struct{})
 	go e.monitor(newLevelAlerter(e.logger, e.now, e.cfg.OnFull == "evict_oldest"))
+	e.startDrainers(ctx)
 	return nil
+}
+
+// startDrainers adopts orphaned slots under sf_dir (drain_orphans) in the
+// background, excluding the slot of every questdb exporter of this
+// collector.
+func (e *questdbExporter) startDrainers(ctx context.Context) {
+	e.drained = make(chan struct{})
+	if !e.cfg.DrainOrphans || e.cfg.SFDir == "" {
+		e.drainEnd = func() {}
+		close(e.drained)
+		return
+	}
+	so, err := e.senderOptions(ctx, nil)
+	if err != nil {
+		e.logger.Error("drain_orphans: cannot build the drainers' sender options; orphans are not drained", zap.Error(err))
+		e.drainEnd = func() {}
+		close(e.drained)
+		return
+	}
+	so.OnState = nil // drainers do not drive this component's status
+	qo := e.cfg.queueOptions("", e.logger)
+	dctx, cancel := context.WithCancel(context.Background())
+	e.drainEnd = cancel
+	exclude := activeSlots.senderIDsIn(e.cfg.SFDir)
+	go func() {
+		defer close(e.drained)
+		rep, err := sender.DrainOrphans(dctx, e.cfg.SFDir, exclude, e.cfg.MaxBackgroundDrainers, sender.DrainOptions{Queue: qo, Sender: so})
+		if err != nil {
+			e.logger.Error("drain_orphans failed", zap.String("sf_dir", e.cfg.SFDir), zap.Error(err))
+			return
+		}
+		if len(rep.Drained)+len(rep.Failed)+len(rep.Skipped) > 0 {
+			e.logger.Info("drain_orphans finished", zap.Strings("drained", rep.Drained),
+				zap.Strings("failed", rep.Failed), zap.Strings("skipped", rep.Skipped))
+		}
+	}()
 }
 
 // openQueue opens (in SF mode: recovers) the slot, logs what recovery
@@ -184,8 +229,28 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 	return newWriter(q, dict, be, e.tel, room), nil
 }
 
-// newSender maps the configuration onto the I/O loop's options.
+// newSender starts nothing: it builds the I/O loop of q, reporting its
+// state to status and to the queue (for the full-queue error).
 func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, status *statusReporter) (*sender.Sender, error) {
+	o, err := e.senderOptions(ctx, func(s sender.State) {
+		status.connState(s)
+		q.SetConsumerState(sfqueue.ConsumerState{
+			Reconnecting: s.Kind == sender.Reconnecting || s.Kind == sender.Connecting,
+			Attempts:     s.Attempts,
+			OutageStart:  s.Since,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.cfg.SFDir != "" {
+		o.SlotDir = e.slot
+	}
+	return sender.New(q, o)
+}
+
+// senderOptions maps the configuration onto the I/O loop's options.
+func (e *questdbExporter) senderOptions(ctx context.Context, onState func(sender.State)) (sender.Options, error) {
 	o := sender.Options{
 		Endpoints:           e.cfg.endpointURLs(),
 		Username:            string(e.cfg.Username),
@@ -202,15 +267,8 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 		Policies:            map[qwp.Category]qwp.Policy{},
 		CloseFlushTimeout:   e.cfg.CloseFlushTimeout,
 		ErrorInboxCapacity:  e.cfg.ErrorInboxCapacity,
-		OnState: func(s sender.State) {
-			status.connState(s)
-			q.SetConsumerState(sfqueue.ConsumerState{
-				Reconnecting: s.Kind == sender.Reconnecting || s.Kind == sender.Connecting,
-				Attempts:     s.Attempts,
-				OutageStart:  s.Since,
-			})
-		},
-		Observer: e.tel,
+		OnState:             onState,
+		Observer:            e.tel,
 		Logger:   e.logger,
 	}
 	if e.cfg.CloseFlushTimeout == 0 {
@@ -224,11 +282,11 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if usesTLS(o.Endpoints) {
 		tlsCfg, err := e.cfg.tlsSettings().LoadTLSConfig(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("questdb exporter: tls: %w", err)
+			return o, fmt.Errorf("questdb exporter: tls: %w", err)
 		}
 		o.TLS = tlsCfg
 	}
-	return sender.New(q, o)
+	return o, nil
 }
 
 func usesTLS(urls []string) bool {
@@ -264,11 +322,17 @@ func (e *questdbExporter) sampleQueue(alerts *levelAlerter) {
 func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	defer e.tb.Shutdown()
+	if e.shutdown {
+		return nil
+	}
 	e.shutdown = true
+	defer e.tb.Shutdown()
+	defer activeSlots.release(e.slot)
 	if e.queue == nil {
 		return nil
 	}
+	e.drainEnd()
+	<-e.drained
 	close(e.stop)
 	<-e.stopped
 	e.writer.close()
@@ -281,7 +345,6 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	if err := e.queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("questdb exporter: closing the queue: %w", err))
 	}
-	activeSlots.remove(e.slot)
 	e.queue, e.writer, e.sender = nil, nil, nil
 	return errors.Join(errs...)
 }
@@ -369,39 +432,58 @@ func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 
 func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }
 
-// activeSlots lists the slots open in this process, so that an orphan
-// drainer never takes the slot of another questdb exporter of this
-// collector. Keys are <sf_dir>/<sender_id> (memory:<sender_id> in
-// memory-only mode).
-var activeSlots = &slotRegistry{slots: map[string]bool{}}
+// activeSlots tracks the slots of this process's questdb exporters: claimed
+// from newInstance to Shutdown (an orphan drainer never takes one), active
+// from Start to Shutdown (two exporters never share one). Keys are
+// <sf_dir>/<sender_id> (memory:<sender_id> in memory-only mode).
+var activeSlots = &slotRegistry{claimed: map[string]int{}, active: map[string]bool{}}
 
 type slotRegistry struct {
-	mu    sync.Mutex
-	slots map[string]bool
+	mu      sync.Mutex
+	claimed map[string]int // instances built and not yet shut down
+	active  map[string]bool
 }
 
+func (r *slotRegistry) claim(slot string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.claimed[slot]++
+}
+
+// release ends a claim, and the slot's activity if it was started.
+func (r *slotRegistry) release(slot string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.claimed[slot]--; r.claimed[slot] <= 0 {
+		delete(r.claimed, slot)
+	}
+	delete(r.active, slot)
+}
+
+// add marks slot active, refusing a slot another exporter already runs on.
 func (r *slotRegistry) add(slot string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.slots[slot] {
+	if r.active[slot] {
 		return fmt.Errorf("questdb exporter: slot %s is already used by another questdb exporter in this collector; give each a distinct sender_id", slot)
 	}
-	r.slots[slot] = true
+	r.active[slot] = true
 	return nil
 }
 
+// remove undoes add after a failed Start.
 func (r *slotRegistry) remove(slot string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.slots, slot)
+	delete(r.active, slot)
 }
 
-// senderIDsIn lists the active slots under dir, by sender_id.
+// senderIDsIn lists the claimed slots under dir, by sender_id.
 func (r *slotRegistry) senderIDsIn(dir string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var ids []string
-	for s := range r.slots {
+	for s := range r.claimed {
 		if filepath.Dir(s) == filepath.Clean(dir) {
 			ids = append(ids, filepath.Base(s))
 		}
