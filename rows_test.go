@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -219,5 +220,69 @@ func TestMetricEmitErrorAbortsBatch(t *testing.T) {
 	}
 	if st.Rows[tableGauge] == 0 || st.Rows[tableGauge] >= 200 {
 		t.Fatalf("rows written before the failure = %d, want some but not all", st.Rows[tableGauge])
+	}
+}
+
+// emit may start a new dictionary generation (Encoder.Reset with an empty
+// dictionary) between frames, as the writer does when a generation is full:
+// the row that found the frame full is written again against the new
+// dictionary, and every frame decodes on a fresh connection of its own
+// generation.
+func TestMetricEmitMayResetDictionary(t *testing.T) {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("gen")
+	dps := m.SetEmptyGauge().DataPoints()
+	const n = 300
+	for i := range n {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.Timestamp(testT1 + int64(i)))
+		dp.SetDoubleValue(float64(i))
+		dp.Attributes().PutInt("series", int64(i)) // a new symbol in every row
+	}
+	const limit = 1024
+	enc := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{MaxFrameBytes: limit, Gorilla: true, DeltaSymbolDict: true})
+	re, err := newRowEncoder(enc, rowEncoderConfig{Tables: defaultTableNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []float64
+	generations := 0
+	emit := func(frame []byte) error {
+		var dec qwptest.Decoder // a new connection: the server knows no symbols
+		msg, err := dec.Decode(frame)
+		if err != nil {
+			t.Fatalf("frame of generation %d refused: %v", generations, err)
+		}
+		if msg.DeltaStart != 0 {
+			t.Fatalf("generation %d frame's delta starts at %d, want 0", generations, msg.DeltaStart)
+		}
+		for _, b := range msg.Tables {
+			for _, c := range b.Columns {
+				if c.Name == "value" {
+					for _, v := range c.Values {
+						values = append(values, v.(float64))
+					}
+				}
+			}
+		}
+		generations++
+		enc.Reset(qwp.NewMemDict())
+		return nil
+	}
+	st, err := re.encodeMetrics(md, emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := re.flush(emit); err != nil {
+		t.Fatal(err)
+	}
+	if st.Rows[tableGauge] != n || len(values) != n || generations < 5 {
+		t.Fatalf("%d rows counted, %d decoded over %d generations", st.Rows[tableGauge], len(values), generations)
+	}
+	for i, v := range values {
+		if v != float64(i) {
+			t.Fatalf("row %d has value %v: a row was lost or repeated across a generation switch", i, v)
+		}
 	}
 }
