@@ -269,7 +269,7 @@ func (e *questdbExporter) senderOptions(ctx context.Context, onState func(sender
 		ErrorInboxCapacity:  e.cfg.ErrorInboxCapacity,
 		OnState:             onState,
 		Observer:            e.tel,
-		Logger:   e.logger,
+		Logger:              e.logger,
 	}
 	if e.cfg.CloseFlushTimeout == 0 {
 		o.CloseFlushTimeout = -1 // do not wait
