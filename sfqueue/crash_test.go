@@ -135,7 +135,7 @@ func crashPayloadSize(r *rand.Rand) int {
 // ---- the workload (child side) ----
 
 // crashWorkload appends frames from crashAppenders goroutines and one acker
-// until stop is closed (or each appender reached perAppender frames, if > 0).
+// until ctx ends (or each appender reached perAppender frames, if > 0).
 // Every line goes to report in one Write, after the call it describes:
 //
 //	A <fsn> <id>   Append/AppendBatch returned fsn for payload id
@@ -256,7 +256,7 @@ func (w *crashWorkload) acker(ctx context.Context) error {
 	}
 }
 
-// run starts the goroutines and returns when the appenders are done (bounded
+// runAll starts the goroutines and returns when the appenders are done (bounded
 // mode) or ctx ends; the first error wins.
 func (w *crashWorkload) runAll(ctx context.Context) error {
 	w.symNext = len(w.q.Symbols(0))
@@ -546,8 +546,9 @@ func crashKills(t *testing.T) int {
 }
 
 // TestCrashKill9 kills an appending child process with SIGKILL at random
-// moments, crashKills times on one slot, and after each kill checks that
-// recovery returns exactly the frames whose Append returned.
+// moments, many times on one slot (10 with -short, 40 without, N with
+// SFQUEUE_CRASH_KILLS=N), and after each kill checks that recovery returns
+// exactly the frames whose Append returned.
 func TestCrashKill9(t *testing.T) {
 	dir := t.TempDir()
 	kills := crashKills(t)
