@@ -22,60 +22,9 @@ func benchFrame(b *testing.B, q *sfqueue.Queue) []byte {
 	return append([]byte(nil), f.encode(benchRowsPerFrame)...)
 }
 
-func benchQueue(b *testing.B) *sfqueue.Queue {
-	q, err := sfqueue.Open(sfqueue.Options{MaxTotalBytes: 4 << 30})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return q
-}
-
-func benchSender(b *testing.B, q *sfqueue.Queue, url string) *Sender {
-	s, err := New(q, Options{Endpoints: []string{url}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
-
-func reportRates(b *testing.B, frames int, d time.Duration) {
-	b.ReportMetric(float64(frames)/d.Seconds(), "frames/s")
-	b.ReportMetric(float64(frames*benchRowsPerFrame)/d.Seconds(), "rows/s")
-}
-
-// BenchmarkSteadyState: a producer appends b.N frames while the sender
-// streams them to a count-only qwptest server on loopback.
-func BenchmarkSteadyState(b *testing.B) {
-	srv, err := qwptest.NewServer(qwptest.Options{CountOnly: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Close()
-	q := benchQueue(b)
-	defer q.Close()
-	payload := benchFrame(b, q)
-	s := benchSender(b, q, srv.URL())
-	defer s.Close(context.Background())
-	ctx := context.Background()
-	b.SetBytes(int64(len(payload)))
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		if _, err := q.Append(ctx, payload); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := s.WaitAcked(ctx, q.PublishedFSN()); err != nil {
-		b.Fatal(err)
-	}
-	reportRates(b, b.N, time.Since(start))
-}
-
-// backlogFrames is the replayed backlog: QDB_BACKLOG_FRAMES, default 2000.
-func backlogFrames(b *testing.B) int {
+// benchFrames is the frames per measured phase: QDB_BACKLOG_FRAMES,
+// default 2000 (about 9 MB).
+func benchFrames(b *testing.B) int {
 	if v := os.Getenv("QDB_BACKLOG_FRAMES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -86,42 +35,72 @@ func backlogFrames(b *testing.B) int {
 	return 2000
 }
 
-// BenchmarkBacklogReplay: the sender starts against a queue already holding
-// a backlog (as after an outage or a restart) and replays all of it.
-func BenchmarkBacklogReplay(b *testing.B) {
+// benchPhase sends n frames through a new queue and sender to srv and
+// returns how long delivery took. With backlog the frames are all queued
+// before the sender starts (replay after an outage or restart); without, a
+// producer appends them while the sender runs (steady state).
+func benchPhase(b *testing.B, srv *qwptest.Server, n int, backlog bool) time.Duration {
+	ctx := context.Background()
+	q, err := sfqueue.Open(sfqueue.Options{MaxTotalBytes: 4 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	payload := benchFrame(b, q)
+	appendAll := func() {
+		for range n {
+			if _, err := q.Append(ctx, payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if backlog {
+		appendAll()
+	}
+	start := time.Now()
+	s, err := New(q, Options{Endpoints: []string{srv.URL()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if !backlog {
+		appendAll()
+	}
+	if err := s.WaitAcked(ctx, uint64(n)); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkSenderThroughput measures frames and rows per second through a
+// Sender into a count-only qwptest server on loopback, in steady state and
+// replaying a backlog. The two phases alternate within each iteration so
+// that machine noise hits both alike; the ratio is backlog / steady.
+func BenchmarkSenderThroughput(b *testing.B) {
 	srv, err := qwptest.NewServer(qwptest.Options{CountOnly: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	n := backlogFrames(b)
-	ctx := context.Background()
-	var total time.Duration
+	n := benchFrames(b)
+	var steady, backlog time.Duration
 	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		q := benchQueue(b)
-		payload := benchFrame(b, q)
-		batch := make([][]byte, 64)
-		for i := range batch {
-			batch[i] = payload
+	for i := range b.N {
+		if i%2 == 0 {
+			steady += benchPhase(b, srv, n, false)
+			backlog += benchPhase(b, srv, n, true)
+		} else {
+			backlog += benchPhase(b, srv, n, true)
+			steady += benchPhase(b, srv, n, false)
 		}
-		for left := n; left > 0; left -= len(batch) {
-			if _, err := q.AppendBatch(ctx, batch[:min(left, len(batch))]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StartTimer()
-		start := time.Now()
-		s := benchSender(b, q, srv.URL())
-		if err := s.WaitAcked(ctx, q.PublishedFSN()); err != nil {
-			b.Fatal(err)
-		}
-		total += time.Since(start)
-		b.StopTimer()
-		_ = s.Close(ctx)
-		_ = q.Close()
-		b.StartTimer()
 	}
-	reportRates(b, b.N*n, total)
+	frames := float64(b.N * n)
+	b.ReportMetric(frames/steady.Seconds(), "steady-frames/s")
+	b.ReportMetric(frames*benchRowsPerFrame/steady.Seconds(), "steady-rows/s")
+	b.ReportMetric(frames/backlog.Seconds(), "backlog-frames/s")
+	b.ReportMetric(frames*benchRowsPerFrame/backlog.Seconds(), "backlog-rows/s")
+	b.ReportMetric(steady.Seconds()/backlog.Seconds(), "backlog/steady")
 }

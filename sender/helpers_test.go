@@ -322,7 +322,12 @@ func startSender(t testing.TB, q *sfqueue.Queue, o Options) *Sender {
 // waitAll waits until everything published is acknowledged.
 func waitAll(t testing.TB, s *Sender, q *sfqueue.Queue) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	waitAllWithin(t, s, q, waitTimeout)
+}
+
+func waitAllWithin(t testing.TB, s *Sender, q *sfqueue.Queue, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := s.WaitAcked(ctx, q.PublishedFSN()); err != nil {
 		t.Fatalf("waiting for FSN %d (acked %d): %v", q.PublishedFSN(), q.AckedFSN(), err)

@@ -54,7 +54,7 @@ func TestOutageFillsQueueWhileReconnecting(t *testing.T) {
 	if full.Reason != sfqueue.Reconnecting || full.Attempts < 1 || full.OutageStart.IsZero() {
 		t.Fatalf("full error during the outage: %v (reason %v, attempts %d); want it to say the sender is reconnecting", full, full.Reason, full.Attempts)
 	}
-	waitAll(t, s, q)
+	waitAllWithin(t, s, q, outage+waitTimeout)
 	exactRows(t, rowIDs(t, srv), f.nextID)
 	var reconnecting, connectedAgain bool
 	for _, st := range rec.States() {
