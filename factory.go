@@ -95,6 +95,11 @@ func (f *factory) acquire(set exporter.Settings, cfg component.Config) (*handle,
 	if !ok {
 		return nil, fmt.Errorf("questdb exporter: config is %T, want *questdbexporter.Config", cfg)
 	}
+	// The collector validates before it creates; this covers callers that
+	// do not, since the instance relies on a valid config.
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("questdb exporter %s: invalid configuration: %w", set.ID, err)
+	}
 	return f.reg.acquire(c, set)
 }
 

@@ -35,6 +35,17 @@ func TestFactoryRefusesForeignConfig(t *testing.T) {
 	assert.Contains(t, err.Error(), "want *questdbexporter.Config")
 }
 
+func TestFactoryRefusesInvalidConfig(t *testing.T) {
+	fs := &fakes{}
+	f := newFactory(newRegistry(fs.newInstance))
+	cfg := validConfig(t)
+	cfg.OnFull = "drop"
+	_, err := f.CreateLogs(context.Background(), settingsFor("bad"), cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "on_full:")
+	assert.Empty(t, fs.instances(), "no instance is built from an invalid config")
+}
+
 // TestFactoryNoHelperQueueOrRetry: a consume error reaches the caller at
 // once, from a single attempt — exporterhelper has no queue and no retry in
 // front of the shared instance.
