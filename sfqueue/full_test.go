@@ -381,6 +381,9 @@ func TestFatalFsyncLatches(t *testing.T) {
 	if err := q.AddSymbols(0, 0, [][]byte{[]byte("a")}); !errors.As(err, &fatal) {
 		t.Fatalf("AddSymbols after the latch: %v", err)
 	}
+	if err := q.Close(); !errors.As(err, &fatal) {
+		t.Fatalf("Close after the latch: %v, want the latched *FatalError again", err)
+	}
 }
 
 func TestAddSymbolsOnAFullDisk(t *testing.T) {

@@ -24,8 +24,9 @@ type memRing struct {
 func newMemRing() *memRing { return &memRing{files: map[string]*memSegment{}} }
 
 type memSegment struct {
-	mu   sync.Mutex
-	data []byte
+	mu    sync.Mutex
+	data  []byte
+	limit int64 // the segment size from Allocate: growth never reserves more
 }
 
 func (m *memRing) MkdirAll(string) error { return nil }
@@ -106,7 +107,15 @@ func (f *memSegment) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if end := off + int64(len(p)); end > int64(len(f.data)) {
-		f.data = append(f.data, make([]byte, end-int64(len(f.data)))...)
+		if end > int64(cap(f.data)) {
+			// Double as append would, but never past the segment size, so
+			// a full segment holds at most MaxSegmentBytes of RAM.
+			c := min(max(end, 2*int64(cap(f.data))), max(end, f.limit))
+			grown := make([]byte, len(f.data), c)
+			copy(grown, f.data)
+			f.data = grown
+		}
+		f.data = f.data[:end]
 	}
 	return copy(f.data[off:], p), nil
 }
@@ -122,8 +131,13 @@ func (f *memSegment) Truncate(size int64) error {
 	return nil
 }
 
-// Allocate is a no-op: RAM is taken as frames arrive.
-func (f *memSegment) Allocate(int64) error { return nil }
+// Allocate records the segment size; RAM is taken as frames arrive.
+func (f *memSegment) Allocate(size int64) error {
+	f.mu.Lock()
+	f.limit = size
+	f.mu.Unlock()
+	return nil
+}
 
 func (f *memSegment) Size() (int64, error) {
 	f.mu.Lock()

@@ -15,6 +15,11 @@ func TestMemoryRingFreesSegmentsOnAck(t *testing.T) {
 	if n := len(ring.files); n != 10 {
 		t.Fatalf("40 frames of 208 bytes in 1 KiB segments: %d buffers, want 10", n)
 	}
+	for name, f := range ring.files {
+		if c := cap(f.data); c > 1024 {
+			t.Fatalf("RAM segment %s reserves %d bytes, more than the 1 KiB segment size", name, c)
+		}
+	}
 	q.Ack(20)
 	if n, used := len(ring.files), q.Stats().UsedBytes; n != 5 || used != 5*(24+4*208) {
 		t.Fatalf("after acking 20 frames: %d buffers, %d bytes used; want 5 and %d", n, used, 5*(24+4*208))

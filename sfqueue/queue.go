@@ -568,7 +568,8 @@ func (q *Queue) evictOldestLocked() bool {
 
 // Close closes the queue. In SF mode it fsyncs what is not yet durable
 // (periodic and flush), records the ack watermark, and, when everything was
-// acked, deletes every segment file. It releases the slot lock.
+// acked, deletes every segment file. It releases the slot lock. A latched
+// *FatalError is returned again here.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.closed {
@@ -638,6 +639,9 @@ func (q *Queue) Close() error {
 	}
 	if err := q.dict.close(); err != nil {
 		errs = append(errs, err)
+	}
+	if q.fatal != nil && !slices.Contains(errs, error(q.fatal)) {
+		errs = append(errs, q.fatal) // the safety net: never let it pass unseen
 	}
 	if q.lock != nil {
 		if err := q.lock.Close(); err != nil {
