@@ -64,19 +64,57 @@ func TestRoleRejectMovesToNextEndpoint(t *testing.T) {
 }
 
 func TestVersionMismatchAndTransientFailuresRotate(t *testing.T) {
-	// A closed port (transient dial failure) first, then a good server.
+	// A closed port (transient dial failure), then a server speaking a
+	// newer protocol version, then a good server.
+	newer := newServer(t, qwptest.Options{})
+	p := newProxy(t, newer.Addr(), proxyOptions{version: "2"})
 	good := newServer(t, qwptest.Options{})
 	q := memQueue(t)
 	newFeeder(t, q, false).frames(3, 1)
-	s := startSender(t, q, testOptions(nil, "ws://127.0.0.1:1/write/v4", good.URL()))
+	rec := &recorder{}
+	o := testOptions(rec, "ws://127.0.0.1:1/write/v4", p.URL(), good.URL())
+	o.InitialBackoff, o.MaxBackoff = 5*time.Millisecond, time.Minute
+	s := startSender(t, q, o)
 	waitAll(t, s, q)
 	exactRows(t, rowIDs(t, good), 3)
+	if newer.RowCount(testTable) != 0 {
+		t.Fatal("frames went to a server whose version was refused")
+	}
+	var sawVersion bool
+	for _, e := range waitEvents(t, rec, 1) {
+		sawVersion = sawVersion || e.Kind == EventConnect && strings.Contains(e.Err.Error(), "X-QWP-Version")
+	}
+	if !sawVersion {
+		t.Fatalf("the version mismatch was not reported: %+v", rec.Events())
+	}
+}
+
+func TestCatchUpSplitsToFrameLimit(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	f.frames(4, 10) // the first frame registers all 7 symbols
+	o := testOptions(nil, srv.URL())
+	o.MaxBatchBytes = 32 // ~3 entries of "g0-sN" per catch-up frame
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	// Break the connection; the frames that follow carry no delta and rely
+	// on the catch-up, which now takes several deferred frames (OK withheld
+	// until the first data frame) that the FSN mapping must skip.
+	srv.DropConnections()
+	f.frames(4, 10)
+	waitAll(t, s, q)
+	exactRows(t, rowIDs(t, srv), 80)
+	// 3 catch-up frames per connection (7 entries, 3+3+1) plus 8 data frames.
+	if n := srv.Frames(); n != 2*3+8 {
+		t.Fatalf("server received %d frames, want 14 (two 3-frame catch-ups and 8 data frames)", n)
+	}
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 503, RetryAfter: "1", Message: "restarting"})
-	p := newProxy(t, srv.Addr(), false)
+	p := newProxy(t, srv.Addr(), proxyOptions{})
 	q := memQueue(t)
 	newFeeder(t, q, false).frames(2, 1)
 	s := startSender(t, q, testOptions(nil, p.URL())) // backoff alone would retry within 5 ms
@@ -122,7 +160,7 @@ func TestOversizedStoredFrameIsTerminal(t *testing.T) {
 
 func TestClose1009CountsAsRejection(t *testing.T) {
 	srv := newServer(t, qwptest.Options{RecvBufferSize: 4096})
-	p := newProxy(t, srv.Addr(), true) // hides X-QWP-Max-Batch-Size
+	p := newProxy(t, srv.Addr(), proxyOptions{hideLimit: true})
 	q := memQueue(t)
 	f := newFeeder(t, q, false)
 	f.frames(2, 1)

@@ -13,7 +13,7 @@ func TestDurableAckTrim(t *testing.T) {
 	for _, tier := range []string{qwp.DurableAckLocal, qwp.DurableAckReplicated, qwp.DurableAckLocalReplicated} {
 		t.Run(tier, func(t *testing.T) {
 			srv := newServer(t, qwptest.Options{DurableAck: true, DurableTiers: true})
-			p := newProxy(t, srv.Addr(), false)
+			p := newProxy(t, srv.Addr(), proxyOptions{})
 			q := memQueue(t)
 			newFeeder(t, q, true).frames(10, 4)
 			rec := &recorder{}

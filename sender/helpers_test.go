@@ -359,13 +359,19 @@ func waitTerminal(t testing.TB, s *Sender) *TerminalError {
 	return te
 }
 
+// proxyOptions say how a proxy alters upgrade responses.
+type proxyOptions struct {
+	hideLimit bool   // drop X-QWP-Max-Batch-Size (to provoke CLOSE 1009)
+	version   string // replace X-QWP-Version with this, when set
+}
+
 // proxy is a TCP proxy in front of a test server that records when each
-// connection arrived, counts the client's WebSocket PING frames and can hide
-// the X-QWP-Max-Batch-Size header (to provoke CLOSE 1009).
+// connection arrived, counts the client's WebSocket PING frames and can
+// alter the upgrade response's QWP headers.
 type proxy struct {
 	ln         net.Listener
 	target     string
-	hideLimit  bool
+	o          proxyOptions
 	mu         sync.Mutex
 	accepted   []time.Time
 	pings      atomic.Int64
@@ -374,13 +380,13 @@ type proxy struct {
 	closedDown bool
 }
 
-func newProxy(t testing.TB, target string, hideLimit bool) *proxy {
+func newProxy(t testing.TB, target string, o proxyOptions) *proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, hideLimit: hideLimit, conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, target: target, o: o, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.close)
@@ -499,8 +505,12 @@ func (p *proxy) serverToClient(up, c net.Conn) {
 		if err != nil {
 			return
 		}
-		if p.hideLimit && strings.HasPrefix(strings.ToLower(line), "x-qwp-max-batch-size:") {
+		lower := strings.ToLower(line)
+		if p.o.hideLimit && strings.HasPrefix(lower, "x-qwp-max-batch-size:") {
 			continue
+		}
+		if p.o.version != "" && strings.HasPrefix(lower, "x-qwp-version:") {
+			line = "X-Qwp-Version: " + p.o.version + "\r\n"
 		}
 		if _, err := io.WriteString(c, line); err != nil {
 			return
