@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -472,5 +473,59 @@ func TestExporterRestartContinuesDictionaryGeneration(t *testing.T) {
 	}
 	if secondStart, _ := run(100); secondStart != firstEnd {
 		t.Fatalf("after a restart the writer continued with generation %d, want %d", secondStart, firstEnd)
+	}
+}
+
+func TestExporterDrainsOrphansButNotClaimedSlots(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(t, qwptest.Options{})
+	slotConfig := func(id, endpoint string) *Config {
+		cfg := testConfig(t, endpoint)
+		cfg.SFDir = dir
+		cfg.SenderID = id
+		return cfg
+	}
+	// Leave unsent data in two slots: nothing listens on their endpoint.
+	for i, id := range []string{"orphan", "sibling"} {
+		inst, err := newInstance(slotConfig(id, closedPort(t)), exportertest.NewNopSettings(metadata.Type))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.consumeMetrics(context.Background(), gaugeBatch(i*100, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sibling's exporter is built (the collector builds everything
+	// before starting anything) but not started: its slot is not an orphan.
+	sibling, err := newInstance(slotConfig("sibling", srv.Addr()), exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sibling.Shutdown(context.Background())
+
+	cfg := slotConfig("main", srv.Addr())
+	cfg.DrainOrphans = true
+	e := startExporter(t, cfg, newStatusHost())
+	<-e.drained
+	if got := srv.RowCount("otel_metrics_gauge"); got != 3 {
+		t.Fatalf("server holds %d gauge rows after draining, want the orphan's 3", got)
+	}
+	ids := serverIDs(t, srv, "otel_metrics_gauge")
+	for id := range 3 {
+		if ids[id] != 1 {
+			t.Fatalf("orphan row %d arrived %d times", id, ids[id])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "orphan")); !os.IsNotExist(err) {
+		t.Fatalf("drained orphan slot still exists (stat: %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sibling")); err != nil {
+		t.Fatalf("the claimed sibling slot was touched: %v", err)
 	}
 }
