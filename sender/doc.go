@@ -65,7 +65,10 @@
 // new generation, and older generations are dropped from the dictionary
 // (every frame that used them is acknowledged). A frame larger than the
 // server's advertised limit is a terminal error naming both sizes: frames on
-// disk are never re-split.
+// disk are never re-split. Before stopping for such a send-side condition the
+// loop collects the acks of the frames already sent (up to 5 s), so they are
+// not replayed later. If the queue evicted frames (on_full: evict_oldest)
+// the FSNs jump; the connection is recycled so the mapping starts afresh.
 //
 // # Durable-ack trim
 //
@@ -114,7 +117,8 @@
 //
 // Close waits up to CloseFlushTimeout for ackedFSN to reach the published
 // FSN, then stops; what is left stays in the slot (SF mode) or is lost
-// (memory-only mode), and the returned error says which. WaitAcked blocks
+// (memory-only mode), and the returned error says which (Options.SlotDir
+// names the slot; empty means memory-only). WaitAcked blocks
 // until a given FSN is acknowledged; only ctx, a terminal error or Close end
 // it early. DrainOrphans adopts other senders' abandoned slots, a few at a
 // time, each with its own queue, Sender and connection.

@@ -29,8 +29,12 @@ var ErrClosed = errors.New("sender: closed")
 // TerminalError is the error behind the Terminal state: the sender stopped
 // sending and every unacknowledged frame stays in the queue.
 type TerminalError struct {
-	Category qwp.Category // the server's category, PROTOCOL_VIOLATION, SECURITY_ERROR for a 401/403 upgrade, PARSE_ERROR for a frame the server cannot take, NONE for other client-side conditions
-	FSN      uint64       // the frame concerned, 0 when none
+	// Category is the server's category, PROTOCOL_VIOLATION for a poison
+	// frame, SECURITY_ERROR for a 401/403 upgrade, PARSE_ERROR for a stored
+	// frame no server can take, NONE for other client-side conditions (an
+	// unconfirmed durable ack, an unreadable queue).
+	Category qwp.Category
+	FSN      uint64 // the frame concerned, 0 when none
 	Err      error
 }
 
@@ -222,8 +226,10 @@ func (s *Sender) logEvent(e Event) {
 		zap.Uint64("fsn", e.FSN), zap.String("endpoint", e.Endpoint), zap.Error(e.Err))
 }
 
-func (s *Sender) notifyAck() {
+// wake applies update under s.mu and wakes every WaitAcked.
+func (s *Sender) wake(update func()) {
 	s.mu.Lock()
+	update()
 	close(s.ackCh)
 	s.ackCh = make(chan struct{})
 	s.mu.Unlock()
@@ -244,7 +250,7 @@ func (s *Sender) ack(fsn uint64) {
 	s.acked = fsn
 	s.q.Ack(fsn)
 	s.bo.reset()
-	s.notifyAck()
+	s.wake(func() {})
 }
 
 // fail latches a terminal error: the loop stops sending, frames stay queued.
@@ -254,11 +260,7 @@ func (s *Sender) fail(te *TerminalError, endpoint string) {
 	s.box.put(Event{Time: now, Kind: EventTerminal, Category: te.Category, FSN: te.FSN, Endpoint: endpoint, Err: te})
 	s.q.SetConsumerState(sfqueue.ConsumerState{})
 	s.state(State{Kind: Terminal, Reason: te.Error(), Endpoint: endpoint, Attempts: s.attempts, Since: now, Err: te})
-	s.mu.Lock()
-	s.termErr = te
-	close(s.ackCh)
-	s.ackCh = make(chan struct{})
-	s.mu.Unlock()
+	s.wake(func() { s.termErr = te })
 }
 
 // lost records a failed attempt or a lost connection.
@@ -309,11 +311,7 @@ func (s *Sender) dialOptions(url string) qwp.DialOptions {
 // run is the I/O goroutine: connect, serve, and decide what comes next.
 func (s *Sender) run() {
 	defer func() {
-		s.mu.Lock()
-		s.stopped = true
-		close(s.ackCh)
-		s.ackCh = make(chan struct{})
-		s.mu.Unlock()
+		s.wake(func() { s.stopped = true })
 		close(s.loopDone)
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
