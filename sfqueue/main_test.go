@@ -18,11 +18,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// longTests runs the long variants: go test -run X ./sfqueue SFQUEUE_LONG=1.
-func longTests() bool { return !testing.Short() || os.Getenv("SFQUEUE_LONG") != "" }
-
-// iterations returns short under -short and long otherwise (or with
-// SFQUEUE_LONG set).
+// iterations returns short under -short and long otherwise, or with
+// SFQUEUE_LONG=1 (the long variants: SFQUEUE_LONG=1 go test ./sfqueue).
 func iterations(short, long int) int {
 	if testing.Short() && os.Getenv("SFQUEUE_LONG") == "" {
 		return short

@@ -216,3 +216,37 @@ func TestAckedFramesNeedNoSymbols(t *testing.T) {
 		t.Fatalf("an acked frame with unbacked ids made the slot unreplayable: %+v", rep)
 	}
 }
+
+func TestVanishedFramesAreReportedAsLost(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, segs []string)
+	}{
+		{"newest segment truncated at a frame boundary", func(t *testing.T, segs []string) {
+			b, _ := os.ReadFile(segs[len(segs)-1])
+			n := segmentHeaderSize
+			_, size, _ := parseFrame(b[n:])
+			os.WriteFile(segs[len(segs)-1], b[:n+size], 0o644) // keep one frame
+		}},
+		{"oldest segment emptied", func(t *testing.T, segs []string) {
+			os.WriteFile(segs[0], nil, 0o644)
+		}},
+		{"newest segment deleted", func(t *testing.T, segs []string) {
+			os.Remove(segs[len(segs)-1])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, payloads := writeSlot(t, 40, nil)
+			segs := segmentPaths(t, o)
+			tc.damage(t, segs)
+			q := mustOpen(t, o)
+			defer q.Close()
+			rep := q.Recovery()
+			have := drain(t, q.NewCursor())
+			missing := uint64(len(payloads) - len(have))
+			if missing == 0 || rep.LostFrames != missing || rep.Unreplayable != nil {
+				t.Fatalf("%d of %d frames missing, report %+v; want LostFrames = %d", missing, len(payloads), rep, missing)
+			}
+		})
+	}
+}

@@ -200,7 +200,11 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 		return err
 	}
 	if isNoSpace(err) {
-		return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes}
+		need := int64(0)
+		for _, e := range entries {
+			need += int64(symbolRecordHeader + len(e) + 4)
+		}
+		return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes, Need: need}
 	}
 	return q.latchLocked(op, err)
 }
