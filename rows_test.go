@@ -286,3 +286,110 @@ func TestMetricEmitMayResetDictionary(t *testing.T) {
 		}
 	}
 }
+
+// singlePointBatches splits md into batches of one data point each, keeping
+// the point's resource, scope and metric.
+func singlePointBatches(md pmetric.Metrics) []pmetric.Metrics {
+	var out []pmetric.Metrics
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				for p := range dataPointCount(ms.At(k)) {
+					one := pmetric.NewMetrics()
+					rm := one.ResourceMetrics().AppendEmpty()
+					rms.At(i).Resource().CopyTo(rm.Resource())
+					sm := rm.ScopeMetrics().AppendEmpty()
+					sms.At(j).Scope().CopyTo(sm.Scope())
+					m := sm.Metrics().AppendEmpty()
+					ms.At(k).CopyTo(m)
+					n := 0
+					otherPoint := func() bool { n++; return n-1 != p } // RemoveIf drops every other point
+					switch m.Type() {
+					case pmetric.MetricTypeGauge:
+						m.Gauge().DataPoints().RemoveIf(func(pmetric.NumberDataPoint) bool { return otherPoint() })
+					case pmetric.MetricTypeSum:
+						m.Sum().DataPoints().RemoveIf(func(pmetric.NumberDataPoint) bool { return otherPoint() })
+					case pmetric.MetricTypeHistogram:
+						m.Histogram().DataPoints().RemoveIf(func(pmetric.HistogramDataPoint) bool { return otherPoint() })
+					case pmetric.MetricTypeExponentialHistogram:
+						m.ExponentialHistogram().DataPoints().RemoveIf(func(pmetric.ExponentialHistogramDataPoint) bool { return otherPoint() })
+					case pmetric.MetricTypeSummary:
+						m.Summary().DataPoints().RemoveIf(func(pmetric.SummaryDataPoint) bool { return otherPoint() })
+					}
+					out = append(out, one)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// The row bound (fits) must be an upper bound of a row's one-row frame: a
+// row that the encoder itself would refuse as too large has to be caught
+// before its symbols enter the dictionary. For every row of the golden
+// batches: with the frame limit one byte below the row's exact one-row frame
+// size the row is skipped with the dictionary untouched. The bound counts
+// the schema of every column of the table, so it may exceed the real size
+// by up to boundSlack bytes, which is nothing against a 1.8 MiB frame: at
+// that much above the real size the row is written.
+func TestMetricRowBoundIsUpperBound(t *testing.T) {
+	promoted, err := promotedColumns([]string{"host.name", "http.status_code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rowEncoderConfig{Promoted: promoted}
+	sizeOf := func(encode func(h *harness) encodeStats) int {
+		h := newHarness(t, 0, cfg)
+		if st := encode(h); st.Skipped != [numSkipReasons]int{} || len(h.frames) != 1 {
+			t.Fatalf("reference encoding: stats %+v, %d frames", st, len(h.frames))
+		}
+		return len(h.frames[0])
+	}
+	check := func(name string, encode func(h *harness) encodeStats) {
+		const boundSlack = 1024
+		size := sizeOf(encode)
+		h := newHarness(t, size+boundSlack, cfg)
+		if st := encode(h); st.Skipped != [numSkipReasons]int{} {
+			t.Errorf("%s: skipped at a limit of %d bytes, %d over its own size: %+v", name, size+boundSlack, boundSlack, st)
+		}
+		h = newHarness(t, size-1, cfg)
+		st := encode(h)
+		if st.Skipped[skipRowTooLarge] != 1 || len(h.frames) != 0 {
+			t.Errorf("%s: at limit %d: stats %+v, %d frames; want one too-large skip", name, size-1, st, len(h.frames))
+		}
+		if h.dict.Len() != 0 {
+			t.Errorf("%s: the skipped row left %d symbols in the dictionary", name, h.dict.Len())
+		}
+	}
+	for i, md := range singlePointBatches(goldenMetrics()) {
+		if md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Name() == "" {
+			continue
+		}
+		check(fmt.Sprintf("metric point %d", i), func(h *harness) encodeStats { return h.metrics(md) })
+	}
+	lrs := goldenLogs()
+	for i := range lrs.LogRecordCount() {
+		ld := plog.NewLogs()
+		n := 0
+		for r := range lrs.ResourceLogs().Len() {
+			rl := lrs.ResourceLogs().At(r)
+			for s := range rl.ScopeLogs().Len() {
+				sl := rl.ScopeLogs().At(s)
+				for k := range sl.LogRecords().Len() {
+					if n == i {
+						nrl := ld.ResourceLogs().AppendEmpty()
+						rl.Resource().CopyTo(nrl.Resource())
+						nsl := nrl.ScopeLogs().AppendEmpty()
+						sl.Scope().CopyTo(nsl.Scope())
+						sl.LogRecords().At(k).CopyTo(nsl.LogRecords().AppendEmpty())
+					}
+					n++
+				}
+			}
+		}
+		check(fmt.Sprintf("log record %d", i), func(h *harness) encodeStats { return h.logs(ld) })
+	}
+}
