@@ -119,6 +119,7 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 			return skipped
 		}
 		log.Error("orphan slot cannot be opened", zap.Error(err))
+		obs.DrainerStarted()
 		obs.DrainerFailed()
 		return failed
 	}
@@ -159,5 +160,15 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 	}
 	_ = q.Close()
 	log.Info("orphan drainer interrupted; the slot keeps its frames", zap.Error(err))
+	if o, ok := obs.(DrainInterruptObserver); ok {
+		o.DrainerInterrupted()
+	}
 	return skipped
+}
+
+// DrainInterruptObserver is optionally implemented by an Observer to learn
+// of a drainer stopped by its context before the slot was empty (neither
+// succeeded nor failed), so that an active-drainers gauge can go down.
+type DrainInterruptObserver interface {
+	DrainerInterrupted()
 }

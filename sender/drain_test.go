@@ -124,13 +124,17 @@ func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
 	orphan(t, dir, "dead", 0, 3)
 	srv := newServer(t, qwptest.Options{})
 	srv.StallAcks() // nothing is ever acked
+	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan DrainReport, 1)
 	go func() {
-		rep, _ := DrainOrphans(ctx, dir, nil, 1, DrainOptions{Sender: testOptions(nil, srv.URL())})
+		rep, _ := DrainOrphans(ctx, dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
 		done <- rep
 	}()
 	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 4 })
+	if rec.drainers[0].Load() != 1 {
+		t.Fatalf("drainers started %d, want 1", rec.drainers[0].Load())
+	}
 	cancel()
 	rep := <-done
 	if !slices.Equal(rep.Skipped, []string{"dead"}) {
@@ -138,6 +142,9 @@ func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "dead", ".failed")); !os.IsNotExist(err) {
 		t.Fatal("an interrupted drainer marked the slot failed")
+	}
+	if rec.interrupted.Load() != 1 || rec.drainers[1].Load()+rec.drainers[2].Load() != 0 {
+		t.Fatalf("interrupted %d, succeeded+failed %d; want 1, 0", rec.interrupted.Load(), rec.drainers[1].Load()+rec.drainers[2].Load())
 	}
 	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || !slices.Equal(ids, []string{"dead"}) {
 		t.Fatalf("after interruption ListOrphans = %v, %v; want the slot still an orphan", ids, err)

@@ -209,19 +209,20 @@ func sfQueue(t testing.TB, dir, id string) *sfqueue.Queue {
 // recorder captures events, states and telemetry for assertions.
 type recorder struct {
 	NopObserver
-	mu       sync.Mutex
-	events   []Event
-	states   []State
-	sent     atomic.Int64
-	replayed atomic.Int64
-	acked    atomic.Int64
-	maxIn    atomic.Int64
-	attempts atomic.Int64
-	success  atomic.Int64
-	dictSize atomic.Int64
-	oks      atomic.Int64    // OKs that covered a data frame
-	drainers [3]atomic.Int64 // started, succeeded, failed
-	errs     map[qwp.Category]int
+	mu          sync.Mutex
+	events      []Event
+	states      []State
+	sent        atomic.Int64
+	replayed    atomic.Int64
+	acked       atomic.Int64
+	maxIn       atomic.Int64
+	attempts    atomic.Int64
+	success     atomic.Int64
+	dictSize    atomic.Int64
+	oks         atomic.Int64    // OKs that covered a data frame
+	drainers    [3]atomic.Int64 // started, succeeded, failed
+	interrupted atomic.Int64
+	errs        map[qwp.Category]int
 }
 
 func (r *recorder) FramesSent(n int)     { r.sent.Add(int64(n)) }
@@ -242,6 +243,7 @@ func (r *recorder) DictionarySize(n int)     { r.dictSize.Store(int64(n)) }
 func (r *recorder) DrainerStarted()          { r.drainers[0].Add(1) }
 func (r *recorder) DrainerSucceeded()        { r.drainers[1].Add(1) }
 func (r *recorder) DrainerFailed()           { r.drainers[2].Add(1) }
+func (r *recorder) DrainerInterrupted()      { r.interrupted.Add(1) }
 func (r *recorder) ServerError(c qwp.Category) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
