@@ -1,0 +1,139 @@
+package questdbexporter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+)
+
+// metricTotal sums the data points of an own-telemetry metric whose
+// attributes include attrs; ok is false while the metric has no data.
+func metricTotal(t *testing.T, tt *componenttest.Telemetry, name string, attrs ...attribute.KeyValue) (float64, bool) {
+	t.Helper()
+	m, err := tt.GetMetric(name)
+	if err != nil {
+		return 0, false
+	}
+	match := func(set attribute.Set) bool {
+		for _, kv := range attrs {
+			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+				return false
+			}
+		}
+		return true
+	}
+	var total float64
+	found := false
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			if match(dp.Attributes) {
+				total += float64(dp.Value)
+				found = true
+			}
+		}
+	case metricdata.Gauge[int64]:
+		for _, dp := range d.DataPoints {
+			total += float64(dp.Value)
+			found = true
+		}
+	case metricdata.Gauge[float64]:
+		for _, dp := range d.DataPoints {
+			total += dp.Value
+			found = true
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			total += float64(dp.Count)
+			found = true
+		}
+	default:
+		t.Fatalf("%s: unexpected data %T", name, m.Data)
+	}
+	return total, found
+}
+
+func TestTelemetryOfTheWritePath(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.SFDir = t.TempDir()
+	cfg.SFDurability = "flush"
+	cfg.WaitForAck = true
+	inst, err := newInstance(cfg, metadatatest.NewSettings(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+
+	md := gaugeBatch(0, 10)
+	unnamed := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
+	unnamed.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(1)
+	if err := e.consumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.consumeLogs(context.Background(), logBatch(0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	exact := []struct {
+		name  string
+		attrs []attribute.KeyValue
+		want  float64
+	}{
+		{"otelcol_exporter_questdb_rows_appended", nil, 14},
+		{"otelcol_exporter_questdb_skipped_data_points", []attribute.KeyValue{attribute.String("reason", "empty_metric_name")}, 1},
+		{"otelcol_exporter_questdb_queue_capacity", nil, float64(cfg.effectiveMaxTotalBytes())},
+	}
+	atLeast := []string{
+		"otelcol_exporter_questdb_frames_appended",
+		"otelcol_exporter_questdb_frames_acked",
+		"otelcol_exporter_questdb_ack_latency",
+		"otelcol_exporter_questdb_dictionary_size",
+		"otelcol_exporter_questdb_fsync_latency", // sampled by the monitor every second
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		missing := ""
+		for _, c := range exact {
+			if got, _ := metricTotal(t, tt, c.name, c.attrs...); got != c.want {
+				missing = c.name
+			}
+		}
+		for _, name := range atLeast {
+			if got, ok := metricTotal(t, tt, name); !ok || got < 1 {
+				missing = name
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			got, _ := metricTotal(t, tt, missing)
+			t.Fatalf("%s is %v after 10 s", missing, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A dropped connection: the next call (wait_for_ack) needs a reconnect.
+	srv.DropConnections()
+	if err := e.consumeLogs(context.Background(), logBatch(10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"otelcol_exporter_questdb_reconnect_attempts", "otelcol_exporter_questdb_reconnect_successes"} {
+		if got, _ := metricTotal(t, tt, name); got < 1 {
+			t.Fatalf("%s is %v after a dropped connection was re-established", name, got)
+		}
+	}
+}
