@@ -1,10 +1,14 @@
 package sender
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -231,4 +235,28 @@ func storedSize(t testing.TB, q *sfqueue.Queue, fsn uint64) int {
 		t.Fatalf("reading FSN %d: got %d, %v, %v", fsn, got, ok, err)
 	}
 	return len(payload)
+}
+
+// TestNormalClosureMovesToNextEndpoint: a demoting primary closes with 1000
+// instead of answering NOT_WRITABLE; the sender tries the next endpoint.
+func TestNormalClosureMovesToNextEndpoint(t *testing.T) {
+	up := websocket.Upgrader{}
+	demoting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, http.Header{"X-Qwp-Version": {"1"}})
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "demoted"), time.Now().Add(time.Second))
+		_, _, _ = ws.ReadMessage() // until the client closes
+	}))
+	defer demoting.Close()
+	good := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	newFeeder(t, q, false).frames(3, 1)
+	o := testOptions(nil, "ws"+strings.TrimPrefix(demoting.URL, "http")+"/write/v4", good.URL())
+	o.InitialBackoff, o.MaxBackoff = time.Millisecond, 2*time.Millisecond
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	exactRows(t, rowIDs(t, good), 3)
 }

@@ -101,7 +101,8 @@
 //	PROTOCOL_VIOLATION  terminal         no
 //
 // retriable reconnects to the same endpoint after backoff and replays from
-// ackedFSN+1; retriable_other does the same on the next endpoint. When the
+// ackedFSN+1; retriable_other does the same on the next endpoint, as does a
+// server's CLOSE 1000 (how a demoting primary refuses writes today). When the
 // same frame is rejected MaxFrameRejections times (4) with no
 // acknowledgement of it in between, the sender stops with
 // PROTOCOL_VIOLATION. A CLOSE 1009 (message too big) counts as a rejection

@@ -674,6 +674,11 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 		return end{kind: endStop}
 	}
 	err := fmt.Errorf("sender: connection to %s: %w", c.endpoint, cause)
+	if websocket.IsCloseError(cause, websocket.CloseNormalClosure) {
+		// How a demoting primary says it no longer takes writes (the
+		// reserved NOT_WRITABLE): try the next endpoint.
+		return end{kind: endRetriableOther, err: err}
+	}
 	head := c.win.okSeq + 1
 	if !websocket.IsCloseError(cause, websocket.CloseMessageTooBig) || head >= c.win.sent {
 		return end{kind: endBroken, err: err}
