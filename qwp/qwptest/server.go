@@ -252,10 +252,10 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	s.accepted.Add(1)
 	s.logf("conn %d: open from %s (client %q, durable ack %q)", id, r.RemoteAddr, r.Header.Get("X-QWP-Client-Id"), h.Get("X-QWP-Durable-Ack"))
 	c.run()
+	s.logf("conn %d: closed after %d frames", id, c.seq)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	s.logf("conn %d: closed after %d frames", id, c.seq)
 }
 
 // authorized checks the credentials Options require, if any.

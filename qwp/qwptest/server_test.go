@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -540,6 +541,8 @@ func TestCloseDropsConnections(t *testing.T) {
 	require.NoError(t, s.Close(), "Close is idempotent")
 	_, _, err = dialPath(t, s, "/write/v4", nil)
 	require.Error(t, err)
+	c.close()
+	goleak.VerifyNone(t) // nothing of the server is left running
 }
 
 func TestNewServerErrors(t *testing.T) {
