@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
+	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sender"
 )
@@ -511,7 +512,18 @@ func TestExporterDrainsOrphansButNotClaimedSlots(t *testing.T) {
 
 	cfg := slotConfig("main", srv.Addr())
 	cfg.DrainOrphans = true
-	e := startExporter(t, cfg, newStatusHost())
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	set := metadatatest.NewSettings(tt)
+	inst, err := newInstance(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
 	<-e.drained
 	if got := srv.RowCount("otel_metrics_gauge"); got != 3 {
 		t.Fatalf("server holds %d gauge rows after draining, want the orphan's 3", got)
@@ -527,5 +539,10 @@ func TestExporterDrainsOrphansButNotClaimedSlots(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sibling")); err != nil {
 		t.Fatalf("the claimed sibling slot was touched: %v", err)
+	}
+	for name, want := range map[string]float64{"otelcol_exporter_questdb_drainers_active": 0, "otelcol_exporter_questdb_drainers_succeeded": 1} {
+		if got, _ := metricTotal(t, tt, name); got != want {
+			t.Fatalf("%s = %v, want %v", name, got, want)
+		}
 	}
 }

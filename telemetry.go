@@ -37,8 +37,9 @@ type telemetry struct {
 }
 
 var (
-	_ writerObserver  = (*telemetry)(nil)
-	_ sender.Observer = (*telemetry)(nil)
+	_ writerObserver                = (*telemetry)(nil)
+	_ sender.Observer               = (*telemetry)(nil)
+	_ sender.DrainInterruptObserver = (*telemetry)(nil)
 )
 
 func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger) (*telemetry, error) {
@@ -157,4 +158,10 @@ func (t *telemetry) DrainerSucceeded() {
 func (t *telemetry) DrainerFailed() {
 	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1)
 	t.tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1)
+}
+
+// DrainerInterrupted: a drainer stopped by Shutdown before its slot was
+// empty; the slot keeps its frames for the next start.
+func (t *telemetry) DrainerInterrupted() {
+	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1)
 }
