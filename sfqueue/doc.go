@@ -92,14 +92,13 @@
 //     bytes, up to the last non-zero byte, are RecoveryReport.TornBytes). A
 //     segment with a bad header or no valid frame is deleted.
 //  4. A watermark past the last recovered frame is ignored with a warning.
-//     Segments wholly at or below the watermark are deleted (they were
-//     acked).
-//  5. The remaining segments, in base order, must be contiguous
-//     (prev.base + prev.frames == next.base), and when Options.SymbolUse is
-//     set every unacked frame's symbol ids must exist in .symbol-dict.
-//     Otherwise the slot is unreplayable: it is renamed to
-//     <SenderID>.unreplayable-<n>, a *DataLossError is reported in
-//     Recovery() and logged, and the queue starts on a fresh slot.
+//  5. Segments in base order must be contiguous (prev.base + prev.frames ==
+//     next.base) wherever the hole would hold an FSN above the watermark,
+//     and when Options.SymbolUse is set every unacked frame's symbol ids
+//     must exist in .symbol-dict. Otherwise the slot is unreplayable: it is
+//     renamed to <SenderID>.unreplayable-<n>, a *DataLossError is reported
+//     in Recovery() and logged, and the queue starts on a fresh slot.
+//     Segments wholly at or below the watermark are deleted (acked).
 //  6. Frames recovery cannot find although the watermark recorded them as
 //     on disk, or that sat behind an unusable first segment, are counted in
 //     RecoveryReport.LostFrames and logged (nothing disappears silently).

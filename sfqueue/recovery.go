@@ -162,9 +162,20 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		wmOK, wm = false, 0
 		rep.WatermarkIgnored = true
 	}
-	// Segments wholly at or below the watermark were acked: delete them, so
-	// a deletion that a power loss undid cannot look like a gap.
-	for len(found) > 0 && wmOK && found[0].seg.end()-1 <= wm {
+	// The chain must be contiguous wherever it holds unacked frames: a hole
+	// whose missing FSNs are all at or below the watermark is harmless (a
+	// deletion of acked segments that a power loss partly undid).
+	for i := 1; i < len(found); i++ {
+		prev, cur := found[i-1].seg, found[i].seg
+		if prev.end() != cur.base && cur.base-1 > wm {
+			rep.Unreplayable = &DataLossError{Reason: fmt.Sprintf(
+				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
+				filepath.Base(prev.path), prev.end()-1, filepath.Base(cur.path), cur.base, wm)}
+			break
+		}
+	}
+	// Segments wholly at or below the watermark were acked: delete them.
+	for rep.Unreplayable == nil && len(found) > 0 && wmOK && found[0].seg.end()-1 <= wm {
 		fsys.Remove(found[0].seg.path)
 		found = found[1:]
 	}
@@ -174,15 +185,6 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		acked = max(acked, found[0].seg.base-1)
 	}
 	rep.AckedFSN = acked
-	for i := 1; i < len(found); i++ {
-		prev, cur := found[i-1].seg, found[i].seg
-		if prev.end() != cur.base {
-			rep.Unreplayable = &DataLossError{Reason: fmt.Sprintf(
-				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d",
-				filepath.Base(prev.path), prev.end()-1, filepath.Base(cur.path), cur.base)}
-			break
-		}
-	}
 	if rep.Unreplayable == nil && q.o.SymbolUse != nil {
 		rep.Unreplayable = checkSymbols(found, acked, dict)
 	}

@@ -250,3 +250,56 @@ func TestVanishedFramesAreReportedAsLost(t *testing.T) {
 		})
 	}
 }
+
+func TestGapAgainstTheWatermark(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		ackPastFirst     bool // ack beyond the first segment (Ack deletes it)
+		wantUnreplayable bool
+	}{
+		// The first segment ends at FSN a; the watermark is a-1; its last
+		// frame is cut: FSN a, unacked, is missing -> set aside.
+		{"hole above the watermark", false, true},
+		// Everything up to a+1 is acked and the first segment deleted; a
+		// power loss undid the deletion (restored, cut short): the hole
+		// holds only acked FSNs -> harmless.
+		{"hole below the watermark", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 512}
+			q := mustOpen(t, o)
+			for i := range 20 {
+				mustAppend(t, q, testPayload(uint64(i+1), 100))
+			}
+			first := q.segs[0]
+			a := first.end() - 1
+			saved, err := os.ReadFile(first.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.ackPastFirst {
+				q.Ack(a + 1)
+			} else {
+				q.Ack(a - 1)
+			}
+			q.Close()
+			// The first segment, without its last frame.
+			cut := int64(first.offsets[len(first.offsets)-1])
+			if err := os.WriteFile(first.path, saved[:cut], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			q = mustOpen(t, o)
+			defer q.Close()
+			rep := q.Recovery()
+			if got := rep.Unreplayable != nil; got != tc.wantUnreplayable {
+				t.Fatalf("unreplayable %v (%v), want %v", got, rep.Unreplayable, tc.wantUnreplayable)
+			}
+			if !tc.wantUnreplayable {
+				got := drain(t, q.NewCursor())
+				if len(got) == 0 || got[0].fsn != a+2 || q.AckedFSN() != a+1 {
+					t.Fatalf("after a harmless hole: acked %d, first frame %v; want acked %d, replay from %d", q.AckedFSN(), got, a+1, a+2)
+				}
+			}
+		})
+	}
+}
