@@ -97,13 +97,14 @@ func (t *telemetry) skipped(stats encodeStats) {
 	}
 }
 
-func (t *telemetry) groupAppended(_, frames, rows int, stalled bool) {
+func (t *telemetry) groupAppended(_, frames, rows int) {
 	ctx := context.Background()
 	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames))
 	t.tb.ExporterQuestdbRowsAppended.Add(ctx, int64(rows))
-	if stalled {
-		t.tb.ExporterQuestdbBackpressureStalls.Add(ctx, 1)
-	}
+}
+
+func (t *telemetry) groupStalled() {
+	t.tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1)
 }
 
 func (t *telemetry) groupFailed(callers int, err error) {

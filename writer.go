@@ -38,8 +38,11 @@ type batchEncoder interface {
 // writer goroutine.
 type writerObserver interface {
 	// groupAppended: one AppendBatch of frames carrying rows rows, for
-	// callers callers; stalled says the queue lacked room when it started.
-	groupAppended(callers, frames, rows int, stalled bool)
+	// callers callers.
+	groupAppended(callers, frames, rows int)
+	// groupStalled: the queue lacked room for a group when its append
+	// started, so the append waits (on_full: block) and may be refused.
+	groupStalled()
 	// groupFailed: a group whose frames were not appended.
 	groupFailed(callers int, err error)
 }
@@ -239,7 +242,9 @@ func (w *writer) commit(group []*writeRequest) {
 			w.payloads = append(w.payloads, w.arena[start:end:end])
 			start = end
 		}
-		stalled := w.room != nil && !w.room(len(w.arena))
+		if w.room != nil && !w.room(len(w.arena)) {
+			w.obs.groupStalled()
+		}
 		ctx, cancel := groupContext(group)
 		last, err := w.q.AppendBatch(ctx, w.payloads)
 		cancel()
@@ -249,7 +254,7 @@ func (w *writer) commit(group []*writeRequest) {
 		} else {
 			first = last - uint64(len(w.ends)) + 1
 			w.dict.markQueued(w.genEnd)
-			w.obs.groupAppended(len(group), len(w.ends), w.rows, stalled)
+			w.obs.groupAppended(len(group), len(w.ends), w.rows)
 		}
 	}
 	if w.groupErr != nil {

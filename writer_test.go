@@ -145,15 +145,14 @@ type countingObserver struct {
 	groups, callers, frames, rows, failed, stalls atomic.Int64
 }
 
-func (o *countingObserver) groupAppended(callers, frames, rows int, stalled bool) {
+func (o *countingObserver) groupAppended(callers, frames, rows int) {
 	o.groups.Add(1)
 	o.callers.Add(int64(callers))
 	o.frames.Add(int64(frames))
 	o.rows.Add(int64(rows))
-	if stalled {
-		o.stalls.Add(1)
-	}
 }
+
+func (o *countingObserver) groupStalled() { o.stalls.Add(1) }
 
 func (o *countingObserver) groupFailed(int, error) { o.failed.Add(1) }
 
@@ -310,7 +309,11 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, nil)
+	room := func(n int) bool {
+		st := q.Stats()
+		return st.UsedBytes+int64(n) <= st.CapacityBytes
+	}
+	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room)
 	t.Cleanup(func() {
 		w.close()
 		q.Close()
@@ -639,5 +642,26 @@ func TestWriterFullQueueBlock(t *testing.T) {
 	}
 	if full.Reason != sfqueue.Publishing {
 		t.Fatalf("reason %v, want publishing", full.Reason)
+	}
+	stalls := f.obs.stalls.Load()
+	if stalls < 1 {
+		t.Fatal("the refused append was not counted as a stall")
+	}
+	// Free exactly enough room while an append waits: it stalls, then
+	// succeeds, and the stall is counted.
+	f.q.block = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.w.writeMetrics(context.Background(), testGauge("g", 5000, 5, symOf))
+		done <- err
+	}()
+	<-f.q.entered
+	f.q.Ack(f.q.PublishedFSN())
+	close(f.q.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.obs.stalls.Load(); got != stalls+1 {
+		t.Fatalf("%d stalls counted, want %d", got, stalls+1)
 	}
 }
