@@ -38,8 +38,9 @@ type conn struct {
 	wake       chan struct{}
 	readerDone chan struct{}
 
-	// stopWrites interrupts a write blocked on a peer that stopped reading
-	// when the sender closes; writesStopped is closed once it has run.
+	// When the sender closes, stopWrites says goodbye and closes the socket
+	// from outside the I/O goroutine, which may be blocked writing to a peer
+	// that stopped reading; writesStopped is closed once it has run.
 	stopWrites    func() bool
 	writesStopped chan struct{}
 }
@@ -52,7 +53,8 @@ func newConn(ctx context.Context, qc *qwp.Conn, endpoint string) *conn {
 	}
 	c.stopWrites = context.AfterFunc(ctx, func() {
 		defer close(c.writesStopped)
-		_ = c.ws.NetConn().SetWriteDeadline(time.Now())
+		c.goodbye()
+		_ = c.ws.NetConn().Close()
 	})
 	go c.read()
 	return c
@@ -111,16 +113,24 @@ func (c *conn) ping() error {
 	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout))
 }
 
-// close says goodbye with a WebSocket close frame (best effort: the peer
-// may already be gone), closes the socket and waits for the reader.
+// close says goodbye (unless the sender's close already did), closes the
+// socket and waits for the reader.
 func (c *conn) close() {
-	if !c.stopWrites() {
+	if c.stopWrites() {
+		c.goodbye()
+	} else {
 		<-c.writesStopped
 	}
-	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
 	_ = c.ws.Close()
 	<-c.readerDone
+}
+
+// goodbye sends a WebSocket close frame, best effort: the peer may be gone,
+// or a blocked write may hold the connection past closeFrameTimeout.
+// WriteControl may run concurrently with the I/O goroutine's writes.
+func (c *conn) goodbye() {
+	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
 }
 
 // symbols adapts a persisted dictionary generation to qwp.SymbolDict for

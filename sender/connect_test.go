@@ -123,6 +123,10 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	newFeeder(t, q, false).frames(2, 1)
 	s := startSender(t, q, testOptions(nil, p.URL())) // backoff alone would retry within 5 ms
 	waitAll(t, s, q)
+	if err := s.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the close frame", func() bool { return p.closes() == 1 })
 	at := p.arrivals()
 	if len(at) < 2 {
 		t.Fatalf("%d connection attempts, want 2", len(at))

@@ -25,7 +25,7 @@ func TestDurableAckTrim(t *testing.T) {
 			// sender must hold the trim and keep the server's flush path
 			// awake with PINGs.
 			waitFor(t, "40 rows", func() bool { return srv.RowCount(testTable) == 40 })
-			waitFor(t, "OKs for every frame", func() bool { return rec.oks.Load() > 0 && p.pings.Load() >= 3 })
+			waitFor(t, "OKs for every frame", func() bool { return rec.oks.Load() > 0 && p.pings() >= 3 })
 			if q.AckedFSN() != 0 || rec.acked.Load() != 0 {
 				t.Fatalf("ackedFSN %d before any durable ack: OKs must not trim in durable mode", q.AckedFSN())
 			}
@@ -35,9 +35,9 @@ func TestDurableAckTrim(t *testing.T) {
 				t.Fatalf("%d duplicates", dups)
 			}
 			// Once nothing is pending the keepalive stops.
-			n := p.pings.Load()
+			n := p.pings()
 			time.Sleep(30 * time.Millisecond)
-			if extra := p.pings.Load() - n; extra > 1 {
+			if extra := p.pings() - n; extra > 1 {
 				t.Fatalf("%d PINGs with no confirmation pending", extra)
 			}
 		})

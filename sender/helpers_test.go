@@ -368,7 +368,7 @@ type proxyOptions struct {
 }
 
 // proxy is a TCP proxy in front of a test server that records when each
-// connection arrived, counts the client's WebSocket PING frames and can
+// connection arrived, counts the client's WebSocket frames by opcode and can
 // alter the upgrade response's QWP headers.
 type proxy struct {
 	ln         net.Listener
@@ -376,7 +376,7 @@ type proxy struct {
 	o          proxyOptions
 	mu         sync.Mutex
 	accepted   []time.Time
-	pings      atomic.Int64
+	opcodes    [16]atomic.Int64 // client WebSocket frames by opcode
 	wg         sync.WaitGroup
 	conns      map[net.Conn]struct{}
 	closedDown bool
@@ -402,6 +402,10 @@ func (p *proxy) arrivals() []time.Time {
 	defer p.mu.Unlock()
 	return append([]time.Time(nil), p.accepted...)
 }
+
+// pings and closes count the client's PING and CLOSE frames.
+func (p *proxy) pings() int64  { return p.opcodes[0x9].Load() }
+func (p *proxy) closes() int64 { return p.opcodes[0x8].Load() }
 
 func (p *proxy) track(c net.Conn) bool {
 	p.mu.Lock()
@@ -488,9 +492,7 @@ func (p *proxy) clientToServer(c, up net.Conn) {
 		case 127:
 			n = binary.BigEndian.Uint64(hdr[2:])
 		}
-		if hdr[0]&0x0f == 0x9 {
-			p.pings.Add(1)
-		}
+		p.opcodes[hdr[0]&0x0f].Add(1)
 		if _, err := up.Write(hdr[:h]); err != nil {
 			return
 		}

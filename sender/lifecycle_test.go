@@ -3,11 +3,15 @@ package sender
 import (
 	"context"
 	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -170,5 +174,50 @@ func TestRecoveryDataLossReachesInbox(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no DATA_LOSS entry in the error inbox: %+v", rec.Events())
+	}
+}
+
+// TestCloseInterruptsBlockedWrite: a server that upgrades and then never
+// reads fills the socket buffers; Close must still stop the loop (the
+// blocked write is interrupted) and leave no goroutine behind.
+func TestCloseInterruptsBlockedWrite(t *testing.T) {
+	up := websocket.Upgrader{}
+	release := make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, http.Header{"X-Qwp-Version": {"1"}})
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		<-release // never reads
+	}))
+	defer stuck.Close()
+	defer close(release)
+	q := memQueue(t)
+	big := make([]byte, 4+1<<20)
+	for range 32 {
+		if _, err := q.Append(context.Background(), big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &recorder{}
+	o := testOptions(rec, "ws"+strings.TrimPrefix(stuck.URL, "http")+"/write/v4")
+	o.CloseFlushTimeout = 20 * time.Millisecond
+	s, err := New(q, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "some frames written", func() bool { return rec.sent.Load() >= 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	err = s.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "32 frames (FSN 1..32) not acknowledged") {
+		t.Fatalf("Close = %v; want the 32 unacknowledged frames reported", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Close hung on the blocked write")
 	}
 }

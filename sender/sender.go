@@ -348,6 +348,9 @@ func (s *Sender) run() {
 		s.connected(c)
 		end := s.serve(c)
 		c.close()
+		if s.ctx.Err() != nil {
+			return // closing: whatever broke, it was us
+		}
 		if time.Since(c.opened) >= s.o.MaxBackoff {
 			// A connection that lived this long was healthy; start over.
 			s.bo.reset()
