@@ -48,7 +48,8 @@
 // symbol dictionary of the generation of its first frame as C catch-up
 // frames (FLAG_DEFER_COMMIT|FLAG_DELTA_SYMBOL_DICT, no rows, split to
 // min(X-QWP-Max-Batch-Size, MaxBatchBytes); none when the dictionary is
-// empty), then streams stored frames from ackedFSN+1 in strict FSN order,
+// empty; sent just before the first data frame, so the generation is known),
+// then streams stored frames from ackedFSN+1 in strict FSN order,
 // one message each, stripped of their 4-byte generation prefix. So
 //
 //	fsn = fsnAtZero + wireSeq - C,   fsnAtZero = ackedFSN + 1 pinned at connect
