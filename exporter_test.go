@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -544,5 +548,44 @@ func TestExporterDrainsOrphansButNotClaimedSlots(t *testing.T) {
 		if got, _ := metricTotal(t, tt, name); got != want {
 			t.Fatalf("%s = %v, want %v", name, got, want)
 		}
+	}
+}
+
+func TestExporterQueueFullAlertAndStatus(t *testing.T) {
+	cfg := testConfig(t, closedPort(t))
+	cfg.MaxBatchBytes = minMaxBatchBytes
+	cfg.SFMaxSegmentBytes = minMaxBatchBytes + segmentOverheadBytes
+	cfg.SFMaxTotalBytes = 2 * cfg.SFMaxSegmentBytes
+	cfg.SFAppendDeadline = 10 * time.Millisecond
+	core, logs := observer.New(zapcore.InfoLevel)
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	inst, err := newInstance(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	host := newStatusHost()
+	if err := e.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	var refused error
+	for i := 0; i < 50 && refused == nil; i++ {
+		refused = e.consumeMetrics(context.Background(), gaugeBatch(i*1000, 500))
+	}
+	if status.Code(refused) != codes.ResourceExhausted {
+		t.Fatalf("filling the queue ended with %v, want ResourceExhausted", refused)
+	}
+	// The monitor samples every second: wait for its alert and status.
+	waitFor(t, func() bool { return logs.FilterMessageSnippet("queue full: refusing new records").Len() > 0 })
+	waitFor(t, func() bool {
+		ev := host.last()
+		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError &&
+			strings.Contains(ev.Err().Error(), "queue full")
+	})
+	entry := logs.FilterMessageSnippet("queue full").All()[0]
+	if entry.Level != zapcore.ErrorLevel {
+		t.Fatalf("full alert logged at %v, want error", entry.Level)
 	}
 }
