@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -83,6 +84,11 @@ type Options struct {
 	// ErrorHandler receives every inbox entry on the dispatcher goroutine;
 	// nil logs each one at error level.
 	ErrorHandler func(Event)
+	// OnConnect, when set, runs on the I/O goroutine after every successful
+	// upgrade and before any frame is sent on that connection (the exporter
+	// creates its tables there). It must bound its own duration; ctx ends
+	// when the sender closes. Nothing it does can stop the frames.
+	OnConnect func(ctx context.Context, endpoint string)
 	// OnState is called on the I/O goroutine at every connection state
 	// transition; it must not block.
 	OnState func(State)

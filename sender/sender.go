@@ -344,6 +344,9 @@ func (s *Sender) run() {
 			s.obs.ReconnectSuccess()
 		}
 		everConnected = true
+		if s.o.OnConnect != nil {
+			s.o.OnConnect(s.ctx, url)
+		}
 		c := newConn(s.ctx, qc, url)
 		s.connected(c)
 		end := s.serve(c)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,4 +299,50 @@ func waitEvents(t testing.TB, rec *recorder, n int) []Event {
 	t.Helper()
 	waitFor(t, "error inbox entries", func() bool { return len(rec.Events()) >= n })
 	return rec.Events()
+}
+
+// OnConnect runs once per connection, after the upgrade and before the first
+// frame of that connection reaches the server.
+func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	f.frames(10, 5) // a backlog, so frames are ready the moment a connection opens
+	rec := &recorder{}
+	o := testOptions(rec, srv.URL())
+	type call struct {
+		endpoint  string
+		conns     int64 // connections the server had accepted
+		frames    int64 // frames it had received when the hook ran
+		lastClose int64 // frames it had received when the previous connection broke
+	}
+	var mu sync.Mutex
+	var calls []call
+	var framesAtDrop atomic.Int64
+	o.OnConnect = func(ctx context.Context, endpoint string) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, call{endpoint, srv.Accepted(), srv.Frames(), framesAtDrop.Load()})
+	}
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	framesAtDrop.Store(srv.Frames())
+	srv.DropConnections()
+	f.frames(10, 5)
+	waitAll(t, s, q)
+	mu.Lock()
+	defer mu.Unlock()
+	if int64(len(calls)) != srv.Accepted() || len(calls) < 2 {
+		t.Fatalf("OnConnect ran %d times for %d connections, want once per connection (>= 2)", len(calls), srv.Accepted())
+	}
+	for i, c := range calls {
+		if c.endpoint != srv.URL() || c.conns != int64(i+1) {
+			t.Errorf("call %d: endpoint %q after %d connections", i, c.endpoint, c.conns)
+		}
+		if c.frames != c.lastClose {
+			t.Errorf("call %d: the server had %d frames, %d more than when the previous connection ended: a frame went out before the hook",
+				i, c.frames, c.frames-c.lastClose)
+		}
+	}
+	exactRows(t, rowIDs(t, srv), 100)
 }
