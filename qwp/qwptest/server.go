@@ -149,6 +149,7 @@ func NewServer(o Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/write/v4", s.serveQWP)
 	mux.HandleFunc("/api/v4/write", s.serveQWP)
+	mux.HandleFunc("/exec", s.serveExec)
 	mux.Handle("/", s.AdminHandler())
 	s.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -286,12 +287,19 @@ func (s *Server) grantDurable(req string) (string, qwp.Status) {
 	return "", 0
 }
 
-func (s *Server) takeRefusal() *Refusal {
+// inOutage reports whether an Outage is in progress.
+func (s *Server) inOutage() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now := time.Now(); now.Before(s.outageUntil) {
+	return time.Now().Before(s.outageUntil)
+}
+
+func (s *Server) takeRefusal() *Refusal {
+	if s.inOutage() {
 		return &Refusal{Status: http.StatusServiceUnavailable, Message: "server restarting"}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.refusals) == 0 {
 		return nil
 	}

@@ -28,6 +28,11 @@ type TableData struct {
 	Rows     [][]any
 	RowCount int64
 	SeqTxn   int64 // the table's last sequencer transaction (1, 2, ...)
+	// DedupKeys are the DEDUP UPSERT KEYS columns (designated timestamp
+	// included), nil for a table without dedup, such as an auto-created one.
+	DedupKeys []string
+	// TTL is the table's TTL clause value ("30 DAYS"), "" for none.
+	TTL string
 }
 
 // designatedName is the name QuestDB gives the designated timestamp of an
@@ -35,15 +40,24 @@ type TableData struct {
 const designatedName = "timestamp"
 
 type table struct {
-	name       string
-	cols       []ColumnInfo
-	byName     map[string]int // lower-case column name -> index
-	arrayDims  map[int]int    // array column -> dimensions, once known
-	designated int
-	rows       [][]any
-	rowCount   int64
-	seqTxn     int64
-	durableTxn int64
+	name        string
+	cols        []ColumnInfo
+	byName      map[string]int // lower-case column name -> index
+	arrayDims   map[int]int    // array column -> dimensions, once known
+	designated  int
+	partitionBy string
+	wal         bool
+	ttl         string
+	rows        [][]any
+	rowCount    int64
+	seqTxn      int64
+	durableTxn  int64
+
+	// dedupKeys are the DEDUP UPSERT KEYS column indexes (designated
+	// first); dedupRows maps a committed row's key to its index in rows.
+	dedupKeys []int
+	dedupRows map[string]int
+	keyBuf    []byte
 }
 
 // store holds the committed tables, shared by every connection; it outlives
@@ -104,6 +118,10 @@ func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
 		}
 		s.tables[strings.ToLower(b.Table)] = t
 	}
+	if !t.wal {
+		return &StatusError{Status: qwp.StatusSchemaMismatch,
+			Msg: fmt.Sprintf("table %q is not a WAL table", t.name)}
+	}
 	seen[t] = true
 	idx, err := t.mapColumns(b)
 	if err != nil {
@@ -148,8 +166,12 @@ func (s *store) commit(p *pending, pick func(rows int64) bool) []tableTxn {
 			kept = append(kept, t)
 			continue
 		}
-		t.rows = append(t.rows, sr.rows...)
-		t.rowCount += sr.count
+		if t.dedupKeys != nil && !s.countOnly {
+			t.upsert(sr.rows)
+		} else {
+			t.rows = append(t.rows, sr.rows...)
+			t.rowCount += sr.count
+		}
 		t.seqTxn++
 		out = append(out, tableTxn{t: t, name: t.name, seqTxn: t.seqTxn})
 		delete(p.rows, t)
@@ -169,7 +191,8 @@ type tableTxn struct {
 }
 
 func newTable(b *Block) (*table, *StatusError) {
-	t := &table{name: b.Table, byName: map[string]int{}, arrayDims: map[int]int{}, designated: -1}
+	t := &table{name: b.Table, byName: map[string]int{}, arrayDims: map[int]int{}, designated: -1,
+		partitionBy: "DAY", wal: true}
 	for _, c := range b.Columns {
 		name := c.Name
 		if name == "" {
@@ -449,7 +472,8 @@ func badChar(name, extra string) error {
 
 // snapshot copies one table; rows are padded to the current column count.
 func (t *table) snapshot(limit int) TableData {
-	td := TableData{Name: t.name, Columns: append([]ColumnInfo(nil), t.cols...), RowCount: t.rowCount, SeqTxn: t.seqTxn}
+	td := TableData{Name: t.name, Columns: append([]ColumnInfo(nil), t.cols...), RowCount: t.rowCount, SeqTxn: t.seqTxn,
+		DedupKeys: t.dedupKeyNames(), TTL: t.ttl}
 	n := len(t.rows)
 	if limit >= 0 && limit < n {
 		n = limit
