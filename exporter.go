@@ -226,7 +226,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 		room = nil // evicting is not stalling
 	}
 	e.tel.dictLen.Store(int64(dict.Len()))
-	return newWriter(q, dict, be, e.tel, room), nil
+	return newWriter(q, dict, be, e.tel, room, int(e.cfg.MaxBatchBytes)), nil
 }
 
 // newSender starts nothing: it builds the I/O loop of q, reporting its

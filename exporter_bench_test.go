@@ -104,5 +104,5 @@ func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newWriter(q, dict, &rowBatchEncoder{rows: rows, enc: enc, tel: tel, dict: dict}, tel, nil)
+	return newWriter(q, dict, &rowBatchEncoder{rows: rows, enc: enc, tel: tel, dict: dict}, tel, nil, int(cfg.MaxBatchBytes))
 }

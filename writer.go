@@ -97,6 +97,8 @@ type writer struct {
 	// room reports whether the queue has room for n more bytes right now;
 	// only used to count backpressure stalls. nil: never counted.
 	room func(n int) bool
+	// maxFrameBytes bounds catch-up frames like the encoder's (max_batch_bytes).
+	maxFrameBytes int
 
 	mu     sync.RWMutex // closed and sends on reqs
 	closed bool
@@ -117,9 +119,9 @@ type writer struct {
 // a group's memory without limit; the rest go to the next group.
 const maxGroupRequests = 1024
 
-func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(int) bool) *writer {
+func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(int) bool, maxFrameBytes int) *writer {
 	w := &writer{
-		q: q, dict: dict, enc: enc, obs: obs, room: room,
+		q: q, dict: dict, enc: enc, obs: obs, room: room, maxFrameBytes: maxFrameBytes,
 		reqs: make(chan *writeRequest, maxGroupRequests),
 		done: make(chan struct{}),
 	}
@@ -202,7 +204,13 @@ func (w *writer) commit(group []*writeRequest) {
 	// Ids assigned by an earlier group that failed to append are defined by
 	// no queued frame: re-register them first (rowless deferred frames).
 	if from, to := w.dict.unqueued(); from < to {
-		w.groupErr = qwp.CatchUpFrames(w.dict, from, to, 0, w.emit)
+		// store, not emit: the dictionary must not rotate under the
+		// catch-up's feet.
+		if err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.store); err == nil {
+			_ = w.rotateIfFull() // sets groupErr on failure
+		} else if w.groupErr == nil {
+			w.groupErr = err
+		}
 	}
 	for _, r := range group {
 		if w.groupErr != nil {
@@ -272,28 +280,45 @@ func (w *writer) commit(group []*writeRequest) {
 	}
 }
 
-// emit stores one finished message of the group with its generation prefix,
-// and starts a new dictionary generation once the current one is full.
-func (w *writer) emit(frame []byte) error {
+// store appends one finished message to the group with its generation
+// prefix.
+func (w *writer) store(frame []byte) error {
 	if w.groupErr != nil {
 		return w.groupErr
 	}
 	_, end, err := qwp.DeltaDictRange(frame)
 	if err != nil {
-		return fmt.Errorf("questdb exporter: encoder produced an unreadable message: %w", err)
+		w.groupErr = fmt.Errorf("questdb exporter: encoder produced an unreadable message: %w", err)
+		return w.groupErr
 	}
 	w.genEnd = max(w.genEnd, end)
 	w.arena = appendGenPrefix(w.arena, w.dict.Gen())
 	w.arena = append(w.arena, frame...)
 	w.ends = append(w.ends, len(w.arena))
-	if w.dict.full() {
-		if err := w.dict.rotate(); err != nil {
-			w.groupErr = err
-			return err
-		}
-		w.genEnd = 0
-		w.enc.reset(w.dict)
+	return nil
+}
+
+// emit stores a message of the encoder and starts a new dictionary
+// generation once the current one is full.
+func (w *writer) emit(frame []byte) error {
+	if err := w.store(frame); err != nil {
+		return err
 	}
+	return w.rotateIfFull()
+}
+
+// rotateIfFull starts the next dictionary generation between two frames
+// when the current one reached symbol_dict_max_entries.
+func (w *writer) rotateIfFull() error {
+	if !w.dict.full() {
+		return nil
+	}
+	if err := w.dict.rotate(); err != nil {
+		w.groupErr = err
+		return err
+	}
+	w.genEnd = 0
+	w.enc.reset(w.dict)
 	return nil
 }
 

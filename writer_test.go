@@ -193,11 +193,20 @@ type checkingQueue struct {
 	t        testing.TB
 	appends  atomic.Int64
 	failNext atomic.Int64  // fail this many AppendBatch calls
+	failSyms atomic.Int64  // fail this many AddSymbols calls
 	block    chan struct{} // when non-nil, AppendBatch waits for it
 	entered  chan struct{} // receives when AppendBatch starts waiting on block
 }
 
 var errInjected = errors.New("injected append failure")
+
+func (c *checkingQueue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
+	if c.failSyms.Load() > 0 {
+		c.failSyms.Add(-1)
+		return errInjected
+	}
+	return c.Queue.AddSymbols(gen, firstID, entries)
+}
 
 func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
 	for _, p := range payloads {
@@ -313,7 +322,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		st := q.Stats()
 		return st.UsedBytes+int64(n) <= st.CapacityBytes
 	}
-	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room)
+	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room, maxFrame)
 	t.Cleanup(func() {
 		w.close()
 		q.Close()
@@ -663,5 +672,39 @@ func TestWriterFullQueueBlock(t *testing.T) {
 	}
 	if got := f.obs.stalls.Load(); got != stalls+1 {
 		t.Fatalf("%d stalls counted, want %d", got, stalls+1)
+	}
+}
+
+func TestWriterRotationFailureThenCatchUp(t *testing.T) {
+	// A generation fills inside a group but cannot be persisted: the group
+	// fails. The next group must first re-register the ids of the lost
+	// frames, then rotate, and every stored frame must decode.
+	const maxEntries = 4
+	f := newWriterFixture(t, sfqueue.Options{}, maxEntries, 64<<10)
+	// Catch-up frames of one entry each, so the catch-up spans frames.
+	f.w.maxFrameBytes = 40
+	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
+	f.q.failSyms.Store(1)
+	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
+		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+	}
+	for b := 1; b <= 3; b++ {
+		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", b*10, 3, uniq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := decodeQueue(t, f.q.Queue)
+	for b := 1; b <= 3; b++ {
+		for id := b * 10; id < b*10+3; id++ {
+			if got.ids[int64(id)] != 1 || got.syms[int64(id)] != uniq(id) {
+				t.Fatalf("row %d: stored %d times with sym %q", id, got.ids[int64(id)], got.syms[int64(id)])
+			}
+		}
+	}
+	if got.ids[0] != 0 {
+		t.Fatal("a row of the failed group is in the queue")
+	}
+	if last := got.gens[len(got.gens)-1]; last == 0 {
+		t.Fatal("no rotation happened with 4-entry generations")
 	}
 }
