@@ -45,16 +45,18 @@ type Queue struct {
 	closed   bool
 	syncing  bool
 	rotating bool // an append is fsyncing the segment it seals (q.mu released)
-	dirDirty bool // a segment was created since the last directory fsync
-	consumer ConsumerState
-	space    chan struct{} // closed and replaced when room may have appeared
-	waiters  int           // appends waiting on space
-	wbuf     []byte
-	readOpen []*segment // sealed segments the cursor opened, oldest first
-	dict     *symbolDict
-	st       counters
-	recovery RecoveryReport
-	wmSaved  watermark // last written to .ack-watermark
+	// dictSyncs counts AddSymbols fsyncs of .symbol-dict running unlocked.
+	dictSyncs int
+	dirDirty  bool // a segment was created since the last directory fsync
+	consumer  ConsumerState
+	space     chan struct{} // closed and replaced when room may have appeared
+	waiters   int           // appends waiting on space
+	wbuf      []byte
+	readOpen  []*segment // sealed segments the cursor opened, oldest first
+	dict      *symbolDict
+	st        counters
+	recovery  RecoveryReport
+	wmSaved   watermark // last written to .ack-watermark
 
 	published chan struct{}
 	stop      chan struct{}
@@ -587,7 +589,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating {
+	for q.syncing || q.rotating || q.dictSyncs > 0 {
 		q.syncDone.Wait()
 	}
 	var errs []error

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // .symbol-dict: an append-only log of records
@@ -108,7 +109,8 @@ func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
 }
 
 // add appends entries as ids firstID.. of gen; firstID must be the next id.
-func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte, sync bool) (op string, err error) {
+// It writes them but does not fsync (see Queue.AddSymbols).
+func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (op string, err error) {
 	have := len(d.gens[gen])
 	if firstID != have {
 		return "", fmt.Errorf("sfqueue: AddSymbols generation %d starts at id %d, but the dictionary holds %d entries: ids must be added in order", gen, firstID, have)
@@ -125,11 +127,6 @@ func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte, sync bool) (
 		}
 		if _, err := d.f.WriteAt(buf, d.size); err != nil {
 			return "write " + symbolDictFile, err
-		}
-		if sync {
-			if err := d.f.Sync(); err != nil {
-				return "fsync " + symbolDictFile, err
-			}
 		}
 		d.size += int64(len(buf))
 	}
@@ -187,26 +184,45 @@ func (d *symbolDict) close() error {
 // AddSymbols records dictionary entries firstID, firstID+1, ... of
 // generation gen. Call it before appending the frames that use them: in SF
 // mode the entries are written to .symbol-dict first, and in periodic and
-// flush durability fsynced before AddSymbols returns, so no frame can reach
-// the disk ahead of the ids it needs.
+// flush durability fsynced before AddSymbols returns (with the queue's lock
+// released), so no frame can reach the disk ahead of the ids it needs.
 func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.usableLocked(); err != nil {
 		return err
 	}
-	op, err := q.dict.add(gen, firstID, entries, q.o.Durability != DurabilityMemory)
-	if err == nil || op == "" {
-		return err
-	}
-	if isNoSpace(err) {
-		need := int64(0)
-		for _, e := range entries {
-			need += int64(symbolRecordHeader + len(e) + 4)
+	op, err := q.dict.add(gen, firstID, entries)
+	if err != nil {
+		if op == "" {
+			return err
 		}
-		return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes, Need: need}
+		if isNoSpace(err) {
+			need := int64(0)
+			for _, e := range entries {
+				need += int64(symbolRecordHeader + len(e) + 4)
+			}
+			return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes, Need: need}
+		}
+		return q.latchLocked(op, err)
 	}
-	return q.latchLocked(op, err)
+	if !q.sf || q.o.Durability == DurabilityMemory || len(entries) == 0 {
+		return nil
+	}
+	f := q.dict.f
+	q.dictSyncs++ // keeps DropSymbolGenerationsBelow and Close off this file
+	q.mu.Unlock()
+	start := time.Now()
+	err = f.Sync()
+	elapsed := time.Since(start)
+	q.mu.Lock()
+	q.dictSyncs--
+	q.syncDone.Broadcast()
+	q.st.recordFsync(elapsed)
+	if err != nil {
+		return q.latchLocked("fsync "+symbolDictFile, err)
+	}
+	return nil
 }
 
 // Symbols returns the persisted entries of generation gen in id order. The
@@ -234,6 +250,9 @@ func (q *Queue) SymbolGenerations() []uint32 {
 func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for q.dictSyncs > 0 && !q.closed {
+		q.syncDone.Wait()
+	}
 	if q.closed {
 		return ErrClosed
 	}

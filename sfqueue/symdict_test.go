@@ -150,3 +150,45 @@ func TestSymbolsFsyncedBeforeFramesInFlushMode(t *testing.T) {
 		})
 	}
 }
+
+func TestSymbolFsyncDoesNotBlockTheConsumer(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 50))
+	entered, release := make(chan struct{}), make(chan struct{})
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, symbolDictFile) {
+			close(entered)
+			<-release
+		}
+	}
+	cfs.mu.Unlock()
+	added := make(chan error, 1)
+	go func() { added <- q.AddSymbols(0, 0, [][]byte{[]byte("a")}) }()
+	<-entered
+	// The consumer reads and acks while the dictionary fsync runs...
+	if got := drain(t, q.NewCursor()); len(got) != 1 {
+		t.Fatalf("consumer read %d frames during the dictionary fsync", len(got))
+	}
+	q.Ack(1)
+	// ...but AddSymbols has not returned, and compaction waits for it.
+	dropped := make(chan error, 1)
+	go func() { dropped <- q.DropSymbolGenerationsBelow(0) }()
+	select {
+	case err := <-added:
+		t.Fatalf("AddSymbols returned (%v) before its fsync completed", err)
+	default:
+	}
+	close(release)
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Symbols(0); len(got) != 1 {
+		t.Fatalf("Symbols(0) = %q after AddSymbols", got)
+	}
+}
