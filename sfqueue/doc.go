@@ -78,7 +78,9 @@
 // first frame is written to a new one (with the lock released, so the
 // consumer keeps reading and acking; other appends wait), and the directory
 // is fsynced after segments are created and after Open, so a power loss can
-// only cut the newest frames, never leave a hole or lose a side file. A failed fsync latches a *FatalError: it is never
+// only cut the newest frames, never leave a hole or lose a side file. On
+// macOS, Go's File.Sync is fcntl(F_FULLFSYNC), which also empties the
+// drive's write cache. A failed fsync latches a *FatalError: it is never
 // retried (Linux may report a later fsync clean for data that never reached
 // the disk), nothing after it is reported durable, later appends fail.
 //
