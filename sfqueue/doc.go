@@ -69,7 +69,7 @@
 //
 //   - memory: writes reach the page cache only. Survives a process crash.
 //   - periodic: a background goroutine fsyncs every SyncInterval; a power
-//     loss loses at most about one interval of appends.
+//     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
 //     started after its write; appends arriving while an fsync runs share
 //     the next one. No timer: the batch grows with load.
