@@ -165,3 +165,30 @@ func TestAttrJSONNoAllocSteadyState(t *testing.T) {
 		t.Fatalf("appendMap allocates %.1f times per call in steady state", allocs)
 	}
 }
+
+// FuzzAttrJSON: for any key and string value, the rendered object is valid
+// JSON and valid UTF-8, and decodes back to the UTF-8-repaired key and value.
+func FuzzAttrJSON(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"k", "v"}, {"", ""}, {"q\"", "\\"}, {"ctl\x00\x1f", "\x7f\n\r\t\b\f"}, {"żółw", "🐢"},
+		{"bad\xff", "\xed\xa0\x80"}, {"01234567", "abcdefgh\"ijklmnop"}, {"\u2028", "<&>"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	var w jsonWriter
+	f.Fuzz(func(t *testing.T, key, value string) {
+		m := pcommon.NewMap()
+		m.PutStr(key, value)
+		out := w.appendMap(nil, m)
+		if !json.Valid(out) || !utf8.Valid(out) {
+			t.Fatalf("invalid JSON or UTF-8: %q", out)
+		}
+		var decoded map[string]string
+		if err := json.Unmarshal(out, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := decoded[validString(key)]; !ok || got != validString(value) || len(decoded) != 1 {
+			t.Fatalf("%q decodes to %q, want {%q: %q}", out, decoded, validString(key), validString(value))
+		}
+	})
+}
