@@ -589,3 +589,44 @@ func TestExporterQueueFullAlertAndStatus(t *testing.T) {
 		t.Fatalf("full alert logged at %v, want error", entry.Level)
 	}
 }
+
+func TestExporterLogsDataLossLoudly(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir = dir
+	cfg.SenderID = "lossy"
+	run := func(consume bool) *observer.ObservedLogs {
+		core, logs := observer.New(zapcore.InfoLevel)
+		set := exportertest.NewNopSettings(metadata.Type)
+		set.Logger = zap.New(core)
+		inst, err := newInstance(cfg, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if consume {
+			if err := inst.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := inst.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return logs
+	}
+	run(true)
+	// Without its dictionary the frames on disk reference unknown ids.
+	if err := os.Remove(filepath.Join(dir, "lossy", ".symbol-dict")); err != nil {
+		t.Fatal(err)
+	}
+	logs := run(false)
+	loss := logs.FilterMessageSnippet("DATA_LOSS: the store-and-forward slot could not be replayed").All()
+	if len(loss) != 1 || loss[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("recovery of an unreplayable slot logged %v, want one DATA_LOSS error", logs.All())
+	}
+	if path, _ := loss[0].ContextMap()["set_aside_as"].(string); !strings.Contains(path, "lossy.unreplayable") {
+		t.Fatalf("DATA_LOSS log does not name the set-aside slot: %v", loss[0].ContextMap())
+	}
+}
