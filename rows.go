@@ -328,9 +328,9 @@ var reservedColumns = func() map[string]bool {
 	return m
 }()
 
-// Upper bounds used by the row bound (see fits): a one-row frame's framing, and the bytes a
-// column takes beyond its value (null flag, one bitmap byte, Gorilla encoding
-// byte, fixed-width value).
+// Upper bounds used by the row bound (see fits): a one-row frame's framing,
+// and the bytes a column takes beyond its value (null flag, one bitmap byte,
+// Gorilla encoding byte, fixed-width value).
 const (
 	frameOverhead   = qwp.HeaderSize + 2*10 // header + delta dictionary start/count varints
 	columnOverhead  = 1 + 1 + 1 + 8
