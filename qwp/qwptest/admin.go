@@ -18,7 +18,8 @@ const DefaultRowLimit = 1000
 //
 //	GET  /tables               {"table": rowCount, ...}
 //	GET  /tables/{name}?limit=N {"name", "row_count", "columns": [{"name","type"}], "rows": [[...]]},
-//	                           the first N rows (default DefaultRowLimit) in commit order
+//	                           the first N rows (default DefaultRowLimit) in commit order,
+//	                           and "dedup_keys": [...], "ttl" when the table has them
 //	POST /outage?seconds=N     Outage for N seconds (fractions allowed)
 //
 // Values are JSON numbers, booleans, strings (SYMBOL, VARCHAR, UUID,
@@ -69,10 +70,14 @@ type tableDataJSON struct {
 	RowCount int64        `json:"row_count"`
 	Columns  []columnJSON `json:"columns"`
 	Rows     [][]any      `json:"rows"`
+	// DedupKeys and TTL are left out for a table without them.
+	DedupKeys []string `json:"dedup_keys,omitempty"`
+	TTL       string   `json:"ttl,omitempty"`
 }
 
 func tableJSON(td TableData) tableDataJSON {
-	out := tableDataJSON{Name: td.Name, RowCount: td.RowCount, Columns: make([]columnJSON, len(td.Columns)), Rows: make([][]any, len(td.Rows))}
+	out := tableDataJSON{Name: td.Name, RowCount: td.RowCount, Columns: make([]columnJSON, len(td.Columns)), Rows: make([][]any, len(td.Rows)),
+		DedupKeys: td.DedupKeys, TTL: td.TTL}
 	for i, c := range td.Columns {
 		out.Columns[i] = columnJSON{Name: c.Name, Type: c.Type.String()}
 	}

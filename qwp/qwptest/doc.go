@@ -16,7 +16,8 @@
 //
 // # Server
 //
-// NewServer listens on 127.0.0.1:0 and serves /write/v4 and /api/v4/write.
+// NewServer listens on 127.0.0.1:0 and serves /write/v4 and /api/v4/write
+// (and /exec, see below).
 // Reproduced:
 //   - upgrade: X-QWP-Version 1, X-QWP-Max-Batch-Size = recv buffer - 14,
 //     durable-ack opt-in ("true" -> "enabled"; tier lists echoed) only when
@@ -48,9 +49,52 @@
 //     (EmitDurableAcks) or after every OK (Options.AutoDurable), listing
 //     only tables whose durable seqTxn advanced.
 //
+// # SQL over /exec
+//
+// GET /exec?query=<SQL> (same credentials as the QWP endpoints; 503 during
+// an Outage) runs one statement of QuestDB's SQL that a client uses to
+// prepare its tables, answering as QuestDB does: 200 {"ddl":"OK"} for DDL, a
+// dataset for the query, 400 {"query","error","position"} (position in
+// characters) for anything else. Exec does the same without HTTP.
+// Identifiers are bare (case-insensitive) or quoted with " or ' (a doubled
+// quote stands for itself); a trailing ';' is allowed.
+//
+//	CREATE TABLE [IF NOT EXISTS] name (col type, ...)
+//	    [TIMESTAMP(col) [PARTITION BY NONE|YEAR|MONTH|WEEK|DAY|HOUR
+//	    [WAL | BYPASS WAL] [TTL n HOUR[S]|DAY[S]|WEEK[S]|MONTH[S]|YEAR[S]|H|D|W|M|Y]]]
+//	    [DEDUP UPSERT KEYS(col, ...)]
+//	ALTER TABLE name DEDUP ENABLE UPSERT KEYS(col, ...) | DEDUP DISABLE
+//	SELECT *|col, ... FROM tables()
+//
+// Types: BOOLEAN, BYTE, SHORT, CHAR, INT, LONG, FLOAT, DOUBLE, DATE,
+// TIMESTAMP, TIMESTAMP_NS, SYMBOL, VARCHAR, STRING (stored as VARCHAR),
+// UUID, LONG256, BINARY, IPV4 and DOUBLE[] (more [] for more dimensions,
+// which fixes the column's dimensions). A created table is empty, with the
+// declared columns and designated timestamp, which the empty-name column of
+// QWP blocks maps onto; the usual type checks and column additions apply.
+// A table partitioned by time is WAL unless BYPASS WAL; QWP writes to a
+// non-WAL table get SCHEMA_MISMATCH. QuestDB's rules are checked: an
+// existing table without IF NOT EXISTS, duplicate or invalid names, a
+// designated column that is not a timestamp, a TTL that is not a whole
+// number of partitions, dedup keys on a non-WAL table, keys that omit the
+// designated timestamp, unknown or array keys. IF NOT EXISTS leaves an
+// existing table as it is. tables() has the columns table_name,
+// designatedTimestamp, partitionBy, walEnabled and dedup, one row per
+// table in name order.
+//
+// # Dedup
+//
+// On a table with DEDUP UPSERT KEYS (only ever set by SQL; auto-created
+// tables have none, as in QuestDB, so they keep every duplicate), a
+// committed row whose designated timestamp and key values (NULL equal to
+// NULL) equal those of a stored row, or of an earlier row of the same
+// commit, replaces that row in place: replaying a frame leaves the table
+// unchanged. ALTER ... DEDUP ENABLE leaves duplicates already stored.
+// TableData.DedupKeys and TTL show a table's settings.
+//
 // Options.CountOnly decodes and validates every frame but keeps row counts
 // only; checks that need values (array dimensions, conversion ranges) are
-// skipped in that mode.
+// skipped in that mode, and so is dedup: every row counts.
 //
 // Faults (frame counts are across all connections, from the call on):
 // RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades, Outage,
@@ -73,6 +117,8 @@
 // (VARCHAR parsed into other types, numbers or other values rendered into
 // VARCHAR or SYMBOL, DECIMAL rescaling);
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
-// (kept as plain values); LONG_ARRAY is accepted; dedup (there is none, as
-// on auto-created tables); seqTxn counts commits only, not schema changes.
+// (kept as plain values); LONG_ARRAY is accepted; seqTxn counts commits
+// only, not schema changes; SQL beyond the statements above (GEOHASH and
+// DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY)
+// and /exec's paging and other parameters.
 package qwptest
