@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
-	logger.Printf("listening on %s (QWP at ws://%s/write/v4 and /api/v4/write, tables at http://%s/tables)", s.Addr(), s.Addr(), s.Addr())
+	logger.Printf("listening on %s (QWP at ws://%s/write/v4 and /api/v4/write, SQL at http://%s/exec, tables at http://%s/tables)", s.Addr(), s.Addr(), s.Addr(), s.Addr())
 	var tick <-chan time.Time
 	if *every > 0 {
 		t := time.NewTicker(*every)

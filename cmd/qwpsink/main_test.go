@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,6 +117,14 @@ func TestRunServesAndStops(t *testing.T) {
 	var tables map[string]int64
 	getJSON(t, "http://"+addr+"/tables", &tables)
 	assert.Equal(t, map[string]int64{"demo": 3}, tables)
+	// QuestDB's /exec is served on the same port
+	var ddl map[string]string
+	getJSON(t, "http://"+addr+"/exec?query="+url.QueryEscape(
+		"CREATE TABLE IF NOT EXISTS keyed (ts TIMESTAMP_NS, k LONG) TIMESTAMP(ts) PARTITION BY DAY WAL DEDUP UPSERT KEYS(ts, k)"), &ddl)
+	assert.Equal(t, map[string]string{"ddl": "OK"}, ddl)
+	var tablesReply struct{ Dataset [][]any }
+	getJSON(t, "http://"+addr+"/exec?query="+url.QueryEscape("SELECT table_name, dedup FROM tables()"), &tablesReply)
+	assert.Equal(t, [][]any{{"demo", false}, {"keyed", true}}, tablesReply.Dataset)
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "rows: demo=3") }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	assert.Equal(t, 0, <-done)
