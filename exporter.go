@@ -52,6 +52,7 @@ type questdbExporter struct {
 	slot     string // this instance's slot: claimed in newInstance, active from Start
 	stop     chan struct{}
 	stopped  chan struct{}
+	tables   *tableCreator      // CREATE TABLE ... DEDUP on every new connection
 	drainEnd context.CancelFunc // stops the orphan drainers
 	drained  chan struct{}      // closed when the orphan drainers returned
 	shutdown bool
@@ -246,8 +247,27 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if e.cfg.SFDir != "" {
 		o.SlotDir = e.slot
 	}
+	rc := e.cfg.rowEncoderConfig(e.logger)
+	tc, err := newTableCreator(tableCreatorConfig{
+		Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted,
+		TLS: o.TLS, Username: o.Username, Password: o.Password, Token: o.Token,
+		Timeout: ddlTimeout, Logger: e.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("questdb exporter: table DDL: %w", err)
+	}
+	e.tables = tc
+	o.OnConnect = func(ctx context.Context, endpoint string) {
+		ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
+		defer cancel()
+		tc.ensure(ctx, endpoint)
+	}
 	return sender.New(q, o)
 }
+
+// ddlTimeout bounds the table creation run on each new connection, which
+// holds the connection's first frame.
+const ddlTimeout = 10 * time.Second
 
 // senderOptions maps the configuration onto the I/O loop's options.
 func (e *questdbExporter) senderOptions(ctx context.Context, onState func(sender.State)) (sender.Options, error) {
@@ -345,6 +365,7 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	if err := e.queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("questdb exporter: closing the queue: %w", err))
 	}
+	e.tables.close()
 	e.queue, e.writer, e.sender = nil, nil, nil
 	return errors.Join(errs...)
 }

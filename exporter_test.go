@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -628,5 +629,44 @@ func TestExporterLogsDataLossLoudly(t *testing.T) {
 	}
 	if path, _ := loss[0].ContextMap()["set_aside_as"].(string); !strings.Contains(path, "lossy.unreplayable") {
 		t.Fatalf("DATA_LOSS log does not name the set-aside slot: %v", loss[0].ContextMap())
+	}
+}
+
+func TestExporterCreatesDedupTablesSoReplayIsIdempotent(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	e := startExporter(t, testConfig(t, srv.Addr()), newStatusHost())
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 5 })
+	for table, key := range map[string]string{"otel_metrics_gauge": "series_id", "otel_logs": "record_id"} {
+		td, ok := srv.Rows(table)
+		if !ok || !slices.Contains(td.DedupKeys, key) {
+			t.Fatalf("table %s: exists %v, dedup keys %v; want created with %s", table, ok, td.DedupKeys, key)
+		}
+	}
+	// Rows committed but not acknowledged are sent again after the
+	// reconnect; the dedup keys keep them once.
+	waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
+	srv.StallAcks()
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(100, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 10 })
+	framesBefore := srv.Frames()
+	srv.DropConnections()
+	srv.ReleaseAcks()
+	waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
+	if srv.Frames() <= framesBefore {
+		t.Fatal("nothing was replayed after the dropped connection")
+	}
+	ids := serverIDs(t, srv, "otel_metrics_gauge")
+	if len(ids) != 10 {
+		t.Fatalf("%d distinct rows, want 10", len(ids))
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Fatalf("row %d stored %d times after the replay", id, n)
+		}
 	}
 }
