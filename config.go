@@ -99,6 +99,14 @@ type Config struct {
 	// MetricAttributesType is the column type of a metric point's
 	// attributes JSON: symbol or varchar.
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
+	// CreateTables makes the exporter create its six tables, with DEDUP
+	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection, so a
+	// replay after a reconnect or restart never doubles a row. Off leaves
+	// the tables to QWP's auto-create, which gives them no dedup keys.
+	CreateTables bool `mapstructure:"create_tables"`
+	// TTL ("30d", "2w", "48h", "6M", "1y"; "" for none) is appended to the
+	// created tables as QuestDB's TTL clause.
+	TTL string `mapstructure:"ttl"`
 
 	// prevent unkeyed literal initialization
 	_ struct{}
@@ -421,6 +429,11 @@ func (c *Config) validateDataModel() error {
 	}
 	if c.MetricAttributesType != "symbol" && c.MetricAttributesType != "varchar" {
 		errs = append(errs, fmt.Errorf("metric_attributes_type: %q is not one of symbol, varchar", c.MetricAttributesType))
+	}
+	// The DDL generator's own check, so the rule lives in one place; its
+	// message starts with ttl "<value>".
+	if _, err := ttlClause(c.TTL); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -68,6 +68,8 @@ func TestConfigLoad(t *testing.T) {
 	}
 	full.AttributesAsSymbols = []string{"host.name", "k8s.pod.name"}
 	full.MetricAttributesType = "varchar"
+	full.CreateTables = false
+	full.TTL = "30d"
 
 	tests := []struct {
 		id   component.ID
@@ -99,6 +101,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.False(t, cfg.TLS.HasValue(), "no tls section by default")
 	assert.Equal(t, []string{"ws://localhost:9000/write/v4"}, cfg.endpointURLs())
 	assert.Equal(t, ByteSize(10<<30), cfg.effectiveMaxTotalBytes())
+	assert.True(t, cfg.CreateTables, "tables are created with dedup keys by default")
+	assert.Empty(t, cfg.TTL, "no TTL by default")
 }
 
 // TestConfigValidateErrors has one case per rule; each message must name
@@ -185,6 +189,11 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"promoted keys collide", func(c *Config) { c.AttributesAsSymbols = []string{"host.name", "host-name"} }, "attributes_as_symbols", "host.name"},
 		{"promoted empty key", func(c *Config) { c.AttributesAsSymbols = []string{""} }, "attributes_as_symbols", "empty"},
 		{"bad attributes type", func(c *Config) { c.MetricAttributesType = "json" }, "metric_attributes_type", "symbol, varchar"},
+		{"ttl unit", func(c *Config) { c.TTL = "30x" }, `ttl "30x"`, "h, d, w, M, y"},
+		{"ttl without count", func(c *Config) { c.TTL = "d" }, `ttl "d"`, "positive whole number"},
+		{"ttl zero", func(c *Config) { c.TTL = "0d" }, `ttl "0d"`, "positive whole number"},
+		{"ttl hours not whole days", func(c *Config) { c.TTL = "36h" }, `ttl "36h"`, "multiple of 24"},
+		{"ttl with a space", func(c *Config) { c.TTL = "30 d" }, `ttl "30 d"`, "positive whole number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,6 +232,10 @@ func TestConfigValidateAccepts(t *testing.T) {
 		{"promoted keys", func(c *Config) {
 			c.AttributesAsSymbols = []string{"host.name", "k8s.namespace.name", "deployment.environment"}
 		}},
+		{"ttl units", func(c *Config) { c.TTL = "48h" }},
+		{"ttl weeks", func(c *Config) { c.TTL = "2w" }},
+		{"ttl months", func(c *Config) { c.TTL = "6M" }},
+		{"ttl years without create_tables", func(c *Config) { c.TTL, c.CreateTables = "1y", false }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,6 +67,7 @@ func createDefaultConfig() component.Config {
 			Logs:                 "otel_logs",
 		},
 		MetricAttributesType: "symbol",
+		CreateTables:         true,
 	}
 }
 
