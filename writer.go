@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -57,10 +58,27 @@ type writeRequest struct {
 	logs    plog.Logs
 	isLogs  bool
 	done    chan writeResult // buffered: the writer never blocks on it
+	// state hands the batch over: the writer reads it only after moving
+	// reqQueued to reqEncoding, and closes encoded when done reading; a
+	// caller that gives up first moves reqQueued to reqAbandoned, and the
+	// batch is never read. So no call returns while its batch is being read.
+	state   atomic.Int32
+	encoded chan struct{}
 
 	// set by the writer
 	err       error // the caller's own encoding error
 	lastFrame int   // index in the group of the frame holding its last row; -1 none
+}
+
+// writeRequest states.
+const (
+	reqQueued int32 = iota
+	reqEncoding
+	reqAbandoned
+)
+
+func newWriteRequest(ctx context.Context) *writeRequest {
+	return &writeRequest{ctx: ctx, done: make(chan writeResult, 1), encoded: make(chan struct{}), lastFrame: -1}
 }
 
 // writeResult is what a caller learns: the FSN of the frame holding its
@@ -131,12 +149,16 @@ func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver
 
 // writeMetrics stores md and returns the FSN of its last frame.
 func (w *writer) writeMetrics(ctx context.Context, md pmetric.Metrics) (uint64, error) {
-	return w.write(&writeRequest{ctx: ctx, metrics: md, done: make(chan writeResult, 1)})
+	r := newWriteRequest(ctx)
+	r.metrics = md
+	return w.write(r)
 }
 
 // writeLogs stores ld and returns the FSN of its last frame.
 func (w *writer) writeLogs(ctx context.Context, ld plog.Logs) (uint64, error) {
-	return w.write(&writeRequest{ctx: ctx, logs: ld, isLogs: true, done: make(chan writeResult, 1)})
+	r := newWriteRequest(ctx)
+	r.logs, r.isLogs = ld, true
+	return w.write(r)
 }
 
 func (w *writer) write(r *writeRequest) (uint64, error) {
@@ -157,10 +179,19 @@ func (w *writer) write(r *writeRequest) (uint64, error) {
 	case res := <-r.done:
 		return res.fsn, res.err
 	case <-ctx.Done():
-		// The group may still store the batch: the caller's retry then
-		// duplicates it, which at-least-once allows. It is never told nil.
-		return 0, fmt.Errorf("questdb exporter: gave up waiting for the queue append: %w", ctx.Err())
 	}
+	if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
+		return 0, fmt.Errorf("questdb exporter: gave up before the batch was written: %w", ctx.Err())
+	}
+	// The writer is reading the batch, which must not outlive this call.
+	select {
+	case <-r.encoded:
+	case res := <-r.done:
+		return res.fsn, res.err
+	}
+	// The group may still store the batch: the caller's retry then
+	// duplicates it, which at-least-once allows. It is never told nil.
+	return 0, fmt.Errorf("questdb exporter: gave up waiting for the queue append: %w", ctx.Err())
 }
 
 // close stops accepting requests, lets the loop finish every request already
@@ -216,6 +247,9 @@ func (w *writer) commit(group []*writeRequest) {
 		if w.groupErr != nil {
 			break
 		}
+		if !r.state.CompareAndSwap(reqQueued, reqEncoding) {
+			continue // abandoned: its caller is gone and was told so
+		}
 		var rows int
 		var err error
 		if r.isLogs {
@@ -223,8 +257,11 @@ func (w *writer) commit(group []*writeRequest) {
 		} else {
 			rows, err = w.enc.encodeMetrics(r.metrics, w.emit)
 		}
+		close(r.encoded)
 		w.rows += rows
-		r.lastFrame = len(w.ends) // the frame in progress, or the next one
+		if rows > 0 {
+			r.lastFrame = len(w.ends) // the frame in progress, or the next one
+		}
 		if err != nil && w.groupErr == nil {
 			r.err = consumererror.NewPermanent(fmt.Errorf("questdb exporter: converting the batch to rows: %w", err))
 		}
@@ -273,7 +310,7 @@ func (w *writer) commit(group []*writeRequest) {
 		switch {
 		case w.groupErr != nil:
 			res.err = w.groupErr
-		case len(w.ends) > 0:
+		case r.lastFrame >= 0:
 			res.fsn = first + uint64(min(r.lastFrame, len(w.ends)-1))
 		}
 		r.done <- res

@@ -601,6 +601,40 @@ func TestWriterCallerDeadline(t *testing.T) {
 	close(f.q.block)
 }
 
+func TestWriterAbandonedBeforeEncodingIsNotRead(t *testing.T) {
+	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
+	f.q.block = make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 1, symOf))
+		first <- err
+	}()
+	<-f.q.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, err := f.w.writeMetrics(ctx, testGauge("g", 10, 1, symOf))
+		second <- err
+	}()
+	waitFor(t, func() bool { return len(f.w.reqs) == 1 })
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned call returned %v, want context.Canceled", err)
+	}
+	close(f.q.block)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// A later call makes sure the abandoned request went through the loop.
+	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 20, 1, symOf)); err != nil {
+		t.Fatal(err)
+	}
+	got := decodeQueue(t, f.q.Queue)
+	if got.ids[0] != 1 || got.ids[20] != 1 || got.ids[10] != 0 {
+		t.Fatalf("stored rows %v: want 0 and 20 once, and nothing of the abandoned batch", got.ids)
+	}
+}
+
 func TestWriterClosed(t *testing.T) {
 	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
 	f.w.close()
