@@ -1,6 +1,7 @@
 package qwptest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gorilla/websocket"
@@ -86,6 +87,61 @@ func BenchmarkServerIngest(b *testing.B) {
 			}
 			for acked < sent {
 				readOK()
+			}
+		})
+	}
+}
+
+// BenchmarkCommitDedup stages and commits 1000 rows of (timestamp,
+// series_id, value) per op, decoding excluded: into a table without dedup
+// keys, into one with DEDUP UPSERT KEYS(ts, series_id) where every row is
+// new, and into that table where every row replays one already stored.
+func BenchmarkCommitDedup(b *testing.B) {
+	const rows = 1000
+	for _, mode := range []string{"no-dedup", "dedup-new", "dedup-replay"} {
+		b.Run(mode, func(b *testing.B) {
+			s, err := NewServer(Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ddl := metricsDDL
+			if mode == "no-dedup" {
+				ddl = strings.TrimSuffix(ddl, " DEDUP UPSERT KEYS(ts, series_id)")
+			}
+			if err := s.Exec(ddl); err != nil {
+				b.Fatal(err)
+			}
+			ts, keys, vals := make([]any, rows), make([]any, rows), make([]any, rows)
+			block := Block{Table: "m", Rows: rows, Columns: []Column{
+				{Name: "", Type: qwp.TypeTimestampNanos, Values: ts},
+				{Name: "series_id", Type: qwp.TypeLong, Values: keys},
+				{Name: "value", Type: qwp.TypeDouble, Values: vals},
+			}}
+			var p pending
+			seen := map[*table]bool{}
+			b.ReportAllocs()
+			op := int64(0)
+			for b.Loop() {
+				for i := range rows {
+					base := op * rows
+					if mode == "dedup-replay" {
+						base = 0
+					}
+					ts[i], keys[i], vals[i] = base+int64(i), int64(i%10), float64(op)
+				}
+				op++
+				if err := s.store.stage(&block, &p, seen); err != nil {
+					b.Fatal(err)
+				}
+				s.store.commit(&p, nil)
+			}
+			want := op * rows
+			if mode == "dedup-replay" {
+				want = rows
+			}
+			if got := s.RowCount("m"); got != want {
+				b.Fatalf("%d rows, want %d", got, want)
 			}
 		})
 	}
