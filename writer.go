@@ -129,7 +129,7 @@ type writer struct {
 	ends     []int  // end offset of each payload in arena
 	payloads [][]byte
 	genEnd   int   // highest delta end of this group's frames in the current generation
-	groupErr error // a dictionary write failed inside emit
+	groupErr error // why the group cannot be stored; set by emit, persist or the append
 	rows     int
 }
 
