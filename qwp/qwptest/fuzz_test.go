@@ -2,7 +2,10 @@ package qwptest
 
 import (
 	"errors"
+	"reflect"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -40,6 +43,47 @@ func FuzzDecodeMessage(f *testing.F) {
 			for _, c := range b.Columns {
 				if len(c.Values) != b.Rows {
 					t.Fatalf("table %q column %q: %d values for %d rows", b.Table, c.Name, len(c.Values), b.Rows)
+				}
+			}
+		}
+	})
+}
+
+// FuzzExec checks that any query gets either success or a *SQLError whose
+// position lies within the query, that a refused statement creates no
+// table, and that a CREATE TABLE that succeeded is idempotent with IF NOT
+// EXISTS. Seeds are the exporter's statements and a few edge cases.
+func FuzzExec(f *testing.F) {
+	for _, q := range []string{gaugeDDL, histogramDDL, logsDDL, metricsDDL,
+		`CREATE TABLE "a""b" ('c' DOUBLE[][]) TIMESTAMP(c) PARTITION BY HOUR TTL 2w`,
+		"ALTER TABLE m DEDUP ENABLE UPSERT KEYS(ts)", "SELECT * FROM tables();", "SELECT table_name, dedup FROM tables()"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		s := &Server{store: newStore(false, time.Now)}
+		err := s.Exec(q)
+		if err != nil {
+			var se *SQLError
+			if !errors.As(err, &se) {
+				t.Fatalf("Exec(%q) = %T %v, want *SQLError", q, err, err)
+			}
+			if se.Position < 0 || se.Position > utf8.RuneCountInString(q) {
+				t.Fatalf("Exec(%q): position %d outside the query", q, se.Position)
+			}
+			if len(s.store.tables) != 0 {
+				t.Fatalf("Exec(%q) failed but left tables %v", q, s.TableNames())
+			}
+			return
+		}
+		if len(s.store.tables) == 1 {
+			before := s.Snapshot()
+			stmt, _, _ := parseStatement(q)
+			if c, ok := stmt.(*createStmt); ok && c.ifNotExists {
+				if err := s.Exec(q); err != nil {
+					t.Fatalf("repeating %q: %v", q, err)
+				}
+				if after := s.Snapshot(); !reflect.DeepEqual(before, after) {
+					t.Fatalf("repeating %q changed the table", q)
 				}
 			}
 		}
