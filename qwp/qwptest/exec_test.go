@@ -456,3 +456,33 @@ func TestExecCloseLeavesNoGoroutine(t *testing.T) {
 	tr.CloseIdleConnections()
 	goleak.VerifyNone(t)
 }
+
+func TestExecTTLForms(t *testing.T) {
+	cases := []struct {
+		partition, ttl, want string
+	}{
+		{"DAY", "TTL 2w", "2 WEEKS"},
+		{"DAY", "ttl 1 day", "1 DAYS"},
+		{"DAY", "TTL 48 HOURS", "48 HOURS"},
+		{"DAY", "TTL 6 M", "6 MONTHS"},
+		{"DAY", "TTL 0 DAYS", ""}, // 0 is no TTL
+		{"HOUR", "TTL 5h", "5 HOURS"},
+		{"WEEK", "TTL 14 DAYS", "14 DAYS"},
+		{"MONTH", "TTL 1y", "1 YEARS"},
+		{"YEAR", "TTL 2 YEARS", "2 YEARS"},
+		{"DAY WAL", "TTL 30 DAYS", "30 DAYS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.partition+" "+tc.ttl, func(t *testing.T) {
+			s := newServer(t, Options{})
+			mustExec(t, s, "CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY "+tc.partition+" "+tc.ttl)
+			td, _ := s.Rows("t")
+			assert.Equal(t, tc.want, td.TTL)
+		})
+	}
+	s := newServer(t, Options{})
+	for _, refused := range []string{"YEAR TTL 6 MONTHS", "WEEK TTL 1 MONTH", "WEEK TTL 10 DAYS", "MONTH TTL 30 DAYS"} {
+		err := s.Exec("CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY " + refused)
+		assert.ErrorContains(t, err, "multiple of partition size", refused)
+	}
+}
