@@ -100,6 +100,7 @@
 // RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades, Outage,
 // DropConnections. Observability: Connections, Accepted, Frames,
 // Tables, RowCount, Rows, Snapshot, WaitRows, and AdminHandler's JSON API.
+// Setup: Exec (the /exec statements without HTTP).
 //
 // Typical use:
 //
