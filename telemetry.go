@@ -27,7 +27,6 @@ type telemetry struct {
 	// Read by the observable gauges, written by their owners.
 	dictLen atomic.Int64 // entries of the current dictionary generation
 	stats   atomic.Pointer[sfqueue.Stats]
-	acked   atomic.Int64 // frames acked: status reports OK while it grows
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
@@ -120,7 +119,6 @@ func (t *telemetry) FramesReplayed(n int) {
 }
 
 func (t *telemetry) FramesAcked(n int) {
-	t.acked.Add(int64(n))
 	t.tb.ExporterQuestdbFramesAcked.Add(context.Background(), int64(n))
 }
 
