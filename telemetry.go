@@ -73,7 +73,8 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger) (*telemetry
 func (t *telemetry) observeQueue(s sfqueue.Stats) {
 	t.stats.Store(&s)
 	ctx := context.Background()
-	if n := s.Fsyncs - t.prevFsyncs; n > 0 && s.Fsyncs > t.prevFsyncs {
+	if s.Fsyncs > t.prevFsyncs {
+		n := s.Fsyncs - t.prevFsyncs
 		mean := (s.FsyncTotal - t.prevFsyncNs).Seconds() / float64(n)
 		for range min(n, 1000) {
 			t.tb.ExporterQuestdbFsyncLatency.Record(ctx, mean)
