@@ -8,6 +8,9 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -135,5 +138,41 @@ func TestTelemetryOfTheWritePath(t *testing.T) {
 		if got, _ := metricTotal(t, tt, name); got < 1 {
 			t.Fatalf("%s is %v after a dropped connection was re-established", name, got)
 		}
+	}
+}
+
+func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	cfg := testConfig(t, closedPort(t))
+	cfg.OnFull = "evict_oldest"
+	cfg.MaxBatchBytes = minMaxBatchBytes
+	cfg.SFMaxSegmentBytes = minMaxBatchBytes + segmentOverheadBytes
+	cfg.SFMaxTotalBytes = 2 * cfg.SFMaxSegmentBytes
+	core, logs := observer.New(zapcore.InfoLevel)
+	set := metadatatest.NewSettings(tt)
+	set.Logger = zap.New(core)
+	inst, err := newInstance(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	host := newStatusHost()
+	if err := e.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	for i := range 10 {
+		if err := e.consumeMetrics(context.Background(), gaugeBatch(i*1000, 500)); err != nil {
+			t.Fatalf("evict_oldest refused a call: %v", err)
+		}
+	}
+	waitFor(t, func() bool {
+		got, _ := metricTotal(t, tt, "otelcol_exporter_questdb_frames_evicted")
+		return got > 0
+	})
+	waitFor(t, func() bool { return logs.FilterMessageSnippet("evicting the oldest records").Len() > 0 })
+	if got, _ := metricTotal(t, tt, "otelcol_exporter_questdb_backpressure_stalls"); got != 0 {
+		t.Fatalf("evict_oldest counted %v backpressure stalls; evicting is not stalling", got)
 	}
 }
