@@ -153,3 +153,21 @@ func TestCompareRowsReportsEveryDifference(t *testing.T) {
 		t.Fatalf("a duplicate row must be reported: %v", p)
 	}
 }
+
+func TestParseGaugeSumsSamplesOfExactlyThatMetric(t *testing.T) {
+	text := `# HELP otelcol_exporter_questdb_queue_bytes Bytes in the queue
+otelcol_exporter_questdb_queue_bytes{exporter="questdb"} 1024
+otelcol_exporter_questdb_queue_bytes{exporter="questdb/b"} 2048
+otelcol_exporter_questdb_queue_bytes_total 99
+`
+	n, err := parseGauge(strings.NewReader(text), "otelcol_exporter_questdb_queue_bytes")
+	if err != nil || n != 3072 {
+		t.Fatalf("parseGauge = %d, %v; want 3072", n, err)
+	}
+	if _, err := parseGauge(strings.NewReader("other 1\n"), "otelcol_exporter_questdb_queue_bytes"); err == nil {
+		t.Fatal("a missing metric must be an error, not 0")
+	}
+	if _, err := parseGauge(strings.NewReader("otelcol_exporter_questdb_queue_bytes x\n"), "otelcol_exporter_questdb_queue_bytes"); err == nil {
+		t.Fatal("a malformed sample must be an error")
+	}
+}

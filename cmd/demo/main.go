@@ -61,14 +61,15 @@ func main() {
 
 // stack is the sink and the collector, started from scratch in workDir.
 type stack struct {
-	o        options
-	ps       procs
-	sink     *sinkClient
-	sinkAddr string
-	otlpPort int
-	env      []string
-	col      *proc
-	sfDir    string
+	o         options
+	ps        procs
+	sink      *sinkClient
+	sinkAddr  string
+	otlpPort  int
+	env       []string
+	col       *proc
+	sfDir     string
+	telemetry string // the collector's Prometheus endpoint
 }
 
 func startStack(o options) (*stack, error) {
@@ -98,6 +99,7 @@ func startStack(o options) (*stack, error) {
 		s.ps.stopAll(5 * time.Second)
 		return nil, err
 	}
+	s.telemetry = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2])
 	s.env = []string{
 		"DEMO_OTLP_HTTP_PORT=" + itoa(s.otlpPort),
 		"DEMO_QUESTDB_ENDPOINT=" + s.sinkAddr,
@@ -236,9 +238,13 @@ func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) 
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s=%d", n, tables[n]))
 	}
-	fmt.Printf("[%5.1fs] sent points=%d logs=%d | landed %s | queue %.1f MiB on disk\n",
+	queue := "collector down"
+	if b, err := queueBytes(ctx, s.telemetry); err == nil {
+		queue = fmt.Sprintf("%.1f KiB unacked", float64(b)/1024)
+	}
+	fmt.Printf("[%5.1fs] sent points=%d logs=%d | landed %s | queue %s (%.1f MiB of segment files on disk)\n",
 		el.Seconds(), gen.sentPoints.Load(), gen.sentLogs.Load(), strings.Join(parts, " "),
-		float64(dirBytes(s.sfDir))/(1<<20))
+		queue, float64(dirBytes(s.sfDir))/(1<<20))
 }
 
 // verdict compares the accepted points and logs with the rows in the sink.

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -94,4 +98,56 @@ func (s *sinkClient) outage(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("POST /outage: %s", resp.Status)
 	}
 	return nil
+}
+
+// queueBytes reads the exporter's own queue_bytes gauge from the collector's
+// Prometheus endpoint: the bytes accepted and not yet acknowledged by QuestDB.
+func queueBytes(ctx context.Context, endpoint string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return parseGauge(resp.Body, "otelcol_exporter_questdb_queue_bytes")
+}
+
+// parseGauge sums the samples of one metric in Prometheus text format.
+func parseGauge(r io.Reader, name string) (int64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	var sum float64
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue // a longer metric name with this prefix
+		}
+		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", name, line, err)
+		}
+		sum += v
+		found = true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, fmt.Errorf("no %s in the collector's telemetry", name)
+	}
+	return int64(sum), nil
 }
