@@ -670,3 +670,33 @@ func TestExporterCreatesDedupTablesSoReplayIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+func TestExporterDictionaryGenerationsEndToEnd(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.SymbolDictMaxEntries = 16
+	e := startExporter(t, cfg, newStatusHost())
+	const batches, points = 6, 20
+	for b := range batches {
+		// Unique attributes per point: every row brings a new SYMBOL.
+		if err := e.consumeMetrics(context.Background(), gaugeBatch(b*points, points)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitRows(ctx, "otel_metrics_gauge", batches*points); err != nil {
+		t.Fatal(err)
+	}
+	if gen := e.writer.dict.Gen(); gen < 3 {
+		t.Fatalf("%d unique attribute sets with 16-entry generations ended in generation %d", batches*points, gen)
+	}
+	// Each row's attributes SYMBOL resolved to its own JSON: the server
+	// had the right dictionary for every frame of every generation.
+	ids := serverIDs(t, srv, "otel_metrics_gauge")
+	for id := range batches * points {
+		if ids[id] != 1 {
+			t.Fatalf("row %d present %d times", id, ids[id])
+		}
+	}
+}
