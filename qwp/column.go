@@ -61,6 +61,13 @@ type column struct {
 	markOffs int    // len(offs) before the value
 	gor      gorilla
 	gorMark  gorilla
+
+	// kindSymbol: the last value accepted by Table.Symbol and its id, valid
+	// while symFrame is the encoder's current frame. The id stays right
+	// after the row that set it is rolled back: the dictionary keeps it.
+	symFrame uint64
+	symLast  []byte
+	symID    uint32
 }
 
 func newColumn(name string, typ ColumnType, param byte) *column {

@@ -1,6 +1,7 @@
 package qwp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -608,6 +609,14 @@ func (t *Table) Symbol(h Col, v []byte) {
 	if c == nil {
 		return
 	}
+	// Most SYMBOL columns repeat the previous row's value (service, metric,
+	// scope, resource attributes): reuse its id without validating or
+	// looking it up again. The cache lives for one frame, because Reset,
+	// which may come with a cleared dictionary, also starts a new frame.
+	if c.symFrame == t.e.frame && bytes.Equal(v, c.symLast) {
+		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
+		return
+	}
 	if !utf8.Valid(v) {
 		t.badValue(c, "symbol %q is not valid UTF-8", v)
 		return
@@ -623,6 +632,8 @@ func (t *Table) Symbol(h Col, v []byte) {
 		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
 		return
 	}
+	c.symFrame, c.symID = t.e.frame, id
+	c.symLast = append(c.symLast[:0], v...)
 	c.data = binary.AppendUvarint(c.data, uint64(id))
 }
 
