@@ -12,7 +12,7 @@ import (
 )
 
 // longTests runs the long variants of randomized tests (QWP_LONG_TESTS=1).
-var longTests = os.Getenv("QWP_LONG_TESTS") != ""
+var longTests = os.Getenv("QDB_LONG") == "1"
 
 // iterations is n for the long variant, n/20 (at least 10) under -short.
 func iterations(n int) int {

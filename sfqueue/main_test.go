@@ -19,9 +19,9 @@ func TestMain(m *testing.M) {
 }
 
 // iterations returns short under -short and long otherwise, or with
-// SFQUEUE_LONG=1 (the long variants: SFQUEUE_LONG=1 go test ./sfqueue).
+// QDB_LONG=1 (the long variants: QDB_LONG=1 go test ./sfqueue).
 func iterations(short, long int) int {
-	if testing.Short() && os.Getenv("SFQUEUE_LONG") == "" {
+	if testing.Short() && os.Getenv("QDB_LONG") != "1" {
 		return short
 	}
 	return long
