@@ -247,20 +247,22 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if e.cfg.SFDir != "" {
 		o.SlotDir = e.slot
 	}
-	rc := e.cfg.rowEncoderConfig(e.logger)
-	tc, err := newTableCreator(tableCreatorConfig{
-		Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted,
-		TLS: o.TLS, Username: o.Username, Password: o.Password, Token: o.Token,
-		Timeout: ddlTimeout, Logger: e.logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("questdb exporter: table DDL: %w", err)
-	}
-	e.tables = tc
-	o.OnConnect = func(ctx context.Context, endpoint string) {
-		ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
-		defer cancel()
-		tc.ensure(ctx, endpoint)
+	if e.cfg.CreateTables {
+		rc := e.cfg.rowEncoderConfig(e.logger)
+		tc, err := newTableCreator(tableCreatorConfig{
+			Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted, TTL: e.cfg.TTL,
+			TLS: o.TLS, Username: o.Username, Password: o.Password, Token: o.Token,
+			Timeout: ddlTimeout, Logger: e.logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("questdb exporter: table DDL: %w", err)
+		}
+		e.tables = tc
+		o.OnConnect = func(ctx context.Context, endpoint string) {
+			ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
+			defer cancel()
+			tc.ensure(ctx, endpoint)
+		}
 	}
 	return sender.New(q, o)
 }
@@ -365,8 +367,10 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	if err := e.queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("questdb exporter: closing the queue: %w", err))
 	}
-	e.tables.close()
-	e.queue, e.writer, e.sender = nil, nil, nil
+	if e.tables != nil {
+		e.tables.close()
+	}
+	e.queue, e.writer, e.sender, e.tables = nil, nil, nil, nil
 	return errors.Join(errs...)
 }
 

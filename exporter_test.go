@@ -632,42 +632,68 @@ func TestExporterLogsDataLossLoudly(t *testing.T) {
 	}
 }
 
+// With create_tables on (the default) the exporter creates its tables with
+// dedup keys, so frames replayed after a lost OK store each row once; with it
+// off QWP auto-creates the tables without keys and the same replay doubles
+// rows, which shows the check can fail.
 func TestExporterCreatesDedupTablesSoReplayIsIdempotent(t *testing.T) {
-	srv := newServer(t, qwptest.Options{})
-	e := startExporter(t, testConfig(t, srv.Addr()), newStatusHost())
-	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 5 })
-	for table, key := range map[string]string{"otel_metrics_gauge": "series_id", "otel_logs": "record_id"} {
-		td, ok := srv.Rows(table)
-		if !ok || !slices.Contains(td.DedupKeys, key) {
-			t.Fatalf("table %s: exists %v, dedup keys %v; want created with %s", table, ok, td.DedupKeys, key)
-		}
-	}
-	// Rows committed but not acknowledged are sent again after the
-	// reconnect; the dedup keys keep them once.
-	waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
-	srv.StallAcks()
-	if err := e.consumeMetrics(context.Background(), gaugeBatch(100, 5)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 10 })
-	framesBefore := srv.Frames()
-	srv.DropConnections()
-	srv.ReleaseAcks()
-	waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
-	if srv.Frames() <= framesBefore {
-		t.Fatal("nothing was replayed after the dropped connection")
-	}
-	ids := serverIDs(t, srv, "otel_metrics_gauge")
-	if len(ids) != 10 {
-		t.Fatalf("%d distinct rows, want 10", len(ids))
-	}
-	for id, n := range ids {
-		if n != 1 {
-			t.Fatalf("row %d stored %d times after the replay", id, n)
-		}
+	for _, tc := range []struct {
+		name         string
+		createTables bool
+		ttl          string
+	}{
+		{"create_tables on, ttl 30d", true, "30d"},
+		{"create_tables off", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{})
+			cfg := testConfig(t, srv.Addr())
+			cfg.CreateTables, cfg.TTL = tc.createTables, tc.ttl
+			e := startExporter(t, cfg, newStatusHost())
+			if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 5 })
+			for table, key := range map[string]string{"otel_metrics_gauge": "series_id", "otel_logs": "record_id"} {
+				td, ok := srv.Rows(table)
+				switch {
+				case tc.createTables && (!ok || !slices.Contains(td.DedupKeys, key) || td.TTL == ""):
+					t.Fatalf("table %s: exists %v, dedup keys %v, ttl %q; want created with %s and a TTL",
+						table, ok, td.DedupKeys, td.TTL, key)
+				case !tc.createTables && ok && len(td.DedupKeys) != 0:
+					t.Fatalf("table %s has dedup keys %v with create_tables off", table, td.DedupKeys)
+				}
+			}
+			// Rows committed but not acknowledged are sent again after the
+			// reconnect.
+			waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
+			srv.StallAcks()
+			if err := e.consumeMetrics(context.Background(), gaugeBatch(100, 5)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 10 })
+			framesBefore := srv.Frames()
+			srv.DropConnections()
+			srv.ReleaseAcks()
+			waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
+			if srv.Frames() <= framesBefore {
+				t.Fatal("nothing was replayed after the dropped connection")
+			}
+			ids := serverIDs(t, srv, "otel_metrics_gauge")
+			if len(ids) != 10 {
+				t.Fatalf("%d distinct rows, want 10", len(ids))
+			}
+			dups := 0
+			for _, n := range ids {
+				dups += n - 1
+			}
+			if tc.createTables && dups != 0 {
+				t.Fatalf("%d duplicate rows after the replay into dedup tables", dups)
+			}
+			if !tc.createTables && dups != 5 {
+				t.Fatalf("%d duplicate rows after replaying 5 committed-but-unacked rows into tables without keys, want 5", dups)
+			}
+		})
 	}
 }
 
