@@ -236,11 +236,13 @@ func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) 
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s=%d", n, tables[n]))
+		if tables[n] > 0 { // the exporter creates all six tables up front
+			parts = append(parts, fmt.Sprintf("%s=%d", n, tables[n]))
+		}
 	}
 	queue := "collector down"
 	if b, err := queueBytes(ctx, s.telemetry); err == nil {
-		queue = fmt.Sprintf("%.1f KiB unacked", float64(b)/1024)
+		queue = fmt.Sprintf("%.1f KiB held", float64(b)/1024)
 	}
 	fmt.Printf("[%5.1fs] sent points=%d logs=%d | landed %s | queue %s (%.1f MiB of segment files on disk)\n",
 		el.Seconds(), gen.sentPoints.Load(), gen.sentLogs.Load(), strings.Join(parts, " "),

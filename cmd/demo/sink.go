@@ -101,7 +101,8 @@ func (s *sinkClient) outage(ctx context.Context, d time.Duration) error {
 }
 
 // queueBytes reads the exporter's own queue_bytes gauge from the collector's
-// Prometheus endpoint: the bytes accepted and not yet acknowledged by QuestDB.
+// Prometheus endpoint: the bytes the queue holds (acknowledged frames are
+// freed a whole segment at a time).
 func queueBytes(ctx context.Context, endpoint string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
