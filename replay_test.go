@@ -1,0 +1,332 @@
+package questdbexporter
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+)
+
+// The exporter-level proofs (crash_test.go, outage_test.go and this file)
+// share the bookkeeping below: every batch carries unique ids (the "id"
+// attribute of each point or record), the ledger records which ids were
+// handed to a consume call and which calls returned nil, and check compares
+// that with the exact rows on the server.
+
+// proofTables are the tables the proofs write: gauge points and log records.
+var proofTables = [...]string{"otel_metrics_gauge", "otel_logs"}
+
+// proofLedger records batches by table: tried (handed to a consume call)
+// and acked (the call returned nil). Safe for concurrent use.
+type proofLedger struct {
+	mu    sync.Mutex
+	tried map[string]map[int]bool
+	acked map[string]map[int]bool
+}
+
+func newProofLedger() *proofLedger {
+	l := &proofLedger{tried: map[string]map[int]bool{}, acked: map[string]map[int]bool{}}
+	for _, tb := range proofTables {
+		l.tried[tb], l.acked[tb] = map[int]bool{}, map[int]bool{}
+	}
+	return l
+}
+
+// add records ids base..base+n-1 of table as tried, and as acked too when
+// acked is set.
+func (l *proofLedger) add(table string, base, n int, acked bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := base; id < base+n; id++ {
+		l.tried[table][id] = true
+		if acked {
+			l.acked[table][id] = true
+		}
+	}
+}
+
+func (l *proofLedger) ackedRows() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ids := range l.acked {
+		n += len(ids)
+	}
+	return n
+}
+
+// proofResult is what check found on the server.
+type proofResult struct {
+	Acked      int // rows whose consume call returned nil
+	Stored     int // distinct rows on the server
+	Duplicates int // rows stored more than once, counted once per extra copy
+}
+
+// check asserts that every acked row is on the server and that the server
+// holds no row that was never handed to a consume call; it returns the
+// counts, duplicates included, for the caller's own assertion.
+func (l *proofLedger) check(t *testing.T, srv *qwptest.Server) proofResult {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var res proofResult
+	for _, table := range proofTables {
+		ids := serverIDs(t, srv, table)
+		var missing, phantom []int
+		for id := range l.acked[table] {
+			if ids[id] == 0 {
+				missing = append(missing, id)
+			}
+		}
+		for id, n := range ids {
+			if !l.tried[table][id] {
+				phantom = append(phantom, id)
+			}
+			res.Duplicates += n - 1
+		}
+		res.Acked += len(l.acked[table])
+		res.Stored += len(ids)
+		if len(missing) > 0 {
+			t.Errorf("%s: %d of %d acknowledged rows are not on the server (LOST), first ids %v",
+				table, len(missing), len(l.acked[table]), firstSorted(missing, 10))
+		}
+		if len(phantom) > 0 {
+			t.Errorf("%s: %d rows on the server were never handed to a consume call, first ids %v",
+				table, len(phantom), firstSorted(phantom, 10))
+		}
+	}
+	return res
+}
+
+func firstSorted(ids []int, n int) []int {
+	sort.Ints(ids)
+	return ids[:min(n, len(ids))]
+}
+
+// proofConsumer is the exporter as the load sees it.
+type proofConsumer interface {
+	consume(ctx context.Context, table string, base, n int) error
+}
+
+// instanceConsumer drives an in-process instance directly.
+type instanceConsumer struct {
+	e       *questdbExporter
+	logPad  int // extra body bytes per log record
+	timeout time.Duration
+}
+
+func (c instanceConsumer) consume(ctx context.Context, table string, base, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if table == "otel_logs" {
+		return c.e.consumeLogs(ctx, paddedLogBatch(base, n, c.logPad))
+	}
+	return c.e.consumeMetrics(ctx, gaugeBatch(base, n))
+}
+
+// paddedLogBatch is logBatch with pad bytes added to every body, so that a
+// backlog of logs weighs what a test needs.
+func paddedLogBatch(base, n, pad int) plog.Logs {
+	ld := logBatch(base, n)
+	if pad > 0 {
+		lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+		for i := range lrs.Len() {
+			b := lrs.At(i).Body()
+			b.SetStr(fmt.Sprintf("%s %0*d", b.Str(), pad, base+i))
+		}
+	}
+	return ld
+}
+
+// proofLoad runs workers that each alternate gauge and log batches of
+// points rows with fresh ids from next, recording them in l, until ctx
+// ends. pace, when set, is called before each batch of n rows and may hold
+// it back (rate limiting; false stops the worker); onResult, when set,
+// learns every call's outcome.
+func proofLoad(ctx context.Context, workers, points int, next *atomic.Int64, l *proofLedger,
+	c proofConsumer, pace func(ctx context.Context, n int) bool, onResult func(table string, base, n int, err error)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				table := proofTables[(w+i)%2]
+				if pace != nil && !pace(ctx, points) {
+					return
+				}
+				base := int(next.Add(int64(points))) - points
+				l.add(table, base, points, false)
+				err := c.consume(context.Background(), table, base, points)
+				if err == nil {
+					l.add(table, base, points, true)
+				}
+				if onResult != nil {
+					onResult(table, base, points, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// errorTally keeps the count and the first few messages of failed calls.
+type errorTally struct {
+	mu    sync.Mutex
+	n     int
+	first []string
+}
+
+func (e *errorTally) result(table string, base, n int, err error) {
+	if err == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	if len(e.first) < 5 {
+		e.first = append(e.first, fmt.Sprintf("%s ids %d..%d: %v", table, base, base+n-1, err))
+	}
+}
+
+func (e *errorTally) check(t *testing.T, what string) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n > 0 {
+		t.Errorf("%s: %d consume calls failed, first: %q", what, e.n, e.first)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %v", what, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// proofDuration is d in short mode and long with QDB_LONG=1.
+func proofDuration(short, normal, long time.Duration) time.Duration {
+	switch {
+	case os.Getenv("QDB_LONG") == "1":
+		return long
+	case testing.Short():
+		return short
+	}
+	return normal
+}
+
+// checkDedupKeys asserts that the proof tables have dedup keys exactly when
+// the exporter was told to create its tables.
+func checkDedupKeys(t *testing.T, srv *qwptest.Server, createTables bool) {
+	t.Helper()
+	for _, table := range proofTables {
+		td, ok := srv.Rows(table)
+		if !ok {
+			t.Fatalf("table %s does not exist", table)
+		}
+		key := "series_id"
+		if table == "otel_logs" {
+			key = "record_id"
+		}
+		if has := slices.Contains(td.DedupKeys, key); has != createTables {
+			t.Errorf("table %s: dedup keys %v with create_tables %v", table, td.DedupKeys, createTables)
+		}
+	}
+}
+
+// TestReplayServerRestartMidStream streams under load while the server
+// drops the connection right after committing a frame and before its OK
+// (a crash between commit and reply), and now and then goes down for a
+// while. Nothing acknowledged may be lost; without the exporter's dedup
+// tables the frames committed-but-unacknowledged at each break come back
+// as duplicates, with them none does.
+func TestReplayServerRestartMidStream(t *testing.T) {
+	cases := []struct {
+		name         string
+		sf           bool
+		createTables bool
+	}{
+		{"sf/create_tables_off", true, false},
+		{"sf/create_tables_on", true, true},
+		{"memory/create_tables_on", false, true},
+	}
+	load := proofDuration(1500*time.Millisecond, 4*time.Second, 30*time.Second)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{})
+			cfg := testConfig(t, srv.Addr())
+			if tc.sf {
+				cfg.SFDir = t.TempDir()
+			}
+			cfg.CreateTables = tc.createTables
+			cfg.MaxBatchBytes = 64 << 10
+			cfg.SFMaxSegmentBytes = 256 << 10
+			cfg.MaxInFlight = 16
+			e := startExporter(t, cfg, newStatusHost())
+
+			ctx, cancel := context.WithTimeout(context.Background(), load)
+			defer cancel()
+			var drops, outages atomic.Int64
+			chaosDone := make(chan struct{})
+			go func() {
+				defer close(chaosDone)
+				for i := 1; ctx.Err() == nil; i++ {
+					// Arm a drop a few frames ahead, and wait for it to
+					// fire before arming the next one.
+					before := srv.Accepted()
+					srv.DropAfter(2+rand.IntN(6), false)
+					drops.Add(1)
+					for ctx.Err() == nil && srv.Accepted() == before {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if i%4 == 0 {
+						outages.Add(1)
+						srv.Outage(time.Duration(50+rand.IntN(150)) * time.Millisecond)
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Duration(20+rand.IntN(60)) * time.Millisecond):
+					}
+				}
+			}()
+			l := newProofLedger()
+			var next atomic.Int64
+			var errs errorTally
+			proofLoad(ctx, 4, 20, &next, l, instanceConsumer{e: e, timeout: 10 * time.Second}, nil, errs.result)
+			<-chaosDone
+			srv.Outage(0) // ends a running outage
+			errs.check(t, "consume during drops and outages")
+
+			waitUntil(t, 60*time.Second, "every frame acknowledged", func() bool {
+				return e.queue.AckedFSN() == e.queue.PublishedFSN()
+			})
+			res := l.check(t, srv)
+			checkDedupKeys(t, srv, tc.createTables)
+			t.Logf("%s: %d rows acked, %d distinct stored, %d duplicates; %d drops armed, %d outages, %d connections",
+				tc.name, res.Acked, res.Stored, res.Duplicates, drops.Load(), outages.Load(), srv.Accepted())
+			if srv.Accepted() < 3 {
+				t.Fatalf("only %d connections: the drops did not happen, the test proves nothing", srv.Accepted())
+			}
+			if tc.createTables && res.Duplicates != 0 {
+				t.Errorf("%d duplicate rows with create_tables on; the dedup tables should absorb every replay", res.Duplicates)
+			}
+			if !tc.createTables && res.Duplicates == 0 {
+				t.Errorf("no duplicates with create_tables off after %d connections dropped between commit and OK: the replay this test forces did not happen", srv.Accepted()-1)
+			}
+		})
+	}
+}
