@@ -1,0 +1,25 @@
+// Package questdbexporter is an OpenTelemetry Collector exporter that writes
+// metrics and logs to QuestDB over QWP, QuestDB's columnar WebSocket ingest
+// protocol, through a crash-safe store-and-forward queue.
+//
+// The pieces, in the order data passes through them:
+//
+//   - factory.go, config.go: the component (type "questdb") and its
+//     configuration. Every signal of one component ID shares one instance
+//     (shared.go): one writer, one queue slot, one connection.
+//   - rows.go, metrics.go, logs.go: pdata to rows of the six tables of the
+//     data model (README "Tables and columns"), with attribute maps as
+//     sorted-key JSON (attrjson.go) and stable series and record ids
+//     (hash.go).
+//   - writer.go, dict.go: the group-commit writer. It encodes every batch
+//     waiting at once into QWP frames, persists new SYMBOL dictionary entries
+//     before the frames that use them, and appends the frames to the queue in
+//     one call (one fsync in flush mode); only then do the callers return.
+//   - package sfqueue: the queue, in memory or on disk.
+//   - package sender: the I/O loop that streams the queue to QuestDB in order,
+//     trims on acknowledgement and replays after every reconnect.
+//   - ddl.go: on each new connection, the tables are created with DEDUP
+//     UPSERT KEYS so a replay never doubles a row.
+//   - errors.go, status.go, alerts.go, telemetry.go: what receivers, the
+//     collector and operators are told.
+package questdbexporter
