@@ -74,6 +74,87 @@ func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
 	return append(dst, '}')
 }
 
+// keyLayout remembers how an attribute map with a given key sequence
+// renders, so that the next map with the same keys in the same order (the
+// data points of one metric usually have them) skips sorting and escaping
+// its keys. The keys are copied: a layout keeps no batch reachable.
+type keyLayout struct {
+	keys     []byte // the keys in map order, concatenated
+	keyEnds  []int  // end offset in keys of each map position
+	order    []int  // map positions in output order, repeated keys dropped
+	prefixes []byte // per output entry: ',' (but the first), the quoted key, ':'
+	preEnds  []int  // end offset in prefixes of each output entry
+}
+
+// matches reports whether kvs has exactly the layout's keys in its order.
+func (l *keyLayout) matches(kvs []keyValue) bool {
+	if len(kvs) != len(l.keyEnds) {
+		return false
+	}
+	from := 0
+	for i, kv := range kvs {
+		if kv.key != string(l.keys[from:l.keyEnds[i]]) {
+			return false
+		}
+		from = l.keyEnds[i]
+	}
+	return true
+}
+
+// build makes the layout of kvs: sorted by key bytes, the first of repeated
+// keys kept (as renderSorted does).
+func (l *keyLayout) build(kvs []keyValue) {
+	l.keys, l.keyEnds, l.order = l.keys[:0], l.keyEnds[:0], l.order[:0]
+	for i, kv := range kvs {
+		l.keys = append(l.keys, kv.key...)
+		l.keyEnds = append(l.keyEnds, len(l.keys))
+		l.order = append(l.order, i)
+	}
+	slices.SortStableFunc(l.order, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
+	l.prefixes, l.preEnds = l.prefixes[:0], l.preEnds[:0]
+	kept := l.order[:0]
+	for j, pos := range l.order {
+		if j > 0 && kvs[pos].key == kvs[kept[len(kept)-1]].key {
+			continue
+		}
+		if len(kept) > 0 {
+			l.prefixes = append(l.prefixes, ',')
+		}
+		kept = append(kept, pos)
+		l.prefixes = append(appendJSONString(l.prefixes, kvs[pos].key), ':')
+		l.preEnds = append(l.preEnds, len(l.prefixes))
+	}
+	l.order = kept
+}
+
+// appendMapLayout is appendMap for maps that usually share their key
+// sequence with the previous one rendered through l; the output is the same.
+func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []byte {
+	start := len(w.kvs)
+	for k, v := range m.All() {
+		w.kvs = append(w.kvs, keyValue{k, v})
+	}
+	return w.renderLayout(dst, start, l)
+}
+
+// renderLayout is renderSorted through l, rebuilt first when the stack
+// entries from start on do not have its keys.
+func (w *jsonWriter) renderLayout(dst []byte, start int, l *keyLayout) []byte {
+	if !l.matches(w.kvs[start:]) {
+		l.build(w.kvs[start:])
+	}
+	dst = append(dst, '{')
+	from := 0
+	for j, pos := range l.order {
+		dst = append(dst, l.prefixes[from:l.preEnds[j]]...)
+		from = l.preEnds[j]
+		dst = w.appendValue(dst, w.kvs[start+pos].value) // index each time: nested maps may grow (move) the stack
+	}
+	clear(w.kvs[start:])
+	w.kvs = w.kvs[:start]
+	return append(dst, '}')
+}
+
 // appendValue appends v as JSON.
 func (w *jsonWriter) appendValue(dst []byte, v pcommon.Value) []byte {
 	switch v.Type() {

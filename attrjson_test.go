@@ -167,7 +167,8 @@ func TestAttrJSONNoAllocSteadyState(t *testing.T) {
 }
 
 // FuzzAttrJSON: for any key and string value, the rendered object is valid
-// JSON and valid UTF-8, and decodes back to the UTF-8-repaired key and value.
+// JSON and valid UTF-8, decodes back to the UTF-8-repaired key and value,
+// and is the same when rendered through a key layout.
 func FuzzAttrJSON(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"k", "v"}, {"", ""}, {"q\"", "\\"}, {"ctl\x00\x1f", "\x7f\n\r\t\b\f"}, {"żółw", "🐢"},
@@ -176,10 +177,14 @@ func FuzzAttrJSON(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	var w jsonWriter
+	var l keyLayout // kept across inputs: rebuilt for each new key
 	f.Fuzz(func(t *testing.T, key, value string) {
 		m := pcommon.NewMap()
 		m.PutStr(key, value)
 		out := w.appendMap(nil, m)
+		if viaLayout := w.appendMapLayout(nil, m, &l); string(viaLayout) != string(out) {
+			t.Fatalf("through a key layout %q, directly %q", viaLayout, out)
+		}
 		if !json.Valid(out) || !utf8.Valid(out) {
 			t.Fatalf("invalid JSON or UTF-8: %q", out)
 		}
@@ -191,4 +196,84 @@ func FuzzAttrJSON(f *testing.F) {
 			t.Fatalf("%q decodes to %q, want {%q: %q}", out, decoded, validString(key), validString(value))
 		}
 	})
+}
+
+// TestAttrJSONKeyLayout renders a sequence of maps through one keyLayout,
+// as the rows of a batch are, and checks each against the general path:
+// the layout must be rebuilt whenever the keys or their order change, and
+// keep the first of repeated keys.
+func TestAttrJSONKeyLayout(t *testing.T) {
+	str := pcommon.NewValueStr
+	nested := pcommon.NewValueMap()
+	nested.Map().PutStr("z", "1")
+	nested.Map().PutEmptyMap("a").PutInt("y", 2)
+	abc := []keyValue{{"b", str("1")}, {"a", str("2")}, {"c", pcommon.NewValueInt(3)}}
+	tests := []struct {
+		name string
+		maps [][]keyValue
+	}{
+		{"same keys, same order", [][]keyValue{abc, {{"b", str("x")}, {"a", str("y")}, {"c", str("z")}}}},
+		{"same keys, another order", [][]keyValue{abc, {{"a", str("x")}, {"b", str("y")}, {"c", str("z")}}}},
+		{"one key renamed", [][]keyValue{abc, {{"b", str("1")}, {"a", str("2")}, {"d", str("3")}}}},
+		{"fewer keys, then more", [][]keyValue{abc, {{"b", str("1")}, {"a", str("2")}}, abc, append(abc[:3:3], keyValue{"0", str("")})}},
+		{"empty map between", [][]keyValue{abc, {}, abc}},
+		{"repeated key, first wins", [][]keyValue{
+			{{"k", str("first")}, {"k", str("second")}, {"a", str("1")}},
+			{{"k", str("first")}, {"k", str("second")}, {"a", str("1")}},
+			{{"k", str("only")}, {"a", str("1")}},
+		}},
+		{"keys that need escaping", [][]keyValue{
+			{{"q\"", str("1")}, {"bad\xff", str("2")}, {"ctl\n", str("3")}},
+			{{"q\"", str("4")}, {"bad\xff", str("5")}, {"ctl\n", str("6")}},
+		}},
+		{"nested maps grow the stack", [][]keyValue{
+			{{"m", nested}, {"a", str("1")}},
+			{{"m", nested}, {"a", str("2")}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var w, ref jsonWriter
+			var l keyLayout
+			for i, kvs := range tc.maps {
+				w.kvs = append(w.kvs, kvs...)
+				got := string(w.renderLayout([]byte("p:"), 0, &l))
+				ref.kvs = append(ref.kvs, kvs...)
+				want := "p:" + string(ref.renderSorted(nil, 0))
+				if got != want {
+					t.Fatalf("map %d: got %s, want %s", i, got, want)
+				}
+				if len(w.kvs) != 0 {
+					t.Fatalf("map %d: stack not unwound: %d entries left", i, len(w.kvs))
+				}
+			}
+		})
+	}
+}
+
+// TestAttrJSONKeyLayoutNoAlloc: once grown, neither reusing nor rebuilding
+// a layout allocates, so alternating key sets stay allocation-free.
+func TestAttrJSONKeyLayoutNoAlloc(t *testing.T) {
+	a, b := pcommon.NewMap(), pcommon.NewMap()
+	a.PutStr("http.route", "/api")
+	a.PutInt("status", 200)
+	b.PutStr("db.system", "postgresql")
+	b.PutStr("db.operation", "SELECT")
+	b.PutBool("ok", true)
+	var w jsonWriter
+	var l keyLayout
+	buf := w.appendMapLayout(nil, b, &l)
+	for _, tc := range []struct {
+		name string
+		maps []pcommon.Map
+	}{{"same keys", []pcommon.Map{a, a}}, {"alternating keys", []pcommon.Map{a, b}}} {
+		allocs := testing.AllocsPerRun(100, func() {
+			for _, m := range tc.maps {
+				buf = w.appendMapLayout(buf[:0], m, &l)
+			}
+		})
+		if allocs != 0 {
+			t.Fatalf("%s: appendMapLayout allocates %.1f times per call in steady state", tc.name, allocs)
+		}
+	}
 }

@@ -42,7 +42,7 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 	tb := &r.tables[tableLogs]
 	var hasBody bool
 	r.text, hasBody = r.json.appendText(r.text[:0], lr.Body())
-	r.attrJSON = r.appendAttrs(r.attrJSON[:0], lr.Attributes())
+	r.attrJSON = r.appendRowAttrs(r.attrJSON[:0], lr.Attributes())
 	f := recordFields{
 		time:           uint64(lr.Timestamp()),
 		observed:       uint64(lr.ObservedTimestamp()),

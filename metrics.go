@@ -123,7 +123,7 @@ type pointCommon struct {
 // preparePoint renders the point's attributes and promoted values and
 // computes series_id.
 func (r *rowEncoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, time, start pcommon.Timestamp, flags uint32) pointCommon {
-	r.attrJSON = r.appendAttrs(r.attrJSON[:0], attrs)
+	r.attrJSON = r.appendRowAttrs(r.attrJSON[:0], attrs)
 	return pointCommon{
 		time:     time,
 		start:    start,

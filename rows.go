@@ -118,8 +118,9 @@ type rowEncoder struct {
 
 	tables [numTables]table
 
-	json  jsonWriter
-	frame []byte // Finish's reusable buffer
+	json     jsonWriter
+	rowAttrs keyLayout // key layout of the last point or record attributes
+	frame    []byte    // Finish's reusable buffer
 
 	stats   encodeStats
 	nowNano int64 // export time of the batch in progress
@@ -475,6 +476,15 @@ func (r *rowEncoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
 		return dst
 	}
 	return r.json.appendMap(dst, m)
+}
+
+// appendRowAttrs is appendAttrs for the attributes of a data point or log
+// record, whose keys usually repeat from one row to the next.
+func (r *rowEncoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
+	if m.Len() == 0 {
+		return dst
+	}
+	return r.json.appendMapLayout(dst, m, &r.rowAttrs)
 }
 
 // pointPromoted resolves the promoted values of a row: the row's own
