@@ -45,7 +45,6 @@ type TelemetryBuilder struct {
 	ExporterQuestdbReconnectAttempts  metric.Int64Counter
 	ExporterQuestdbReconnectSuccesses metric.Int64Counter
 	ExporterQuestdbRowsAppended       metric.Int64Counter
-	ExporterQuestdbRowsEvicted        metric.Int64Counter
 	ExporterQuestdbServerErrors       metric.Int64Counter
 	ExporterQuestdbSkippedDataPoints  metric.Int64Counter
 }
@@ -260,12 +259,6 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterQuestdbRowsAppended, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_rows_appended",
 		metric.WithDescription("Rows in the QWP frames appended to the store-and-forward queue. [Alpha]"),
-		metric.WithUnit("{rows}"),
-	)
-	errs = errors.Join(errs, err)
-	builder.ExporterQuestdbRowsEvicted, err = builder.meter.Int64Counter(
-		"otelcol_exporter_questdb_rows_evicted",
-		metric.WithDescription("Rows in the frames deleted because the queue was full and on_full is evict_oldest (data lost). [Alpha]"),
 		metric.WithUnit("{rows}"),
 	)
 	errs = errors.Join(errs, err)
