@@ -1,0 +1,230 @@
+package questdbexporter
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+)
+
+// heapSampler records the peak HeapInuse while it runs.
+type heapSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	peak atomic.Uint64
+}
+
+func startHeapSampler(every time.Duration) *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > h.peak.Load() {
+				h.peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+// end stops the sampler and returns the peak.
+func (h *heapSampler) end() uint64 {
+	close(h.stop)
+	<-h.done
+	return h.peak.Load()
+}
+
+// liveHeap is the heap that survives a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// procStatus returns the named /proc/self/status fields ("VmHWM", ...) as
+// written there, "n/a" where there is none (not Linux).
+func procStatus(fields ...string) map[string]string {
+	out := map[string]string{}
+	for _, f := range fields {
+		out[f] = "n/a"
+	}
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if _, want := out[k]; ok && want {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// resetPeakRSS restarts VmHWM from the current RSS (Linux >= 4.0), so that
+// it measures this test and not the ones before it; false if it cannot.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// rowPacer holds callers to rate rows per second from its start.
+type rowPacer struct {
+	mu     sync.Mutex
+	start  time.Time
+	rate   float64
+	issued int
+}
+
+func (p *rowPacer) pace(ctx context.Context, n int) bool {
+	p.mu.Lock()
+	due := p.start.Add(time.Duration(float64(p.issued) / p.rate * float64(time.Second)))
+	p.issued += n
+	p.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(due)):
+		return true
+	}
+}
+
+const mib = 1 << 20
+
+// TestOutageUnderLoad keeps consume calls coming through a QuestDB outage:
+// every call must succeed while the server is down (the backlog goes to
+// the queue), and after recovery every row must arrive and the queue
+// drain. It measures where the backlog lives: with sf_dir the process's
+// live heap must not grow with it (the backlog is on disk); the memory-only
+// case, whose backlog is in RAM by design, shows that the measurement does
+// see a backlog held in memory. Seconds in short mode, a 2-minute outage
+// with QDB_LONG=1 (the memory-only case keeps its short size).
+func TestOutageUnderLoad(t *testing.T) {
+	const logPad = 16 << 10 // body bytes per log record: the backlog's weight
+	type size struct {
+		outage time.Duration
+		rate   float64 // rows per second, half of them logs
+	}
+	short := size{3 * time.Second, 4000}
+	sized := size{proofDuration(short.outage, 5*time.Second, 2*time.Minute), 4000}
+	if os.Getenv("QDB_LONG") == "1" {
+		sized.rate = 1000
+	}
+	cases := []struct {
+		name string
+		sf   bool
+		size size
+	}{
+		{"sf", true, sized},
+		{"memory", false, short},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{})
+			cfg := testConfig(t, srv.Addr())
+			if tc.sf {
+				cfg.SFDir = t.TempDir()
+			}
+			cfg.SFMaxTotalBytes = 1 << 30
+			cfg.SFMaxSegmentBytes = 1 * mib
+			cfg.MaxBatchBytes = 256 << 10
+			cfg.CloseFlushTimeout = 0
+			e := startExporter(t, cfg, newStatusHost())
+			l := newProofLedger()
+			var next atomic.Int64
+			c := instanceConsumer{e: e, logPad: logPad, timeout: 10 * time.Second}
+
+			// Warm up: connected, tables created, everything acknowledged.
+			for _, table := range proofTables {
+				base := int(next.Add(10)) - 10
+				l.add(table, base, 10, c.consume(context.Background(), table, base, 10) == nil)
+			}
+			waitUntil(t, 30*time.Second, "warm-up rows acknowledged", func() bool {
+				return e.queue.PublishedFSN() > 0 && e.queue.AckedFSN() == e.queue.PublishedFSN()
+			})
+			rowsBefore := srv.RowCount(proofTables[0]) + srv.RowCount(proofTables[1])
+			liveBefore := liveHeap()
+			rssReset := resetPeakRSS()
+
+			// The outage lasts until it is measured; the producers run for
+			// its planned length.
+			srv.Outage(time.Hour)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.size.outage)
+			defer cancel()
+			sampler := startHeapSampler(50 * time.Millisecond)
+			pacer := &rowPacer{start: time.Now(), rate: tc.size.rate}
+			var errs errorTally
+			proofLoad(ctx, 4, 20, &next, l, c, pacer.pace, errs.result)
+			peakOutage := sampler.end()
+			backlog := e.queue.Stats()
+			rowsDuring := srv.RowCount(proofTables[0]) + srv.RowCount(proofTables[1]) - rowsBefore
+			liveAfter := liveHeap()
+			errs.check(t, "consume during the outage")
+			if rowsDuring != 0 {
+				t.Errorf("%d rows reached the server during the outage", rowsDuring)
+			}
+
+			// Recovery.
+			srv.Outage(0)
+			sampler = startHeapSampler(50 * time.Millisecond)
+			drainStart := time.Now()
+			waitUntil(t, proofDuration(60*time.Second, 60*time.Second, 5*time.Minute), "the backlog drained", func() bool {
+				return e.queue.AckedFSN() == e.queue.PublishedFSN()
+			})
+			drainTook := time.Since(drainStart)
+			peakDrain := sampler.end()
+			// Trim follows the acks; give the queue a moment to unlink.
+			waitUntil(t, 10*time.Second, "sealed segments deleted", func() bool {
+				return e.queue.Stats().Segments <= 1
+			})
+			after := e.queue.Stats()
+			if after.UsedBytes > int64(cfg.SFMaxSegmentBytes) {
+				t.Errorf("queue holds %d bytes after the drain, want at most one segment (%d)", after.UsedBytes, cfg.SFMaxSegmentBytes)
+			}
+			res := l.check(t, srv)
+			if res.Duplicates != 0 {
+				t.Errorf("%d duplicate rows; an outage alone replays nothing that was acknowledged, and the tables have dedup keys", res.Duplicates)
+			}
+			rss := procStatus("VmHWM", "RssAnon", "RssFile")
+			if !rssReset {
+				rss["VmHWM"] += " (since process start)"
+			}
+			growth := int64(liveAfter) - int64(liveBefore)
+			t.Logf("%s: outage %v, %d rows acked in all; backlog %.1f MiB in %d segments (cap sf_max_total_bytes %d MiB); "+
+				"live heap %+.1f MiB across the outage, peak HeapInuse %.1f MiB during it and %.1f MiB during the %v drain; "+
+				"VmHWM %s, RssAnon %s, RssFile %s; queue after drain %d bytes",
+				tc.name, tc.size.outage, res.Acked, float64(backlog.UsedBytes)/mib, backlog.Segments, cfg.SFMaxTotalBytes/mib,
+				float64(growth)/mib, float64(peakOutage)/mib, float64(peakDrain)/mib, drainTook.Round(time.Millisecond),
+				rss["VmHWM"], rss["RssAnon"], rss["RssFile"], after.UsedBytes)
+			if backlog.UsedBytes < 2*mib {
+				t.Fatalf("backlog of %d bytes is too small to tell disk from RAM", backlog.UsedBytes)
+			}
+			if tc.sf && growth > backlog.UsedBytes/4 {
+				t.Errorf("live heap grew %d bytes over a %d-byte backlog: the SF backlog is held in RAM", growth, backlog.UsedBytes)
+			}
+			if !tc.sf && growth < backlog.UsedBytes/2 {
+				t.Errorf("memory-only: live heap grew %d bytes over a %d-byte backlog in RAM; the measurement cannot see a RAM backlog (%s)",
+					growth, backlog.UsedBytes, fmt.Sprint(tc.size))
+			}
+		})
+	}
+}
