@@ -41,7 +41,8 @@ func kindOf(t ColumnType) kind {
 
 // column holds one column of one table block. Values are appended as they
 // are set; NULLs take no value bytes and are recorded in the bitmap when the
-// row ends, so a column is in bitmap mode exactly when it has a NULL.
+// row ends, so a column is in bitmap mode exactly when it has a NULL (and
+// only then holds a bitmap).
 type column struct {
 	name   string
 	typ    ColumnType
@@ -89,14 +90,18 @@ func (c *column) begin(seq uint64) {
 	c.setSeq = seq
 	c.mark = len(c.data)
 	c.markOffs = len(c.offs)
-	c.gorMark = c.gor
+	if c.kind == kindTimestamp { // gor is unused otherwise
+		c.gorMark = c.gor
+	}
 }
 
 // undo drops the value of the row in progress.
 func (c *column) undo() {
 	c.data = c.data[:c.mark]
 	c.offs = c.offs[:c.markOffs]
-	c.gor = c.gorMark
+	if c.kind == kindTimestamp {
+		c.gor = c.gorMark
+	}
 	c.setSeq = 0
 }
 
@@ -112,10 +117,21 @@ func (c *column) backfill(rows int) {
 	c.nullCount = rows
 }
 
-// endRow records row number row (0-based) as set or NULL.
+// endRow records row number row (0-based) as set or NULL. A column without
+// NULLs keeps no bitmap, so that rows setting every column cost nothing
+// here; the first NULL brings the zero bits of the rows before it.
 func (c *column) endRow(row int, set bool) {
-	if row%8 == 0 {
-		c.nulls = append(c.nulls, 0)
+	switch {
+	case c.nullCount > 0:
+		if row%8 == 0 {
+			c.nulls = append(c.nulls, 0)
+		}
+	case set:
+		return
+	default:
+		for range row/8 + 1 {
+			c.nulls = append(c.nulls, 0)
+		}
 	}
 	if !set {
 		c.nulls[row/8] |= 1 << (row % 8)

@@ -128,3 +128,68 @@ func TestSymbolColumnBytes(t *testing.T) {
 		t.Fatalf("payload\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestNullBitmapFromFirstNull: a column keeps no bitmap until its first
+// NULL, which must then bring the zero bits of every row before it (across
+// byte boundaries), and a row rolled back does not leave bits behind.
+func TestNullBitmapFromFirstNull(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rows     int
+		nulls    []int // rows where the column is NULL
+		rollback int   // a NULL row rolled back before this row (-1: none)
+	}{
+		{"no NULLs", 20, nil, -1},
+		{"first row", 20, []int{0}, -1},
+		{"end of the first byte", 20, []int{7}, -1},
+		{"start of the second byte", 20, []int{8}, -1},
+		{"late and adjacent", 20, []int{17, 18}, -1},
+		{"last row", 17, []int{16}, -1},
+		{"every row but the last", 9, []int{0, 1, 2, 3, 4, 5, 6, 7}, -1},
+		{"rolled-back NULL row", 20, nil, 9},
+		{"rolled-back NULL row, then a NULL", 20, []int{12}, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEncoder(nil, EncoderOptions{})
+			tb := mustTable(t, e, "t")
+			v := mustCol(t, tb, "v", TypeInt)
+			always := mustCol(t, tb, "n", TypeLong)
+			isNull := map[int]bool{}
+			for _, r := range tc.nulls {
+				isNull[r] = true
+			}
+			for r := range tc.rows {
+				if r == tc.rollback {
+					tb.Long(always, -1)
+					tb.CancelRow()
+				}
+				tb.Long(always, int64(r))
+				if !isNull[r] {
+					tb.Int(v, int32(r))
+				}
+				mustEndRow(t, tb)
+			}
+			m, err := decodeMessage(e.Finish(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var col decCol
+			for _, c := range m.tables[0].cols {
+				if c.name == "v" {
+					col = c
+				}
+			}
+			if want := byte(min(len(tc.nulls), 1)); col.nullFlag != want {
+				t.Fatalf("null flag %d, want %d", col.nullFlag, want)
+			}
+			for r, got := range col.vals {
+				if want := any(int32(r)); isNull[r] && got != nil || !isNull[r] && got != want {
+					t.Fatalf("row %d: %v, want NULL %v", r, got, isNull[r])
+				}
+			}
+			if len(col.vals) != tc.rows {
+				t.Fatalf("%d rows decoded, want %d", len(col.vals), tc.rows)
+			}
+		})
+	}
+}

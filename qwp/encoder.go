@@ -323,11 +323,13 @@ func (t *Table) EndRow() error {
 	}
 	rows := t.rows + 1
 	block := t.nameHdr + uvarintLen(uint64(rows)) + uvarintLen(uint64(len(t.active))) + t.schema
+	anyNulls := false // any column with a bitmap after this row
 	for _, c := range t.active {
 		nulls := c.nullCount
 		if c.setSeq != t.seq {
 			nulls++
 		}
+		anyNulls = anyNulls || nulls > 0
 		block += c.size(rows, nulls, e.opts.Gorilla)
 	}
 	dictEnd, dictBytes := e.dictEnd, e.dictBytes
@@ -346,8 +348,10 @@ func (t *Table) EndRow() error {
 		}
 		return ErrFrameFull
 	}
-	for _, c := range t.active {
-		c.endRow(t.rows, c.setSeq == t.seq)
+	if anyNulls { // else every column was set and none keeps a bitmap
+		for _, c := range t.active {
+			c.endRow(t.rows, c.setSeq == t.seq)
+		}
 	}
 	if t.rows == 0 {
 		e.nTables++
