@@ -3,9 +3,10 @@ GO       ?= go
 FUZZTIME ?= 10s
 
 # Native Go fuzz targets run briefly by `make test`: "package:FuzzName" pairs.
-FUZZ_TARGETS ?= ./qwp:FuzzDecodeResponse ./qwp/qwptest:FuzzDecodeMessage \
+FUZZ_TARGETS ?= ./qwp:FuzzDecodeResponse ./qwp:FuzzEncoderRoundTrip \
+	./qwp/qwptest:FuzzDecodeMessage ./qwp/qwptest:FuzzExec \
 	./sfqueue:FuzzSegmentCorruption ./sfqueue:FuzzAckWatermarkCorruption \
-	./sfqueue:FuzzSymbolDictCorruption
+	./sfqueue:FuzzSymbolDictCorruption .:FuzzAttrJSON
 
 OCB_VERSION := v0.165.0
 BUILD       := $(CURDIR)/_build
