@@ -276,6 +276,10 @@ func TestReplayServerRestartMidStream(t *testing.T) {
 			cfg.MaxBatchBytes = 64 << 10
 			cfg.SFMaxSegmentBytes = 256 << 10
 			cfg.MaxInFlight = 16
+			// A new dictionary generation every few batches (each point's
+			// attributes are a new symbol): drops land on generation
+			// switches too.
+			cfg.SymbolDictMaxEntries = 300
 			e := startExporter(t, cfg, newStatusHost())
 
 			ctx, cancel := context.WithTimeout(context.Background(), load)
