@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -12,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 )
 
@@ -333,4 +337,53 @@ func TestReplayServerRestartMidStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayOrphanDrainIntoDedupTables adopts the slot of a collector that
+// died with unsent data (drain_orphans) into a fresh QuestDB. The drainer
+// replays like any sender, so with create_tables on the tables it writes
+// to must get their dedup keys before its first frame, exactly as the
+// foreground sender's do; otherwise the orphan's rows auto-create tables
+// without them and every later replay into those tables duplicates rows.
+func TestReplayOrphanDrainIntoDedupTables(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(t, qwptest.Options{})
+	slot := func(id, endpoint string) *Config {
+		cfg := testConfig(t, endpoint)
+		cfg.SFDir, cfg.SenderID = dir, id
+		return cfg
+	}
+	// The orphan: its collector never reached QuestDB and is gone.
+	l := newProofLedger()
+	orphan, err := newInstance(slot("orphan", closedPort(t)), exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orphan.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	oc := instanceConsumer{e: orphan.(*questdbExporter), timeout: 10 * time.Second}
+	for i, table := range []string{"otel_logs", "otel_metrics_gauge", "otel_logs"} {
+		base := i * 100
+		err := oc.consume(context.Background(), table, base, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.add(table, base, 10, true)
+	}
+	if err := orphan.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := slot("main", srv.Addr())
+	cfg.DrainOrphans = true
+	e := startExporter(t, cfg, newStatusHost())
+	<-e.drained
+	if _, err := os.Stat(filepath.Join(dir, "orphan")); !os.IsNotExist(err) {
+		t.Fatalf("the orphan slot was not drained (stat: %v)", err)
+	}
+	if res := l.check(t, srv); res.Duplicates != 0 {
+		t.Errorf("%d duplicate rows from one drain", res.Duplicates)
+	}
+	checkDedupKeys(t, srv, true)
 }
