@@ -30,10 +30,8 @@
 //
 // # Segment and frame format
 //
-// All integers are little-endian. A segment file is MaxSegmentBytes long
-// (preallocated with fallocate on Linux, so a full disk is found when a
-// segment is created, not halfway through a frame) and starts with a
-// 24-byte header:
+// All integers are little-endian. A segment file holds at most
+// MaxSegmentBytes and starts with a 24-byte header:
 //
 //	magic u32 "SQF1" | version u32 (1) | base FSN u64 | reserved u32 | CRC32C u32 of bytes 0..19
 //
@@ -44,8 +42,21 @@
 // CRC32C is Castagnoli. The CRC is the last field: a frame whose tail did
 // not reach the disk fails its check, and because it covers the length an
 // all-zero (preallocated, never written) region is never a valid frame.
-// Frames are written with pwrite into the preallocated file (one write per
-// segment per batch). A frame must fit one segment; a larger one is refused.
+// Frames are written with pwrite (one write per segment per batch). A frame
+// must fit one segment; a larger one is refused.
+//
+// # Preallocation
+//
+// In periodic and flush durability a new segment file is preallocated to
+// MaxSegmentBytes (fallocate on Linux), so a full disk is found when a
+// segment is created, before any frame of a batch is written, and the file's
+// size and extents become durable with the segment's first fsync rather than
+// with every frame. Memory durability does not preallocate: it never fsyncs,
+// so the second reason does not apply, and writing into fallocate'd
+// (unwritten) extents is ext4's slower write path (BENCHMARKS.md, sfqueue).
+// There a full disk surfaces as ENOSPC from the frame write instead; the
+// batch is undone as when preallocation fails, and either way the append
+// gets a full queue with reason DiskFull.
 //
 // # Side files
 //

@@ -257,42 +257,68 @@ func TestFillLevels(t *testing.T) {
 	}
 }
 
+// TestDiskFullIsAFullQueue: with periodic or flush durability a full disk
+// shows when a segment is preallocated; memory durability does not
+// preallocate (doc.go), so it shows as ENOSPC from a write. Either way it is
+// a *FullError with reason DiskFull, never a fatal error.
 func TestDiskFullIsAFullQueue(t *testing.T) {
-	for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
-		t.Run(onFull.String(), func(t *testing.T) {
-			cfs := newCrashFS()
-			o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, OnFull: onFull, AppendDeadline: 30 * time.Millisecond}
-			q := mustOpen(t, o)
-			defer q.Close()
-			for i := range 4 {
-				mustAppend(t, q, testPayload(uint64(i+1), 200))
-			}
-			cfs.mu.Lock()
-			cfs.failAlloc = func(string, int64) error { return syscall.ENOSPC }
-			cfs.mu.Unlock()
-			_, err := q.Append(context.Background(), testPayload(5, 200))
-			var fe *FullError
-			if !errors.As(err, &fe) || fe.Reason != DiskFull || !strings.Contains(err.Error(), "ENOSPC") {
-				t.Fatalf("append needing a segment on a full disk: %v; want *FullError DiskFull", err)
-			}
-			if onFull == OnFullEvictOldest && q.Stats().FramesEvicted != 4 {
-				t.Fatalf("evict_oldest on a full disk evicted %d frames, want the 4 of the only segment", q.Stats().FramesEvicted)
-			}
-			if q.Stats().Fatal != nil {
-				t.Fatalf("ENOSPC latched a fatal error: %v", q.Stats().Fatal)
-			}
-			for _, n := range cfs.fileNames() {
-				if strings.HasSuffix(n, segmentName(5)) {
-					t.Fatalf("the segment that could not be allocated was left behind: %s", n)
+	noSpace := func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	cases := []struct {
+		durability Durability
+		// fill makes the disk full the way this durability meets it.
+		fill func(c *crashFS)
+		// segBytes is the file size of the first segment after 4 frames.
+		segBytes int
+	}{
+		{DurabilityPeriodic, func(c *crashFS) { c.failAlloc = func(string, int64) error { return syscall.ENOSPC } }, 1024},
+		{DurabilityMemory, func(c *crashFS) { c.failWrite = noSpace }, segmentHeaderSize + 4*208},
+	}
+	for _, tc := range cases {
+		for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
+			t.Run(tc.durability.String()+"/"+onFull.String(), func(t *testing.T) {
+				cfs := newCrashFS()
+				o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, OnFull: onFull,
+					Durability: tc.durability, AppendDeadline: 30 * time.Millisecond}
+				q := mustOpen(t, o)
+				defer q.Close()
+				for i := range 4 {
+					mustAppend(t, q, testPayload(uint64(i+1), 200))
 				}
-			}
-			cfs.mu.Lock()
-			cfs.failAlloc = nil
-			cfs.mu.Unlock()
-			if fsn := mustAppend(t, q, testPayload(5, 200)); fsn != 5 {
-				t.Fatalf("append once the disk has room: FSN %d, want 5", fsn)
-			}
-		})
+				cfs.mu.Lock()
+				if n := len(cfs.names[clean("/d/s/"+segmentName(1))].data); n != tc.segBytes {
+					t.Errorf("first segment file is %d bytes, want %d (preallocated only when fsyncing)", n, tc.segBytes)
+				}
+				tc.fill(cfs)
+				cfs.mu.Unlock()
+				_, err := q.Append(context.Background(), testPayload(5, 200))
+				var fe *FullError
+				if !errors.As(err, &fe) || fe.Reason != DiskFull || !strings.Contains(err.Error(), "ENOSPC") {
+					t.Fatalf("append needing a segment on a full disk: %v; want *FullError DiskFull", err)
+				}
+				if onFull == OnFullEvictOldest && q.Stats().FramesEvicted != 4 {
+					t.Fatalf("evict_oldest on a full disk evicted %d frames, want the 4 of the only segment", q.Stats().FramesEvicted)
+				}
+				if q.Stats().Fatal != nil {
+					t.Fatalf("ENOSPC latched a fatal error: %v", q.Stats().Fatal)
+				}
+				for _, n := range cfs.fileNames() {
+					if strings.HasSuffix(n, segmentName(5)) {
+						t.Fatalf("the segment that could not be created was left behind: %s", n)
+					}
+				}
+				cfs.mu.Lock()
+				cfs.failAlloc, cfs.failWrite = nil, nil
+				cfs.mu.Unlock()
+				if fsn := mustAppend(t, q, testPayload(5, 200)); fsn != 5 {
+					t.Fatalf("append once the disk has room: FSN %d, want 5", fsn)
+				}
+			})
+		}
 	}
 }
 
@@ -303,8 +329,11 @@ func TestWriteENOSPCUndoesTheBatch(t *testing.T) {
 	defer q.Close()
 	mustAppend(t, q, testPayload(1, 100))
 	cfs.mu.Lock()
+	// Memory durability does not preallocate, so a full disk shows here:
+	// the batch's second segment is created, then the frame write into
+	// the first fails.
 	cfs.failWrite = func(name string) error {
-		if strings.HasSuffix(name, segmentSuffix) {
+		if strings.HasSuffix(name, segmentName(1)) {
 			return syscall.ENOSPC
 		}
 		return nil
@@ -314,6 +343,14 @@ func TestWriteENOSPCUndoesTheBatch(t *testing.T) {
 	var fe *FullError
 	if !errors.As(err, &fe) || fe.Reason != DiskFull {
 		t.Fatalf("batch write hitting ENOSPC: %v, want DiskFull", err)
+	}
+	if q.Stats().Fatal != nil {
+		t.Fatalf("ENOSPC latched a fatal error: %v", q.Stats().Fatal)
+	}
+	for _, n := range cfs.fileNames() {
+		if strings.HasSuffix(n, segmentName(2)) {
+			t.Fatalf("the refused batch's segment was left behind: %s", n)
+		}
 	}
 	cfs.mu.Lock()
 	cfs.failWrite = nil

@@ -325,7 +325,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 	for i, p := range payloads {
 		fs := frameSize(len(p))
 		if size+fs > q.o.MaxSegmentBytes {
-			ns, err := createSegment(q.fs, q.slot, fsn, q.o.MaxSegmentBytes)
+			ns, err := createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
 			if err != nil {
 				for _, s := range created {
 					s.f.Close()
@@ -404,6 +404,20 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 	default:
 	}
 	return nil
+}
+
+// segmentAlloc is the preallocation of a new segment. Memory durability in
+// SF mode does not preallocate: writing into fallocate'd (unwritten) extents
+// is ext4's slow path, and that mode never fsyncs, so the file size and
+// extents preallocation would make durable with the segment do not matter;
+// a full disk then surfaces as ENOSPC from the frame write, which undoes the
+// batch like any refused append (see doc.go). The memory ring takes the
+// segment size as its growth limit.
+func (q *Queue) segmentAlloc() int64 {
+	if q.sf && q.o.Durability == DurabilityMemory {
+		return 0
+	}
+	return q.o.MaxSegmentBytes
 }
 
 // writeUndo restores the write state after a failed batch: the active

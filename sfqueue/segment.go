@@ -155,8 +155,9 @@ func (s *segment) readFrame(fsn uint64, buf []byte) ([]byte, []byte, error) {
 	return payload, buf, nil
 }
 
-// createSegment creates, preallocates and stamps a new segment file. On any
-// error the file is removed again.
+// createSegment creates a new segment file, preallocates alloc bytes (none
+// when alloc is 0) and stamps its header. On any error the file is removed
+// again.
 func createSegment(fsys FS, dir string, base uint64, alloc int64) (*segment, error) {
 	p := filepath.Join(dir, segmentName(base))
 	f, err := fsys.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL)
@@ -168,8 +169,10 @@ func createSegment(fsys FS, dir string, base uint64, alloc int64) (*segment, err
 		fsys.Remove(p)
 		return nil, err
 	}
-	if err := f.Allocate(alloc); err != nil {
-		return fail(err)
+	if alloc > 0 {
+		if err := f.Allocate(alloc); err != nil {
+			return fail(err)
+		}
 	}
 	if _, err := f.WriteAt(encodeSegmentHeader(base), 0); err != nil {
 		return fail(err)
