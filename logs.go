@@ -85,8 +85,8 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 		if hasObserved {
 			t.TimestampNanos(tb.observed, observed)
 		}
-		setSymbolString(t, tb.service, r.service)
-		setSymbolString(t, tb.severityText, f.severityText)
+		setSymbolString(t, tb.service, r.service, r.resKey)
+		setSymbolString(t, tb.severityText, f.severityText, 0)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
 			t.Varchar(tb.body, r.text)
@@ -98,7 +98,7 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 			t.Varchar(tb.spanID, r.spanHex[:])
 		}
 		t.Int(tb.traceFlags, int32(f.flags))
-		setSymbolString(t, tb.eventName, f.eventName)
+		setSymbolString(t, tb.eventName, f.eventName, 0)
 		r.setResourceScope(tb)
 		if len(r.attrJSON) > 0 {
 			t.Varchar(tb.attrs, r.attrJSON)

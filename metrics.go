@@ -26,6 +26,7 @@ const (
 type metricRow struct {
 	name, unit, description string
 	seed                    uint64 // series_id seed: XXH64 of the scope and metric identity
+	key                     uint64 // qwp.SymbolKeyed key of name, unit, description and temporality
 	bound                   int    // row bound share of the scope and metric columns
 }
 
@@ -69,6 +70,7 @@ func (r *rowEncoder) writeMetric(m pmetric.Metric, emit func([]byte) error) erro
 		}
 		return nil
 	}
+	mr.key = qwp.NewSymbolKey()
 	mr.bound = r.scopeBound + symbolBound(len(mr.name)) + symbolBound(len(mr.unit)) + symbolBound(len(mr.description))
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
@@ -144,10 +146,10 @@ func (r *rowEncoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) 
 	if start, ok := timestampNanos(pc.start); ok && tb.kind != tableGauge {
 		t.TimestampNanos(tb.start, start)
 	}
-	setSymbolString(t, tb.service, r.service)
-	t.SymbolString(tb.metricName, mr.name)
-	setSymbolString(t, tb.unit, mr.unit)
-	setSymbolString(t, tb.description, mr.description)
+	setSymbolString(t, tb.service, r.service, r.resKey)
+	t.SymbolStringKeyed(tb.metricName, mr.name, mr.key)
+	setSymbolString(t, tb.unit, mr.unit, mr.key)
+	setSymbolString(t, tb.description, mr.description, mr.key)
 	r.setResourceScope(tb)
 	if len(r.attrJSON) > 0 {
 		if r.attrsVarchar {
@@ -199,7 +201,7 @@ func (r *rowEncoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.Num
 			}
 			if tb.kind == tableSum {
 				t.Bool(tb.isMonotonic, sum.IsMonotonic())
-				t.SymbolString(tb.temporality, temporality)
+				t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			}
 			if len(r.exJSON) > 0 {
 				t.Varchar(tb.exemplars, r.exJSON)
@@ -237,7 +239,7 @@ func (r *rowEncoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, em
 			}
 			r.setArray(t, tb.bucketCounts, r.floats)
 			r.setArray(t, tb.explicitBounds, r.floats2)
-			t.SymbolString(tb.temporality, temporality)
+			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			if len(r.exJSON) > 0 {
 				t.Varchar(tb.exemplars, r.exJSON)
 			}
@@ -280,7 +282,7 @@ func (r *rowEncoder) writeExpHistogramPoints(mr *metricRow, h pmetric.Exponentia
 			r.setArray(t, tb.posCounts, r.floats)
 			t.Int(tb.negOffset, neg.Offset())
 			r.setArray(t, tb.negCounts, r.floats2)
-			t.SymbolString(tb.temporality, temporality)
+			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			if len(r.exJSON) > 0 {
 				t.Varchar(tb.exemplars, r.exJSON)
 			}

@@ -133,6 +133,7 @@ type rowEncoder struct {
 	scopeBound         int    // row bound share of the resource and scope columns
 	resJSON, scopeJSON []byte
 	service            string
+	resKey, scopeKey   uint64 // qwp.SymbolKeyed keys of the resource's and the scope's values
 	lastService        string // kept across batches to avoid a string per resource
 	serviceBuf         []byte
 	scopeName          string
@@ -421,6 +422,7 @@ func (r *rowEncoder) beginBatch() {
 func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
 	r.res = res
 	r.tag = tag
+	r.resKey = qwp.NewSymbolKey()
 	r.resJSON = r.appendAttrs(r.resJSON[:0], res)
 	r.service = ""
 	if v, ok := res.Get("service.name"); ok {
@@ -438,6 +440,7 @@ func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
 // beginScope renders the scope columns, hashes the scope identity and
 // resolves the promoted values that the scope or the resource supplies.
 func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
+	r.scopeKey = qwp.NewSymbolKey()
 	r.scopeJSON = r.appendAttrs(r.scopeJSON[:0], scope.Attributes())
 	r.scopeName = validString(scope.Name())
 	r.scopeVersion = validString(scope.Version())
@@ -464,10 +467,10 @@ func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
 // (service_name is set earlier, for the schema order).
 func (r *rowEncoder) setResourceScope(tb *table) {
 	t := tb.t
-	setSymbolString(t, tb.scopeName, r.scopeName)
-	setSymbolString(t, tb.scopeVersion, r.scopeVersion)
-	setSymbol(t, tb.resAttrs, r.resJSON)
-	setSymbol(t, tb.scopeAttrs, r.scopeJSON)
+	setSymbolString(t, tb.scopeName, r.scopeName, r.scopeKey)
+	setSymbolString(t, tb.scopeVersion, r.scopeVersion, r.scopeKey)
+	setSymbol(t, tb.resAttrs, r.resJSON, r.resKey)
+	setSymbol(t, tb.scopeAttrs, r.scopeJSON, r.scopeKey)
 }
 
 // appendAttrs renders an attribute map as JSON, or nothing when it is empty.
@@ -593,16 +596,17 @@ func clampCount(n uint64) int64 {
 	return int64(n)
 }
 
-// setSymbolString writes s, or leaves the column NULL when s is empty.
-func setSymbolString(t *qwp.Table, c qwp.Col, s string) {
+// setSymbolString writes s, or leaves the column NULL when s is empty. key
+// is s's qwp.SymbolKeyed key, 0 for a value that is not kept for many rows.
+func setSymbolString(t *qwp.Table, c qwp.Col, s string, key uint64) {
 	if s != "" {
-		t.SymbolString(c, s)
+		t.SymbolStringKeyed(c, s, key)
 	}
 }
 
-// setSymbol writes b, or leaves the column NULL when b is empty.
-func setSymbol(t *qwp.Table, c qwp.Col, b []byte) {
+// setSymbol is setSymbolString for bytes.
+func setSymbol(t *qwp.Table, c qwp.Col, b []byte, key uint64) {
 	if len(b) > 0 {
-		t.Symbol(c, b)
+		t.SymbolKeyed(c, b, key)
 	}
 }

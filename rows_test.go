@@ -393,3 +393,90 @@ func TestMetricRowBoundIsUpperBound(t *testing.T) {
 		check(fmt.Sprintf("log record %d", i), func(h *harness) encodeStats { return h.logs(ld) })
 	}
 }
+
+// TestSymbolsFollowResourceScopeAndMetric writes rows of several resources,
+// scopes and metrics (and the same again as a second batch) into one frame
+// per table: the encoder reuses a SYMBOL id while a resource's, scope's or
+// metric's value stays the same (qwp.SymbolKeyed), so each row must still
+// carry its own resource's, scope's and metric's values.
+func TestSymbolsFollowResourceScopeAndMetric(t *testing.T) {
+	const n = 2 // resources, scopes per resource, metrics per scope, points per metric
+	type want struct{ service, res, scope, version, scopeAttrs, metric, unit, desc, temporality string }
+	var wants []want
+	md := pmetric.NewMetrics()
+	ld := plog.NewLogs()
+	temporalities := []pmetric.AggregationTemporality{pmetric.AggregationTemporalityDelta, pmetric.AggregationTemporalityCumulative}
+	for r := range n {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", fmt.Sprintf("svc-%d", r))
+		rl := ld.ResourceLogs().AppendEmpty()
+		rm.Resource().Attributes().CopyTo(rl.Resource().Attributes())
+		for s := range n {
+			sm := rm.ScopeMetrics().AppendEmpty()
+			sm.Scope().SetName(fmt.Sprintf("scope-%d-%d", r, s))
+			sm.Scope().SetVersion(fmt.Sprintf("v%d", s))
+			sm.Scope().Attributes().PutInt("s", int64(s))
+			sl := rl.ScopeLogs().AppendEmpty()
+			sm.Scope().CopyTo(sl.Scope())
+			for m := range n {
+				metric := sm.Metrics().AppendEmpty()
+				metric.SetName(fmt.Sprintf("metric-%d", m)) // the same names under every scope
+				metric.SetUnit(fmt.Sprintf("unit-%d-%d-%d", r, s, m))
+				metric.SetDescription(fmt.Sprintf("desc-%d", m))
+				sum := metric.SetEmptySum()
+				sum.SetAggregationTemporality(temporalities[(r+s+m)%2])
+				for p := range n {
+					dp := sum.DataPoints().AppendEmpty()
+					dp.SetTimestamp(pcommon.Timestamp(testT1))
+					dp.SetIntValue(int64(p))
+					lr := sl.LogRecords().AppendEmpty()
+					lr.SetTimestamp(pcommon.Timestamp(testT1))
+					lr.Body().SetInt(int64(p))
+					wants = append(wants, want{
+						service: fmt.Sprintf("svc-%d", r), res: fmt.Sprintf(`{"service.name":"svc-%d"}`, r),
+						scope: fmt.Sprintf("scope-%d-%d", r, s), version: fmt.Sprintf("v%d", s), scopeAttrs: fmt.Sprintf(`{"s":%d}`, s),
+						metric: fmt.Sprintf("metric-%d", m), unit: fmt.Sprintf("unit-%d-%d-%d", r, s, m), desc: fmt.Sprintf("desc-%d", m),
+						temporality: temporalityName(temporalities[(r+s+m)%2]),
+					})
+				}
+			}
+		}
+	}
+	h := newHarness(t, 0, rowEncoderConfig{})
+	for range 2 { // two batches sharing the frames
+		for _, encode := range []func() (encodeStats, error){
+			func() (encodeStats, error) { return h.re.encodeMetrics(md, h.emit) },
+			func() (encodeStats, error) { return h.re.encodeLogs(ld, h.emit) },
+		} {
+			if _, err := encode(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.flush()
+	if len(h.frames) != 1 {
+		t.Fatalf("%d frames, want 1", len(h.frames))
+	}
+	sums, logs := h.table("otel_metrics_sum").rows, h.table("otel_logs").rows
+	if len(sums) != 2*len(wants) || len(logs) != 2*len(wants) {
+		t.Fatalf("%d sum rows and %d log rows, want %d each", len(sums), len(logs), 2*len(wants))
+	}
+	for i := range sums {
+		w := wants[i%len(wants)]
+		for _, c := range []struct {
+			row       map[string]any
+			col, want string
+		}{
+			{sums[i], colServiceName, w.service}, {sums[i], colResourceAttributes, w.res},
+			{sums[i], colScopeName, w.scope}, {sums[i], colScopeVersion, w.version}, {sums[i], colScopeAttributes, w.scopeAttrs},
+			{sums[i], colMetricName, w.metric}, {sums[i], colMetricUnit, w.unit}, {sums[i], colMetricDescription, w.desc},
+			{sums[i], colTemporality, w.temporality},
+			{logs[i], colServiceName, w.service}, {logs[i], colResourceAttributes, w.res},
+			{logs[i], colScopeName, w.scope}, {logs[i], colScopeVersion, w.version}, {logs[i], colScopeAttributes, w.scopeAttrs},
+		} {
+			if got := c.row[c.col]; got != c.want {
+				t.Fatalf("row %d column %s = %v, want %q", i, c.col, got, c.want)
+			}
+		}
+	}
+}

@@ -63,12 +63,14 @@ type column struct {
 	gor      gorilla
 	gorMark  gorilla
 
-	// kindSymbol: the last value accepted by Table.Symbol and its id, valid
-	// while symFrame is the encoder's current frame. The id stays right
-	// after the row that set it is rolled back: the dictionary keeps it.
+	// kindSymbol: the last value accepted by Table.Symbol, its id and its
+	// SymbolKeyed key (0: none), valid while symFrame is the encoder's
+	// current frame. The id stays right after the row that set it is
+	// rolled back: the dictionary keeps it.
 	symFrame uint64
 	symLast  []byte
 	symID    uint32
+	symKey   uint64
 }
 
 func newColumn(name string, typ ColumnType, param byte) *column {

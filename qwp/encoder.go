@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -608,7 +609,33 @@ func (t *Table) Geohash(h Col, v uint64) {
 
 // Symbol sets a SYMBOL value, registering it in the dictionary when new.
 // It must be valid UTF-8.
-func (t *Table) Symbol(h Col, v []byte) {
+func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0) }
+
+// SymbolString is Symbol for a string.
+func (t *Table) SymbolString(h Col, v string) {
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0) // read only: SymbolDict must not retain or modify it
+}
+
+// NewSymbolKey returns a key for SymbolKeyed that no other call returns in
+// this process.
+func NewSymbolKey() uint64 { return symbolKeys.Add(1) }
+
+var symbolKeys atomic.Uint64
+
+// SymbolKeyed is Symbol for a value the caller names with key, which must
+// never name other bytes: take a NewSymbolKey for each value computed once
+// and written to many rows (a resource's attributes, a metric's name). When
+// the column's previous value in this frame had the same key, its id is
+// reused without reading v, saving the comparison of a long value row after
+// row. Key 0 names nothing: SymbolKeyed is then Symbol.
+func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key) }
+
+// SymbolStringKeyed is SymbolKeyed for a string.
+func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key) // read only, as in SymbolString
+}
+
+func (t *Table) symbol(h Col, v []byte, key uint64) {
 	c := t.value(h, TypeSymbol)
 	if c == nil {
 		return
@@ -617,7 +644,7 @@ func (t *Table) Symbol(h Col, v []byte) {
 	// scope, resource attributes): reuse its id without validating or
 	// looking it up again. The cache lives for one frame, because Reset,
 	// which may come with a cleared dictionary, also starts a new frame.
-	if c.symFrame == t.e.frame && bytes.Equal(v, c.symLast) {
+	if c.symFrame == t.e.frame && (key != 0 && key == c.symKey || bytes.Equal(v, c.symLast)) {
 		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
 		return
 	}
@@ -636,14 +663,9 @@ func (t *Table) Symbol(h Col, v []byte) {
 		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
 		return
 	}
-	c.symFrame, c.symID = t.e.frame, id
+	c.symFrame, c.symID, c.symKey = t.e.frame, id, key
 	c.symLast = append(c.symLast[:0], v...)
 	c.data = binary.AppendUvarint(c.data, uint64(id))
-}
-
-// SymbolString is Symbol for a string.
-func (t *Table) SymbolString(h Col, v string) {
-	t.Symbol(h, unsafe.Slice(unsafe.StringData(v), len(v))) // read only: SymbolDict must not retain or modify it
 }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.

@@ -44,6 +44,13 @@ func (v *symEnv) row(sym string) {
 	mustEndRow(v.t, v.tb)
 }
 
+// rowKeyed writes a row holding sym through SymbolStringKeyed.
+func (v *symEnv) rowKeyed(sym string, key uint64) {
+	v.t.Helper()
+	v.tb.SymbolStringKeyed(v.s, sym, key)
+	mustEndRow(v.t, v.tb)
+}
+
 // badRow writes a row holding sym that EndRow refuses (an INT set through
 // a zero handle), after sym has been registered.
 func (v *symEnv) badRow(sym string) {
@@ -94,6 +101,10 @@ func (v *symEnv) newGeneration() {
 // generation, and a value registered by a refused row keeps its id.
 func TestRepeatedSymbolCache(t *testing.T) {
 	long := strings.Repeat("z", 40)
+	ka, kb := NewSymbolKey(), NewSymbolKey()
+	if ka == 0 || ka == kb {
+		t.Fatalf("NewSymbolKey returned %d then %d; want distinct non-zero keys", ka, kb)
+	}
 	cases := []struct {
 		name string
 		opts EncoderOptions
@@ -150,6 +161,49 @@ func TestRepeatedSymbolCache(t *testing.T) {
 			v.row(long)
 			v.finish()
 		}, []string{"first", long}},
+		{"keyed repeats", EncoderOptions{}, func(v *symEnv) {
+			v.rowKeyed("a", ka)
+			v.rowKeyed("a", ka)
+			v.rowKeyed("b", kb)
+			v.rowKeyed("a", ka)
+			v.row("b")
+			v.rowKeyed("a", ka)
+			v.rowKeyed("a", 0)
+			v.rowKeyed("b", 0)
+			v.finish()
+		}, []string{"a", "a", "b", "a", "b", "a", "a", "b"}},
+		{"keyed repeat after a new generation", EncoderOptions{}, func(v *symEnv) {
+			v.row("x")
+			v.rowKeyed("a", ka)
+			v.finish()
+			v.newGeneration()
+			v.rowKeyed("a", ka)
+			v.finish()
+		}, []string{"x", "a", "a"}},
+		{"keyed repeat in the next frame", EncoderOptions{}, func(v *symEnv) {
+			v.rowKeyed("a", ka)
+			v.finish()
+			v.row("x")
+			v.rowKeyed("a", ka)
+			v.finish()
+		}, []string{"a", "x", "a"}},
+		{"keyed repeat after a refused row", EncoderOptions{}, func(v *symEnv) {
+			v.row("a")
+			v.tb.SymbolStringKeyed(v.s, "b", kb)
+			v.tb.Int(Col{}, 1)
+			if err := v.tb.EndRow(); err == nil {
+				v.t.Fatal("EndRow accepted a row with a zero column handle")
+			}
+			v.rowKeyed("b", kb)
+			v.finish()
+		}, []string{"a", "b"}},
+		// The key is trusted: a caller that gives it to other bytes gets
+		// the first value again. This pins why keys must never be reused.
+		{"key names the value", EncoderOptions{}, func(v *symEnv) {
+			v.rowKeyed("a", ka)
+			v.rowKeyed("not read", ka)
+			v.finish()
+		}, []string{"a", "a"}},
 		{"value replaced within a row", EncoderOptions{}, func(v *symEnv) {
 			v.row("a")
 			v.tb.SymbolString(v.s, "a")
@@ -170,12 +224,17 @@ func TestRepeatedSymbolCache(t *testing.T) {
 }
 
 // TestRepeatedBadSymbolIsRefusedAgain: only accepted values are reused, so
-// a bad value repeated row after row is refused every time.
+// a bad value repeated row after row, keyed or not, is refused every time.
 func TestRepeatedBadSymbolIsRefusedAgain(t *testing.T) {
+	key := NewSymbolKey()
 	for _, bad := range [][]byte{{0xff}, []byte(strings.Repeat("w", 80))} {
 		v := newSymEnv(t, EncoderOptions{MaxFrameBytes: 64})
-		for i := range 3 {
-			v.tb.Symbol(v.s, bad)
+		for i := range 4 {
+			if i%2 == 0 {
+				v.tb.Symbol(v.s, bad)
+			} else {
+				v.tb.SymbolKeyed(v.s, bad, key)
+			}
 			if err := v.tb.EndRow(); err == nil || errors.Is(err, ErrFrameFull) {
 				t.Fatalf("row %d with symbol %q: EndRow = %v, want the value refused", i, bad, err)
 			}
