@@ -3,7 +3,6 @@ package questdbexporter
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -75,12 +74,12 @@ type symbolStore interface {
 //
 // Not safe for concurrent use: the writer goroutine owns it.
 type genDict struct {
+	*qwp.MemDict // the current generation's ids (ID, Len, Entry)
+
 	store      symbolStore
 	maxEntries int
 
 	gen       uint32
-	ids       map[string]uint32
-	entries   []string
 	persisted int
 	queued    int
 
@@ -98,16 +97,14 @@ func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error
 	if maxEntries <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_entries %d must be positive", maxEntries)
 	}
-	d := &genDict{store: store, maxEntries: maxEntries, gen: gen, ids: make(map[string]uint32)}
+	d := &genDict{MemDict: qwp.NewMemDict(), store: store, maxEntries: maxEntries, gen: gen}
 	for id, e := range store.Symbols(gen) {
-		s := string(e)
-		if _, dup := d.ids[s]; dup {
-			return nil, fmt.Errorf("persisted symbol dictionary generation %d holds %q twice (id %d); each symbol must have one id", gen, s, id)
+		if got := d.ID(e); got != uint32(id) {
+			return nil, fmt.Errorf("persisted symbol dictionary generation %d holds %q twice (ids %d and %d); each symbol must have one id",
+				gen, e, got, id)
 		}
-		d.ids[s] = uint32(id)
-		d.entries = append(d.entries, s)
 	}
-	d.persisted, d.queued = len(d.entries), len(d.entries)
+	d.persisted, d.queued = d.Len(), d.Len()
 	if d.full() {
 		if err := d.rotate(); err != nil {
 			return nil, err
@@ -116,55 +113,34 @@ func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error
 	return d, nil
 }
 
-// ID implements qwp.SymbolDict. A known symbol allocates nothing.
-func (d *genDict) ID(sym []byte) uint32 {
-	if id, ok := d.ids[string(sym)]; ok {
-		return id
-	}
-	s := string(sym)
-	id := uint32(len(d.entries))
-	d.ids[s] = id
-	d.entries = append(d.entries, s)
-	return id
-}
-
-// Len implements qwp.SymbolDict.
-func (d *genDict) Len() int { return len(d.entries) }
-
-// Entry implements qwp.SymbolDict; the bytes alias the stored string.
-func (d *genDict) Entry(id int) []byte {
-	s := d.entries[id]
-	return unsafe.Slice(unsafe.StringData(s), len(s))
-}
-
 // Gen is the current generation.
 func (d *genDict) Gen() uint32 { return d.gen }
 
 // full reports whether the current generation reached maxEntries, so the
 // next frame must start a new generation.
-func (d *genDict) full() bool { return len(d.entries) >= d.maxEntries }
+func (d *genDict) full() bool { return d.Len() >= d.maxEntries }
 
 // persist stores the entries not yet in .symbol-dict. Call it before
 // appending frames that define them.
 func (d *genDict) persist() error {
-	if d.persisted == len(d.entries) {
+	if d.persisted == d.Len() {
 		return nil
 	}
 	d.scratch = d.scratch[:0]
-	for id := d.persisted; id < len(d.entries); id++ {
+	for id := d.persisted; id < d.Len(); id++ {
 		d.scratch = append(d.scratch, d.Entry(id))
 	}
 	err := d.store.AddSymbols(d.gen, d.persisted, d.scratch)
 	clear(d.scratch)
 	if err != nil {
-		return fmt.Errorf("persisting symbol ids [%d, %d) of dictionary generation %d: %w", d.persisted, len(d.entries), d.gen, err)
+		return fmt.Errorf("persisting symbol ids [%d, %d) of dictionary generation %d: %w", d.persisted, d.Len(), d.gen, err)
 	}
-	d.persisted = len(d.entries)
+	d.persisted = d.Len()
 	return nil
 }
 
 // unqueued is the range of ids assigned but defined by no queued frame.
-func (d *genDict) unqueued() (from, to int) { return d.queued, len(d.entries) }
+func (d *genDict) unqueued() (from, to int) { return d.queued, d.Len() }
 
 // markQueued records that frames defining ids below end are in the queue.
 func (d *genDict) markQueued(end int) {
@@ -180,9 +156,7 @@ func (d *genDict) rotate() error {
 		return err
 	}
 	d.gen++
-	clear(d.ids)
-	clear(d.entries)
-	d.entries = d.entries[:0]
+	d.MemDict = qwp.NewMemDict()
 	d.persisted, d.queued = 0, 0
 	return nil
 }

@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
@@ -213,5 +214,23 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 	}
 	if id := d.ID([]byte("d")); id != 1 {
 		t.Fatalf("next id after reopen %d, want 1", id)
+	}
+}
+
+// A persisted generation that names one symbol twice cannot be trusted: the
+// frames on disk may use either id.
+func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
+	store := &memSymbols{gens: map[uint32][][]byte{2: {[]byte("a"), []byte("b"), []byte("a")}}}
+	_, err := openGenDict(store, 10, 2)
+	if err == nil || !strings.Contains(err.Error(), `"a" twice (ids 0 and 2)`) || !strings.Contains(err.Error(), "generation 2") {
+		t.Fatalf("openGenDict = %v, want an error naming the symbol, both ids and the generation", err)
+	}
+	store.gens[2] = store.gens[2][:2]
+	d, err := openGenDict(store, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Len() != 2 || d.ID([]byte("b")) != 1 || d.Gen() != 2 {
+		t.Fatalf("loaded generation: len %d, id(b) %d, gen %d", d.Len(), d.ID([]byte("b")), d.Gen())
 	}
 }
