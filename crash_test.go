@@ -38,6 +38,7 @@ type crashChild struct {
 	SenderID     string
 	Endpoint     string
 	Durability   string
+	DurableAck   string
 	CreateTables bool
 	IDBase       int           // the child's ids start here, so no two children share one
 	Lifetime     time.Duration // the child exits on its own after this, should the parent be gone
@@ -52,6 +53,7 @@ func (c crashChild) config(cfg *Config) *Config {
 	cfg.SFDurability = c.Durability
 	cfg.SFSyncInterval = 20 * time.Millisecond
 	cfg.CreateTables = c.CreateTables
+	cfg.RequestDurableAck = c.DurableAck
 	cfg.MaxBatchBytes = 64 << 10
 	cfg.SFMaxSegmentBytes = 256 << 10
 	cfg.MaxInFlight = 16
@@ -298,12 +300,21 @@ func crashKills(t *testing.T) int {
 // a consume call returned nil for must be on the server.
 func TestCrashSIGKILL(t *testing.T) {
 	kills := crashKills(t)
-	for _, createTables := range []bool{false, true} {
-		t.Run(fmt.Sprintf("create_tables=%v", createTables), func(t *testing.T) {
-			srv := newServer(t, qwptest.Options{})
+	cases := []struct {
+		createTables bool
+		durableAck   string
+	}{
+		{false, ""},
+		{true, ""},
+		{true, "local"}, // trim, and .ack-watermark, follow durable acks
+	}
+	for _, tc := range cases {
+		createTables := tc.createTables
+		t.Run(fmt.Sprintf("create_tables=%v/durable_ack=%q", createTables, tc.durableAck), func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{DurableTiers: true, AutoDurable: true})
 			spec := crashChild{
 				SFDir: t.TempDir(), SenderID: "crash", Endpoint: srv.Addr(),
-				CreateTables: createTables, Lifetime: 2 * time.Minute,
+				CreateTables: createTables, DurableAck: tc.durableAck, Lifetime: 2 * time.Minute,
 			}
 			durabilities := [...]string{"memory", "flush", "periodic"}
 			l := newProofLedger()

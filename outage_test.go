@@ -178,6 +178,7 @@ func TestOutageUnderLoad(t *testing.T) {
 			backlog := e.queue.Stats()
 			rowsDuring := srv.RowCount(proofTables[0]) + srv.RowCount(proofTables[1]) - rowsBefore
 			liveAfter := liveHeap()
+			rssOutage := procStatus("VmHWM", "RssAnon")
 			errs.check(t, "consume during the outage")
 			if rowsDuring != 0 {
 				t.Errorf("%d rows reached the server during the outage", rowsDuring)
@@ -204,17 +205,18 @@ func TestOutageUnderLoad(t *testing.T) {
 			if res.Duplicates != 0 {
 				t.Errorf("%d duplicate rows; an outage alone replays nothing that was acknowledged, and the tables have dedup keys", res.Duplicates)
 			}
-			rss := procStatus("VmHWM", "RssAnon", "RssFile")
+			rss := procStatus("VmHWM", "RssAnon")
 			if !rssReset {
 				rss["VmHWM"] += " (since process start)"
+				rssOutage["VmHWM"] += " (since process start)"
 			}
 			growth := int64(liveAfter) - int64(liveBefore)
 			t.Logf("%s: outage %v, %d rows acked in all; backlog %.1f MiB in %d segments (cap sf_max_total_bytes %d MiB); "+
 				"live heap %+.1f MiB across the outage, peak HeapInuse %.1f MiB during it and %.1f MiB during the %v drain (with the in-process server's copy of every row); "+
-				"VmHWM %s, RssAnon %s, RssFile %s; queue after drain %d bytes",
+				"VmHWM %s and RssAnon %s at the outage's end, VmHWM %s and RssAnon %s after the drain; queue after drain %d bytes",
 				tc.name, tc.size.outage, res.Acked, float64(backlog.UsedBytes)/mib, backlog.Segments, cfg.SFMaxTotalBytes/mib,
 				float64(growth)/mib, float64(peakOutage)/mib, float64(peakDrain)/mib, drainTook.Round(time.Millisecond),
-				rss["VmHWM"], rss["RssAnon"], rss["RssFile"], after.UsedBytes)
+				rssOutage["VmHWM"], rssOutage["RssAnon"], rss["VmHWM"], rss["RssAnon"], after.UsedBytes)
 			if backlog.UsedBytes < 2*mib {
 				t.Fatalf("backlog of %d bytes is too small to tell disk from RAM", backlog.UsedBytes)
 			}

@@ -263,20 +263,23 @@ func TestReplayServerRestartMidStream(t *testing.T) {
 		name         string
 		sf           bool
 		createTables bool
+		durableAck   string
 	}{
-		{"sf/create_tables_off", true, false},
-		{"sf/create_tables_on", true, true},
-		{"memory/create_tables_on", false, true},
+		{"sf/create_tables_off", true, false, ""},
+		{"sf/create_tables_on", true, true, ""},
+		{"sf/create_tables_on/durable_ack_local", true, true, "local"},
+		{"memory/create_tables_on", false, true, ""},
 	}
-	load := proofDuration(1500*time.Millisecond, 4*time.Second, 30*time.Second)
+	load := proofDuration(time.Second, 4*time.Second, 30*time.Second)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, qwptest.Options{})
+			srv := newServer(t, qwptest.Options{DurableTiers: true, AutoDurable: true})
 			cfg := testConfig(t, srv.Addr())
 			if tc.sf {
 				cfg.SFDir = t.TempDir()
 			}
 			cfg.CreateTables = tc.createTables
+			cfg.RequestDurableAck = tc.durableAck
 			cfg.MaxBatchBytes = 64 << 10
 			cfg.SFMaxSegmentBytes = 256 << 10
 			cfg.MaxInFlight = 16
