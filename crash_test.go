@@ -229,11 +229,17 @@ func stallFrames(t *testing.T, srv *qwptest.Server) bool {
 // errors in the test's log.
 func startLoggedExporter(t *testing.T, cfg *Config) *questdbExporter {
 	t.Helper()
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	return startExporterWith(t, cfg, set)
+}
+
+// startExporterWith is startExporter with the given settings.
+func startExporterWith(t *testing.T, cfg *Config, set exporter.Settings) *questdbExporter {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	set := exportertest.NewNopSettings(metadata.Type)
-	set.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	inst, err := newInstance(cfg, set)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
+
+	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 )
 
@@ -151,7 +154,9 @@ func TestOutageUnderLoad(t *testing.T) {
 			cfg.SFMaxSegmentBytes = 1 * mib
 			cfg.MaxBatchBytes = 256 << 10
 			cfg.CloseFlushTimeout = 0
-			e := startExporter(t, cfg, newStatusHost())
+			tt := componenttest.NewTelemetry()
+			defer tt.Shutdown(context.Background())
+			e := startExporterWith(t, cfg, metadatatest.NewSettings(tt))
 			l := newProofLedger()
 			var next atomic.Int64
 			c := instanceConsumer{e: e, logPad: logPad, timeout: 10 * time.Second}
@@ -216,6 +221,16 @@ func TestOutageUnderLoad(t *testing.T) {
 			after := e.queue.Stats()
 			if after.UsedBytes > int64(cfg.SFMaxSegmentBytes) {
 				t.Errorf("queue holds %d bytes after the drain, want at most one segment (%d)", after.UsedBytes, cfg.SFMaxSegmentBytes)
+			}
+			// The own telemetry follows (sampled every monitorInterval).
+			waitUntil(t, 10*time.Second, "queue_bytes telemetry back to at most one segment", func() bool {
+				v, ok := metricTotal(t, tt, "otelcol_exporter_questdb_queue_bytes")
+				return ok && v <= float64(cfg.SFMaxSegmentBytes)
+			})
+			appended, _ := metricTotal(t, tt, "otelcol_exporter_questdb_frames_appended")
+			acked, _ := metricTotal(t, tt, "otelcol_exporter_questdb_frames_acked")
+			if appended == 0 || acked != appended {
+				t.Errorf("telemetry: %v frames appended, %v acked; want all acked", appended, acked)
 			}
 			res := l.check(t, srv)
 			if res.Duplicates != 0 {
