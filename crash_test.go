@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,6 +41,7 @@ type crashChild struct {
 	Endpoint     string
 	Durability   string
 	DurableAck   string
+	DrainOrphans bool
 	CreateTables bool
 	IDBase       int           // the child's ids start here, so no two children share one
 	Lifetime     time.Duration // the child exits on its own after this, should the parent be gone
@@ -54,6 +57,7 @@ func (c crashChild) config(cfg *Config) *Config {
 	cfg.SFSyncInterval = 20 * time.Millisecond
 	cfg.CreateTables = c.CreateTables
 	cfg.RequestDurableAck = c.DurableAck
+	cfg.DrainOrphans = c.DrainOrphans
 	cfg.MaxBatchBytes = 64 << 10
 	cfg.SFMaxSegmentBytes = 256 << 10
 	cfg.MaxInFlight = 16
@@ -297,30 +301,38 @@ func crashKills(t *testing.T) int {
 // as TestCrashChildProcess) at random moments while they stream metrics and
 // logs from four goroutines into the slot of one sf_dir, each child
 // recovering what the previous one left. Some kills fall in a server
-// outage, some while the child is still starting; one in four kills while the server withholds its OKs, so that
+// outage, some while the child is still starting; one in four kills while
+// the server withholds its OKs, so that
 // frames QuestDB committed are unacknowledged at the crash (with
 // create_tables off, that replay must show up as duplicates: the test can
 // see them). Durability rotates through memory, flush and periodic: a
 // process crash loses nothing in any of them. At the end the parent opens
 // the slot itself and waits until everything is acknowledged; every batch
 // a consume call returned nil for must be on the server.
+//
+// In the orphans variant every child has a slot of its own and
+// drain_orphans on: each adopts the slots the killed ones left (the rescue
+// path after a crash), and may itself be killed while draining them.
 func TestCrashSIGKILL(t *testing.T) {
 	kills := crashKills(t)
 	cases := []struct {
 		createTables bool
 		durableAck   string
+		orphans      bool
 	}{
-		{false, ""},
-		{true, ""},
-		{true, "local"}, // trim, and .ack-watermark, follow durable acks
+		{false, "", false},
+		{true, "", false},
+		{true, "local", false}, // trim, and .ack-watermark, follow durable acks
+		{true, "", true},
 	}
 	for _, tc := range cases {
 		createTables := tc.createTables
-		t.Run(fmt.Sprintf("create_tables=%v/durable_ack=%q", createTables, tc.durableAck), func(t *testing.T) {
+		t.Run(fmt.Sprintf("create_tables=%v/durable_ack=%q/orphans=%v", createTables, tc.durableAck, tc.orphans), func(t *testing.T) {
 			srv := newServer(t, qwptest.Options{DurableTiers: true, AutoDurable: true})
 			spec := crashChild{
 				SFDir: t.TempDir(), SenderID: "crash", Endpoint: srv.Addr(),
-				CreateTables: createTables, DurableAck: tc.durableAck, Lifetime: 2 * time.Minute,
+				CreateTables: createTables, DurableAck: tc.durableAck, DrainOrphans: tc.orphans,
+				Lifetime: 2 * time.Minute,
 			}
 			durabilities := [...]string{"memory", "flush", "periodic"}
 			l := newProofLedger()
@@ -341,6 +353,9 @@ func TestCrashSIGKILL(t *testing.T) {
 			}()
 			for k := range kills {
 				spec.IDBase = (k + 1) * 10_000_000
+				if tc.orphans {
+					spec.SenderID = fmt.Sprintf("crash-%d", k)
+				}
 				spec.Durability = durabilities[k%len(durabilities)]
 				p := startCrashChild(t, spec, l)
 				children = append(children, p)
@@ -385,19 +400,38 @@ func TestCrashSIGKILL(t *testing.T) {
 				}
 			}
 
+			if tc.orphans {
+				spec.SenderID = "final"
+			}
 			cfg := spec.config(testConfig(t, srv.Addr()))
 			cfg.SFDurability = "memory"
 			e := startLoggedExporter(t, cfg)
+			select {
+			case <-e.drained:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the orphan drainers did not finish within 60 s")
+			}
 			waitUntil(t, 60*time.Second, "the slot drained by the parent", func() bool {
 				return e.queue.AckedFSN() == e.queue.PublishedFSN()
 			})
-			if aside, _ := filepath.Glob(filepath.Join(spec.SFDir, spec.SenderID+".unreplayable-*")); len(aside) > 0 {
-				t.Errorf("a process crash made the slot unreplayable (DATA_LOSS), set aside as %v: its unacknowledged frames will never be sent", aside)
+			if aside, _ := filepath.Glob(filepath.Join(spec.SFDir, "*.unreplayable-*")); len(aside) > 0 {
+				t.Errorf("a process crash made a slot unreplayable (DATA_LOSS), set aside as %v: its unacknowledged frames will never be sent", aside)
+			}
+			if failed, _ := filepath.Glob(filepath.Join(spec.SFDir, "*", ".failed")); len(failed) > 0 {
+				t.Errorf("orphan drainers gave up on %v", failed)
+			}
+			if tc.orphans {
+				// crash-<k>, not crash-<k>.unreplayable-<n> (reported above)
+				if left, _ := filepath.Glob(filepath.Join(spec.SFDir, "crash-[0-9]*")); len(slices.DeleteFunc(left, func(p string) bool {
+					return strings.Contains(filepath.Base(p), ".")
+				})) > 0 {
+					t.Errorf("orphan slots left after the drain: %v", left)
+				}
 			}
 			res := l.check(t, srv)
 			checkDedupKeys(t, srv, createTables)
-			t.Logf("create_tables=%v: %d kills (%d with acks withheld, %d in an outage, %d while starting), %d rows acked, %d distinct stored, %d duplicates, %d connections",
-				createTables, kills, stalls, outages, earlies, res.Acked, res.Stored, res.Duplicates, srv.Accepted())
+			t.Logf("%s: %d kills (%d with acks withheld, %d in an outage, %d while starting), %d rows acked, %d distinct stored, %d duplicates, %d connections",
+				t.Name(), kills, stalls, outages, earlies, res.Acked, res.Stored, res.Duplicates, srv.Accepted())
 			if res.Acked == 0 {
 				t.Fatal("no batch was acknowledged: the children did not run")
 			}
