@@ -133,19 +133,24 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 // collector.
 func (e *questdbExporter) startDrainers(ctx context.Context) {
 	e.drained = make(chan struct{})
-	if !e.cfg.DrainOrphans || e.cfg.SFDir == "" {
+	noDrainers := func() {
 		e.drainEnd = func() {}
 		close(e.drained)
+	}
+	if !e.cfg.DrainOrphans || e.cfg.SFDir == "" {
+		noDrainers()
 		return
 	}
 	so, err := e.senderOptions(ctx, nil)
+	if err == nil {
+		so.OnState = nil // drainers do not drive this component's status
+		err = e.createTablesOnConnect(&so)
+	}
 	if err != nil {
 		e.logger.Error("drain_orphans: cannot build the drainers' sender options; orphans are not drained", zap.Error(err))
-		e.drainEnd = func() {}
-		close(e.drained)
+		noDrainers()
 		return
 	}
-	so.OnState = nil // drainers do not drive this component's status
 	qo := e.cfg.queueOptions("", e.logger)
 	dctx, cancel := context.WithCancel(context.Background())
 	e.drainEnd = cancel
@@ -247,7 +252,20 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if e.cfg.SFDir != "" {
 		o.SlotDir = e.slot
 	}
-	if e.cfg.CreateTables {
+	if err := e.createTablesOnConnect(&o); err != nil {
+		return nil, err
+	}
+	return sender.New(q, o)
+}
+
+// createTablesOnConnect makes every connection of o (the exporter's own and
+// its orphan drainers') create the tables with dedup keys before its first
+// frame, when create_tables is on. The table creator is shared.
+func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
+	if !e.cfg.CreateTables {
+		return nil
+	}
+	if e.tables == nil {
 		rc := e.cfg.rowEncoderConfig(e.logger)
 		tc, err := newTableCreator(tableCreatorConfig{
 			Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted, TTL: e.cfg.TTL,
@@ -255,16 +273,17 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 			Timeout: ddlTimeout, Logger: e.logger,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("questdb exporter: table DDL: %w", err)
+			return fmt.Errorf("questdb exporter: table DDL: %w", err)
 		}
 		e.tables = tc
-		o.OnConnect = func(ctx context.Context, endpoint string) {
-			ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
-			defer cancel()
-			tc.ensure(ctx, endpoint)
-		}
 	}
-	return sender.New(q, o)
+	tc := e.tables
+	o.OnConnect = func(ctx context.Context, endpoint string) {
+		ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
+		defer cancel()
+		tc.ensure(ctx, endpoint)
+	}
+	return nil
 }
 
 // ddlTimeout bounds the table creation run on each new connection, which
