@@ -315,7 +315,8 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 		seg      *segment
 		from, to int
 	}
-	var chunks []chunk
+	var one [1]chunk // most batches fit the active segment: no allocation
+	chunks := one[:0]
 	fsn := q.nextFSN
 	cur, size := q.active, q.o.MaxSegmentBytes
 	if cur != nil {
