@@ -12,33 +12,42 @@ import (
 // the delta dictionary, finishing a frame every rows rows. One op is one
 // row; bytes/row is the frame bytes (headers and dictionary included) per
 // row; cpu-ns/row is process CPU time per row, steadier than ns/op on a
-// shared machine.
+// shared machine. Every row's symbols differ from the previous row's.
 func BenchmarkEncodeMetricsRow(b *testing.B) {
 	for _, rows := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			e := NewEncoder(NewMemDict(), EncoderOptions{Gorilla: true, DeltaSymbolDict: true})
-			m := newMetricsTable(b, e, "metrics")
-			var buf []byte
-			total := 0
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := processCPU()
-			for i := 0; i < b.N; i++ {
-				m.row(i)
-				if err := m.tb.EndRow(); err != nil {
-					b.Fatal(err)
-				}
-				if e.Rows() == rows {
-					buf = e.Finish(buf[:0])
-					total += len(buf)
-				}
-			}
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) { encodeMetricsRows(b, rows, 1) })
+	}
+}
+
+// BenchmarkEncodeMetricsRowRepeatedSymbols is BenchmarkEncodeMetricsRow
+// (1000-row frames) with each row's symbols the same as the previous row's
+// for runs of 100 rows, as the rows of one metric of one resource are.
+func BenchmarkEncodeMetricsRowRepeatedSymbols(b *testing.B) { encodeMetricsRows(b, 1000, 100) }
+
+// encodeMetricsRows is the body of the row benchmarks: frames of rows rows,
+// symbols changing every symbolRun rows.
+func encodeMetricsRows(b *testing.B, rows, symbolRun int) {
+	e := NewEncoder(NewMemDict(), EncoderOptions{Gorilla: true, DeltaSymbolDict: true})
+	m := newMetricsTable(b, e, "metrics")
+	var buf []byte
+	total := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		m.rowWith(i, i/symbolRun)
+		if err := m.tb.EndRow(); err != nil {
+			b.Fatal(err)
+		}
+		if e.Rows() == rows {
 			buf = e.Finish(buf[:0])
 			total += len(buf)
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/row")
-			b.ReportMetric(float64(total)/float64(b.N), "bytes/row")
-		})
+		}
 	}
+	buf = e.Finish(buf[:0])
+	total += len(buf)
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/row")
+	b.ReportMetric(float64(total)/float64(b.N), "bytes/row")
 }
 
 // BenchmarkAppendRawMetricsRow is the yardstick for the encoder: it only

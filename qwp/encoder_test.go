@@ -37,11 +37,14 @@ var (
 	}
 )
 
-func (m *metricsTable) row(i int) {
+func (m *metricsTable) row(i int) { m.rowWith(i, i) }
+
+// rowWith is row i with the symbols of row sym.
+func (m *metricsTable) rowWith(i, sym int) {
 	tb := m.tb
-	tb.SymbolString(m.s1, metricServices[i%len(metricServices)])
-	tb.SymbolString(m.s2, metricNames[i%len(metricNames)])
-	tb.SymbolString(m.s3, metricHosts[i%len(metricHosts)])
+	tb.SymbolString(m.s1, metricServices[sym%len(metricServices)])
+	tb.SymbolString(m.s2, metricNames[sym%len(metricNames)])
+	tb.SymbolString(m.s3, metricHosts[sym%len(metricHosts)])
 	tb.Double(m.d1, float64(i)*0.5)
 	tb.Double(m.d2, float64(i)*0.25)
 	tb.Double(m.d3, float64(i)*2)
