@@ -34,7 +34,10 @@
 // non-null values); columns without use null flag 0. SYMBOL values go
 // through the SymbolDict as global ids; each frame's delta section carries
 // the entries added since the previous frame (SymbolRange), so a caller that
-// persists the dictionary stores those entries before the frame. With
+// persists the dictionary stores those entries before the frame. A SYMBOL
+// column that repeats its previous value within a frame reuses that value's
+// id without validating or looking it up again; SymbolKeyed, given a
+// NewSymbolKey key that names the value, skips even the comparison. With
 // Gorilla, TIMESTAMP and TIMESTAMP_NANOS columns are delta-of-delta coded,
 // or written uncompressed when a delta-of-delta leaves the int32 range;
 // DATE is always plain int64.
