@@ -117,7 +117,7 @@ func TestCrashChildProcess(t *testing.T) {
 	}
 	var next atomic.Int64
 	next.Store(int64(c.IDBase))
-	proofLoad(ctx, 4, 20, &next, newProofLedger(), factoryConsumer{me: me, le: le, print: print}, nil,
+	proofLoad(ctx, 4, 20, proofTables[:], &next, newProofLedger(), factoryConsumer{me: me, le: le, print: print}, nil,
 		func(table string, base, n int, err error) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "consume %s %d: %v\n", table, base, err)

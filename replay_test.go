@@ -152,18 +152,18 @@ func paddedLogBatch(base, n, pad int) plog.Logs {
 	return ld
 }
 
-// proofLoad runs workers that each alternate gauge and log batches of
-// points rows with fresh ids from next, recording them in l, until ctx
+// proofLoad runs workers that each take turns through tables (batches of
+// points rows with fresh ids from next), recording them in l, until ctx
 // ends. pace, when set, is called before each batch of n rows and may hold
 // it back (rate limiting; false stops the worker); onResult, when set,
 // learns every call's outcome.
-func proofLoad(ctx context.Context, workers, points int, next *atomic.Int64, l *proofLedger,
+func proofLoad(ctx context.Context, workers, points int, tables []string, next *atomic.Int64, l *proofLedger,
 	c proofConsumer, pace func(ctx context.Context, n int) bool, onResult func(table string, base, n int, err error)) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				table := proofTables[(w+i)%2]
+				table := tables[(w+i)%len(tables)]
 				if pace != nil && !pace(ctx, points) {
 					return
 				}
@@ -317,7 +317,7 @@ func TestReplayServerRestartMidStream(t *testing.T) {
 			l := newProofLedger()
 			var next atomic.Int64
 			var errs errorTally
-			proofLoad(ctx, 4, 20, &next, l, instanceConsumer{e: e, timeout: 10 * time.Second}, nil, errs.result)
+			proofLoad(ctx, 4, 20, proofTables[:], &next, l, instanceConsumer{e: e, timeout: 10 * time.Second}, nil, errs.result)
 			<-chaosDone
 			srv.Outage(0) // ends a running outage
 			errs.check(t, "consume during drops and outages")
