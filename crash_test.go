@@ -301,13 +301,15 @@ func crashKills(t *testing.T) int {
 // logs from four goroutines into the slot of one sf_dir, each child
 // recovering what the previous one left. Some kills fall in a server
 // outage, some while the child is still starting; one in four kills while
-// the server withholds its OKs, so that
-// frames QuestDB committed are unacknowledged at the crash (with
-// create_tables off, that replay must show up as duplicates: the test can
-// see them). Durability rotates through memory, flush and periodic: a
-// process crash loses nothing in any of them. At the end the parent opens
-// the slot itself and waits until everything is acknowledged; every batch
-// a consume call returned nil for must be on the server.
+// the server withholds its OKs, so that frames QuestDB committed are
+// unacknowledged at the crash (with create_tables off, that replay must
+// show up as duplicates: the test can see them). Durability rotates through
+// memory, flush and periodic: a process crash loses nothing in any of them.
+// The SYMBOL dictionary starts a new generation every few batches, so kills
+// also land next to generation switches. At the end the parent opens the
+// slot itself and waits until everything is acknowledged; every batch a
+// consume call returned nil for must be on the server, and no slot may
+// have been set aside as unreplayable.
 //
 // In the orphans variant every child has a slot of its own and
 // drain_orphans on: each adopts the slots the killed ones left (the rescue
