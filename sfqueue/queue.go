@@ -57,6 +57,7 @@ type Queue struct {
 	st        counters
 	recovery  RecoveryReport
 	wmSaved   watermark // last written to .ack-watermark
+	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
 
 	published chan struct{}
 	stop      chan struct{}
@@ -635,7 +636,7 @@ func (q *Queue) Close() error {
 	if q.sf {
 		// The watermark goes first: once the segments are gone it is what
 		// keeps the next Open from reusing FSNs.
-		if err := q.saveWatermarkLocked(watermark{acked: q.acked, durable: onDisk}, true); err != nil {
+		if err := q.saveWatermarkLocked(onDisk, true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -691,7 +692,7 @@ func (q *Queue) background() {
 			q.mu.Unlock()
 		case <-wm.C:
 			q.mu.Lock()
-			if err := q.saveWatermarkLocked(watermark{acked: q.acked, durable: q.durable}, false); err != nil {
+			if err := q.saveWatermarkLocked(q.durable, false); err != nil {
 				q.log.Warn("sfqueue: cannot write .ack-watermark", zap.String("slot", q.slot), zap.Error(err))
 			}
 			q.mu.Unlock()

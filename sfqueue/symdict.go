@@ -256,5 +256,18 @@ func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	if q.closed {
 		return ErrClosed
 	}
+	if q.sf {
+		// The frames of the dropped generations are acked, but the watermark
+		// on disk may still predate those acks (it is written every few
+		// hundred ms). Without it first, a crash after the drop would leave
+		// recovery replaying frames whose dictionary is gone, and the slot
+		// would be set aside as unreplayable.
+		if err := q.saveWatermarkLocked(q.durable, true); err != nil {
+			return fmt.Errorf("sfqueue: saving the ack watermark before dropping symbol generations below %d: %w", gen, err)
+		}
+		if q.closed { // closed while the watermark was written
+			return ErrClosed
+		}
+	}
 	return q.dict.dropBelow(gen)
 }

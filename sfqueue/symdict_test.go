@@ -1,6 +1,7 @@
 package sfqueue
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,5 +191,38 @@ func TestSymbolFsyncDoesNotBlockTheConsumer(t *testing.T) {
 	}
 	if got := q.Symbols(0); len(got) != 1 {
 		t.Fatalf("Symbols(0) = %q after AddSymbols", got)
+	}
+}
+
+// Dropping a symbol generation writes the ack watermark first: a crash right
+// after the drop must not leave recovery replaying acked frames whose
+// dictionary is gone (the slot would be set aside as unreplayable).
+func TestDropSymbolGenerationsSavesTheWatermarkFirst(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Dir: dir, SenderID: "s1"}
+	q := mustOpen(t, o)
+	defer func() { q.Close() }()
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 5 {
+		fsn, err := q.Append(context.Background(), testPayload(uint64(i), 64))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = fsn
+	}
+	q.Ack(last)
+	if err := q.DropSymbolGenerationsBelow(1); err != nil {
+		t.Fatal(err)
+	}
+	// No Close: what is on disk now is what a SIGKILL would leave.
+	w, ok, err := readWatermark(q.fs, q.slot)
+	if err != nil || !ok {
+		t.Fatalf("readWatermark: ok %v, %v", ok, err)
+	}
+	if w.acked != last {
+		t.Fatalf(".ack-watermark holds acked FSN %d after the drop, want %d (the frames of the dropped generation)", w.acked, last)
 	}
 }

@@ -54,17 +54,26 @@ func encodeWatermark(w watermark) []byte {
 	return b
 }
 
-// saveWatermarkLocked writes w if its acked FSN moved since the last write
-// (or, with force, if anything in it moved). q.mu is released during the
-// I/O; only the background goroutine and Close (after stopping it) call
-// this, so writes never overlap.
-func (q *Queue) saveWatermarkLocked(w watermark, force bool) error {
+// saveWatermarkLocked writes the acked FSN, with durable as the on-disk FSN,
+// if the acked FSN moved since the last write (or, with force, if anything
+// moved). q.mu is released during the I/O. Writers take turns (wmWriting),
+// and each reads q.acked only once it has its turn, so the file's acked FSN
+// never moves backwards even when the background writer and an explicit
+// save (DropSymbolGenerationsBelow, Close) meet.
+func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
+	for q.wmWriting {
+		q.syncDone.Wait()
+	}
+	w := watermark{acked: q.acked, durable: durable}
 	if w.acked == q.wmSaved.acked && (!force || w == q.wmSaved) {
 		return nil
 	}
+	q.wmWriting = true
 	q.mu.Unlock()
 	err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(w))
 	q.mu.Lock()
+	q.wmWriting = false
+	q.syncDone.Broadcast()
 	if err != nil {
 		return err
 	}
