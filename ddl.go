@@ -229,7 +229,16 @@ type execReply struct {
 	} `json:"columns"`
 }
 
-// exec runs one statement.
+// transientDDLError is a failure to get an answer from QuestDB (no
+// connection, a timeout, a 5xx or 429, a reply that is not QuestDB's): the
+// statement may well succeed on the next connection.
+type transientDDLError struct{ err error }
+
+func (e *transientDDLError) Error() string { return e.err.Error() }
+func (e *transientDDLError) Unwrap() error { return e.err }
+
+// exec runs one statement. A refusal of the statement itself (QuestDB's JSON
+// error) is a plain error; anything else is a *transientDDLError.
 func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*execReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"?query="+url.QueryEscape(query), nil)
 	if err != nil {
@@ -243,16 +252,19 @@ func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*exec
 	}
 	resp, err := tc.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, &transientDDLError{err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, &transientDDLError{err}
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return nil, &transientDDLError{fmt.Errorf("HTTP %d: %.200q", resp.StatusCode, body)}
 	}
 	var r execReply
 	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("HTTP %d, not a QuestDB /exec reply: %.200q", resp.StatusCode, body)
+		return nil, &transientDDLError{fmt.Errorf("HTTP %d, not a QuestDB /exec reply: %.200q", resp.StatusCode, body)}
 	}
 	if r.Error != "" {
 		return nil, errors.New(r.Error)
@@ -264,29 +276,48 @@ func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*exec
 }
 
 // ensure creates the missing tables and reports, once per table and process,
-// each existing table that has no dedup keys. It returns the number of
-// statements that failed; each failure is logged with its statement.
-func (tc *tableCreator) ensure(ctx context.Context, wsURL string) int {
+// each existing table that has no dedup keys. A statement QuestDB refuses is
+// logged with its SQL and counted in refused; the rows then flow into
+// whatever table exists. When QuestDB could not be asked (see
+// transientDDLError) ensure returns an error: the caller holds the frames and
+// tries again on a new connection, because a table auto-created by the first
+// frame would lack dedup keys for good.
+func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, err error) {
 	endpoint, err := execURL(wsURL)
 	if err != nil {
 		tc.logger.Error("Cannot derive QuestDB's /exec endpoint; tables are left to auto-create", zap.Error(err))
-		return 1
+		return 1, nil
 	}
-	failed := 0
+	// failed logs a failure; it reports whether it was transient.
+	failed := func(msg, table, stmt string, err error) bool {
+		var te *transientDDLError
+		if errors.As(err, &te) {
+			tc.logger.Warn(msg+"; retrying on a new connection before any row is sent",
+				zap.String("table", table), zap.String("statement", stmt), zap.Error(err))
+			return true
+		}
+		refused++
+		tc.logger.Warn(msg+"; rows still flow, into a table without dedup keys if QWP creates it",
+			zap.String("table", table), zap.String("statement", stmt), zap.Error(err))
+		return false
+	}
 	for k, stmt := range tc.stmts {
-		if _, err := tc.exec(ctx, endpoint, stmt); err != nil {
-			failed++
-			tc.logger.Warn("CREATE TABLE failed; rows still flow, into an auto-created table without dedup keys",
-				zap.String("table", tc.tables[k]), zap.String("statement", stmt), zap.Error(err))
+		if _, err := tc.exec(ctx, endpoint, stmt); err != nil && failed("CREATE TABLE failed", tc.tables[k], stmt, err) {
+			return refused, err
 		}
 	}
 	const q = "SELECT table_name, dedup FROM tables()"
 	r, err := tc.exec(ctx, endpoint, q)
 	if err != nil {
-		tc.logger.Warn("Cannot check the tables' dedup keys", zap.String("statement", q), zap.Error(err))
-		return failed + 1
+		if failed("Cannot check the tables' dedup keys", "", q, err) {
+			return refused, err
+		}
+		return refused, nil
 	}
 	for _, row := range r.Dataset {
+		if len(row) < 2 {
+			continue
+		}
 		name, _ := row[0].(string)
 		dedup, _ := row[1].(bool)
 		for k, t := range tc.tables {
@@ -303,7 +334,7 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) int {
 			}
 		}
 	}
-	return failed
+	return refused, nil
 }
 
 // close releases the idle HTTP connections.

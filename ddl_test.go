@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -152,8 +153,8 @@ func TestTableCreatorEnsure(t *testing.T) {
 	}
 	defer tc.close()
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4"
-	if failed := tc.ensure(context.Background(), ws); failed != 1 {
-		t.Fatalf("ensure reported %d failures, want 1 (the sum table)", failed)
+	if refused, err := tc.ensure(context.Background(), ws); refused != 1 || err != nil {
+		t.Fatalf("ensure = %d refused, %v; want 1 (the sum table) and no transient error", refused, err)
 	}
 	if len(fe.queries) != int(numTables)+1 {
 		t.Fatalf("%d statements, want %d CREATEs and the dedup check: %q", len(fe.queries), numTables, fe.queries)
@@ -172,7 +173,9 @@ func TestTableCreatorEnsure(t *testing.T) {
 		t.Fatalf("want one warning naming the ALTER TABLE for the gauge table: %v", warn)
 	}
 	// A second connection runs the DDL again but does not repeat the warning.
-	tc.ensure(context.Background(), ws)
+	if _, err := tc.ensure(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
 	if n := logs.FilterMessageSnippet("exists without dedup keys").Len(); n != 1 {
 		t.Fatalf("dedup warning logged %d times, want once", n)
 	}
@@ -187,14 +190,51 @@ func TestTableCreatorBearerTokenAndUnreachableServer(t *testing.T) {
 	}
 	defer tc.close()
 	ws := "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4"
-	if n := tc.ensure(context.Background(), ws); n != 0 {
-		t.Fatalf("%d failures against a healthy server", n)
+	if n, err := tc.ensure(context.Background(), ws); n != 0 || err != nil {
+		t.Fatalf("%d refused, %v against a healthy server", n, err)
 	}
 	if fe.auth[0] != "Bearer tok" {
 		t.Fatalf("Authorization = %q", fe.auth[0])
 	}
 	srv.Close()
-	if n := tc.ensure(context.Background(), ws); n != int(numTables)+1 {
-		t.Fatalf("unreachable server: %d failures, want every statement", n)
+	n, err := tc.ensure(context.Background(), ws)
+	var te *transientDDLError
+	if !errors.As(err, &te) || n != 0 {
+		t.Fatalf("unreachable server: %d refused, %v; want a transient error and nothing counted as refused", n, err)
+	}
+}
+
+// A 5xx, 429 or a reply that is not QuestDB's is transient: ensure stops at
+// the first one and reports it, so the caller retries on a new connection
+// instead of letting the first frame auto-create a table without dedup keys.
+func TestTableCreatorTransientFailures(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"503", http.StatusServiceUnavailable, `{"error":"restarting"}`},
+		{"429", http.StatusTooManyRequests, ""},
+		{"proxy page", http.StatusOK, "<html>gateway</html>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls++
+				w.WriteHeader(c.status)
+				_, _ = w.Write([]byte(c.body))
+			}))
+			defer srv.Close()
+			tc, err := newTableCreator(tableCreatorConfig{Tables: defaultTableNames()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.close()
+			n, err := tc.ensure(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http")+"/write/v4")
+			var te *transientDDLError
+			if !errors.As(err, &te) || n != 0 || calls != 1 {
+				t.Fatalf("ensure = %d refused, %v after %d requests; want a transient error at the first statement", n, err, calls)
+			}
+		})
 	}
 }

@@ -278,10 +278,11 @@ func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
 		e.tables = tc
 	}
 	tc := e.tables
-	o.OnConnect = func(ctx context.Context, endpoint string) {
+	o.OnConnect = func(ctx context.Context, endpoint string) error {
 		ctx, cancel := context.WithTimeout(ctx, ddlTimeout)
 		defer cancel()
-		tc.ensure(ctx, endpoint)
+		_, err := tc.ensure(ctx, endpoint)
+		return err
 	}
 	return nil
 }

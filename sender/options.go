@@ -87,8 +87,10 @@ type Options struct {
 	// OnConnect, when set, runs on the I/O goroutine after every successful
 	// upgrade and before any frame is sent on that connection (the exporter
 	// creates its tables there). It must bound its own duration; ctx ends
-	// when the sender closes. Nothing it does can stop the frames.
-	OnConnect func(ctx context.Context, endpoint string)
+	// when the sender closes. An error means "not now": the connection is
+	// closed unused and the sender reconnects after its backoff, as for any
+	// lost connection, so the hook runs again before the frames go out.
+	OnConnect func(ctx context.Context, endpoint string) error
 	// OnState is called on the I/O goroutine at every connection state
 	// transition; it must not block.
 	OnState func(State)

@@ -345,7 +345,19 @@ func (s *Sender) run() {
 		}
 		everConnected = true
 		if s.o.OnConnect != nil {
-			s.o.OnConnect(s.ctx, url)
+			if err := s.o.OnConnect(s.ctx, url); err != nil {
+				// The hook could not finish its work for a passing reason:
+				// no frame goes out on this connection; retry with a new one.
+				_ = qc.WS.Close()
+				if s.ctx.Err() != nil {
+					return
+				}
+				s.lost(fmt.Errorf("sender: before the first frame on %s: %w", url, err), url)
+				if !s.sleep(s.bo.next()) {
+					return
+				}
+				continue
+			}
 		}
 		c := newConn(s.ctx, qc, url)
 		s.connected(c)

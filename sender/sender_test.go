@@ -319,10 +319,11 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 	var mu sync.Mutex
 	var calls []call
 	var framesAtDrop atomic.Int64
-	o.OnConnect = func(ctx context.Context, endpoint string) {
+	o.OnConnect = func(ctx context.Context, endpoint string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, call{endpoint, srv.Accepted(), srv.Frames(), framesAtDrop.Load()})
+		return nil
 	}
 	s := startSender(t, q, o)
 	waitAll(t, s, q)
@@ -345,4 +346,36 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 		}
 	}
 	exactRows(t, rowIDs(t, srv), 100)
+}
+
+// An OnConnect error closes the connection unused and reconnects with
+// backoff: no frame goes out until the hook succeeds.
+func TestOnConnectErrorHoldsFramesAndReconnects(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	f.frames(10, 5)
+	rec := &recorder{}
+	o := testOptions(rec, srv.URL())
+	var calls atomic.Int32
+	var framesAtSuccess atomic.Int64
+	o.OnConnect = func(ctx context.Context, endpoint string) error {
+		if calls.Add(1) <= 2 {
+			return errors.New("tables not ready (503)")
+		}
+		framesAtSuccess.Store(srv.Frames())
+		return nil
+	}
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	if calls.Load() != 3 || srv.Accepted() != 3 {
+		t.Fatalf("hook ran %d times over %d connections, want 3 and 3", calls.Load(), srv.Accepted())
+	}
+	if framesAtSuccess.Load() != 0 {
+		t.Fatalf("%d frames reached the server on connections whose hook failed", framesAtSuccess.Load())
+	}
+	if rec.attempts.Load() < 2 {
+		t.Fatalf("%d reconnect attempts counted, want the two refused connections", rec.attempts.Load())
+	}
+	exactRows(t, rowIDs(t, srv), 50)
 }
