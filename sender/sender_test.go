@@ -312,8 +312,7 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 	o := testOptions(rec, srv.URL())
 	type call struct {
 		endpoint  string
-		conns     int64 // connections the server had accepted
-		frames    int64 // frames it had received when the hook ran
+		frames    int64 // frames the server had received when the hook ran
 		lastClose int64 // frames it had received when the previous connection broke
 	}
 	var mu sync.Mutex
@@ -322,7 +321,7 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 	o.OnConnect = func(ctx context.Context, endpoint string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		calls = append(calls, call{endpoint, srv.Accepted(), srv.Frames(), framesAtDrop.Load()})
+		calls = append(calls, call{endpoint, srv.Frames(), framesAtDrop.Load()})
 		return nil
 	}
 	s := startSender(t, q, o)
@@ -337,8 +336,10 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 		t.Fatalf("OnConnect ran %d times for %d connections, want once per connection (>= 2)", len(calls), srv.Accepted())
 	}
 	for i, c := range calls {
-		if c.endpoint != srv.URL() || c.conns != int64(i+1) {
-			t.Errorf("call %d: endpoint %q after %d connections", i, c.endpoint, c.conns)
+		// (The server may count a connection only after the client has seen
+		// its upgrade, so c.conns is not compared per call.)
+		if c.endpoint != srv.URL() {
+			t.Errorf("call %d: endpoint %q", i, c.endpoint)
 		}
 		if c.frames != c.lastClose {
 			t.Errorf("call %d: the server had %d frames, %d more than when the previous connection ended: a frame went out before the hook",
