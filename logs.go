@@ -89,19 +89,19 @@ func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error 
 		setSymbolString(t, tb.severityText, f.severityText, 0)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
-			t.Varchar(tb.body, r.text)
+			t.VarcharValid(tb.body, r.text)
 		}
 		if hasTrace {
-			t.Varchar(tb.traceID, r.traceHex[:])
+			t.VarcharValid(tb.traceID, r.traceHex[:])
 		}
 		if hasSpan {
-			t.Varchar(tb.spanID, r.spanHex[:])
+			t.VarcharValid(tb.spanID, r.spanHex[:])
 		}
 		t.Int(tb.traceFlags, int32(f.flags))
 		setSymbolString(t, tb.eventName, f.eventName, 0)
 		r.setResourceScope(tb)
 		if len(r.attrJSON) > 0 {
-			t.Varchar(tb.attrs, r.attrJSON)
+			t.VarcharValid(tb.attrs, r.attrJSON)
 		}
 		t.Long(tb.recordID, id)
 		r.setPromoted(tb)

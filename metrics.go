@@ -151,11 +151,11 @@ func (r *rowEncoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) 
 	setSymbolString(t, tb.unit, mr.unit, mr.key)
 	setSymbolString(t, tb.description, mr.description, mr.key)
 	r.setResourceScope(tb)
-	if len(r.attrJSON) > 0 {
+	if len(r.attrJSON) > 0 { // built here, invalid UTF-8 repaired: the *Valid setters skip a second check
 		if r.attrsVarchar {
-			t.Varchar(tb.attrs, r.attrJSON)
+			t.VarcharValid(tb.attrs, r.attrJSON)
 		} else {
-			t.Symbol(tb.attrs, r.attrJSON)
+			t.SymbolValid(tb.attrs, r.attrJSON)
 		}
 	}
 	t.Long(tb.seriesID, pc.seriesID)
@@ -204,7 +204,7 @@ func (r *rowEncoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.Num
 				t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			}
 			if len(r.exJSON) > 0 {
-				t.Varchar(tb.exemplars, r.exJSON)
+				t.VarcharValid(tb.exemplars, r.exJSON)
 			}
 		})
 		if err != nil {
@@ -241,7 +241,7 @@ func (r *rowEncoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, em
 			r.setArray(t, tb.explicitBounds, r.floats2)
 			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			if len(r.exJSON) > 0 {
-				t.Varchar(tb.exemplars, r.exJSON)
+				t.VarcharValid(tb.exemplars, r.exJSON)
 			}
 		})
 		if err != nil {
@@ -284,7 +284,7 @@ func (r *rowEncoder) writeExpHistogramPoints(mr *metricRow, h pmetric.Exponentia
 			r.setArray(t, tb.negCounts, r.floats2)
 			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			if len(r.exJSON) > 0 {
-				t.Varchar(tb.exemplars, r.exJSON)
+				t.VarcharValid(tb.exemplars, r.exJSON)
 			}
 		})
 		if err != nil {

@@ -6,8 +6,10 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
@@ -534,5 +536,78 @@ func TestMetricGaugeBytesPerPoint(t *testing.T) {
 	}
 	if rows := len(h.table("otel_metrics_gauge").rows); rows != 2*points {
 		t.Fatalf("%d rows decoded, want %d", rows, 2*points)
+	}
+}
+
+// TestBuiltValuesNeedNoRecheck: the values the data model builds itself and
+// hands to qwp's *Valid setters, which skip the UTF-8 check (attributes and
+// exemplar JSON, promoted values, log bodies and trace ids), are valid UTF-8
+// for every kind of invalid input: the strict decoder, which refuses bad
+// UTF-8 as a server does, accepts every frame (the harness fails the test
+// otherwise), and each value carries the repair.
+func TestBuiltValuesNeedNoRecheck(t *testing.T) {
+	bads := []struct{ name, s string }{
+		{"stray continuation", "a\x80b"},
+		{"invalid byte", "\xff"},
+		{"truncated sequence", "\xe2\x82"},
+		{"overlong", "\xc0\xaf"},
+		{"surrogate", "\xed\xa0\x80"},
+		{"above U+10FFFF", "\xf4\x90\x80\x80"},
+		{"after 8 plain bytes", "01234567\xfe"},
+	}
+	promoted, err := promotedColumns([]string{"p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, varchar := range []bool{false, true} {
+		for _, bad := range bads {
+			t.Run(fmt.Sprintf("varchar=%v/%s", varchar, bad.name), func(t *testing.T) {
+				md := pmetric.NewMetrics()
+				sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+				gauge := sm.Metrics().AppendEmpty()
+				gauge.SetName("g")
+				sum := sm.Metrics().AppendEmpty()
+				sum.SetName("s")
+				for _, dp := range []pmetric.NumberDataPoint{
+					gauge.SetEmptyGauge().DataPoints().AppendEmpty(),
+					sum.SetEmptySum().DataPoints().AppendEmpty(),
+				} {
+					dp.SetTimestamp(1)
+					a := dp.Attributes()
+					a.PutStr("p", bad.s)
+					a.PutStr(bad.s, bad.s)
+					a.PutEmptyMap("m").PutStr(bad.s, bad.s)
+					a.PutEmptySlice("l").AppendEmpty().SetStr(bad.s)
+					dp.Exemplars().AppendEmpty().FilteredAttributes().PutStr(bad.s, bad.s)
+				}
+				ld := plog.NewLogs()
+				lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+				lr := lrs.AppendEmpty()
+				lr.Body().SetStr(bad.s)
+				lr.Attributes().PutStr(bad.s, bad.s)
+				lr.Attributes().PutStr("p", bad.s)
+				lrs.AppendEmpty().Body().SetEmptyMap().PutStr(bad.s, bad.s)
+
+				h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted, AttributesVarchar: varchar})
+				h.metrics(md)
+				h.logs(ld)
+				var got []any
+				for _, table := range []string{"otel_metrics_gauge", "otel_metrics_sum"} {
+					r := h.oneRow(table)
+					got = append(got, r["attributes"], r["exemplars"], r["p"])
+				}
+				logs := h.table("otel_logs").rows
+				if len(logs) != 2 {
+					t.Fatalf("%d log rows, want 2", len(logs))
+				}
+				got = append(got, logs[0]["body"], logs[0]["attributes"], logs[0]["p"], logs[1]["body"])
+				for i, v := range got {
+					s, ok := v.(string)
+					if !ok || !utf8.ValidString(s) || !strings.Contains(s, "\uFFFD") {
+						t.Errorf("value %d = %#v, want a valid string with the repair U+FFFD", i, v)
+					}
+				}
+			})
+		}
 	}
 }

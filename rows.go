@@ -512,11 +512,12 @@ func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
 	return total
 }
 
-// setPromoted writes the promoted values resolved by pointPromoted.
+// setPromoted writes the promoted values resolved by pointPromoted (text
+// built by appendText, so valid UTF-8).
 func (r *rowEncoder) setPromoted(tb *table) {
 	for i, c := range tb.promoted {
 		if v := r.promotedPoint[i]; v != nil {
-			tb.t.Symbol(c, v)
+			tb.t.SymbolValid(c, v)
 		}
 	}
 }

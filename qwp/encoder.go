@@ -609,11 +609,17 @@ func (t *Table) Geohash(h Col, v uint64) {
 
 // Symbol sets a SYMBOL value, registering it in the dictionary when new.
 // It must be valid UTF-8.
-func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0) }
+func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0, false) }
+
+// SymbolValid is Symbol for bytes the caller guarantees are valid UTF-8,
+// because it built them itself (repairing what it copied from elsewhere):
+// they are not validated again. Invalid bytes here make a frame the server
+// refuses, so anything not built that way goes through Symbol.
+func (t *Table) SymbolValid(h Col, v []byte) { t.symbol(h, v, 0, true) }
 
 // SymbolString is Symbol for a string.
 func (t *Table) SymbolString(h Col, v string) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0) // read only: SymbolDict must not retain or modify it
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0, false) // read only: SymbolDict must not retain or modify it
 }
 
 // NewSymbolKey returns a key for SymbolKeyed that no other call returns in
@@ -628,14 +634,15 @@ var symbolKeys atomic.Uint64
 // the column's previous value in this frame had the same key, its id is
 // reused without reading v, saving the comparison of a long value row after
 // row. Key 0 names nothing: SymbolKeyed is then Symbol.
-func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key) }
+func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key, false) }
 
 // SymbolStringKeyed is SymbolKeyed for a string.
 func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key) // read only, as in SymbolString
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
 }
 
-func (t *Table) symbol(h Col, v []byte, key uint64) {
+// symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid).
+func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 	c := t.value(h, TypeSymbol)
 	if c == nil {
 		return
@@ -648,7 +655,7 @@ func (t *Table) symbol(h Col, v []byte, key uint64) {
 		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
 		return
 	}
-	if !utf8.Valid(v) {
+	if !valid && !utf8.Valid(v) {
 		t.badValue(c, "symbol %q is not valid UTF-8", v)
 		return
 	}
@@ -669,12 +676,19 @@ func (t *Table) symbol(h Col, v []byte, key uint64) {
 }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
-func (t *Table) Varchar(h Col, v []byte) {
+func (t *Table) Varchar(h Col, v []byte) { t.varchar(h, v, false) }
+
+// VarcharValid is Varchar for bytes the caller guarantees are valid UTF-8;
+// see SymbolValid.
+func (t *Table) VarcharValid(h Col, v []byte) { t.varchar(h, v, true) }
+
+// varchar sets a VARCHAR value; valid skips the UTF-8 check (VarcharValid).
+func (t *Table) varchar(h Col, v []byte, valid bool) {
 	c := t.value(h, TypeVarchar)
 	if c == nil {
 		return
 	}
-	if !utf8.Valid(v) {
+	if !valid && !utf8.Valid(v) {
 		t.badValue(c, "value %q is not valid UTF-8", v)
 		return
 	}

@@ -533,3 +533,62 @@ func TestNilDictWithDeltaDictPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestValidSettersSkipOnlyTheUTF8Check: SymbolValid and VarcharValid write
+// the same bytes as Symbol and Varchar, take invalid UTF-8 as given (the
+// caller's guarantee replaces the check) and keep every other check.
+func TestValidSettersSkipOnlyTheUTF8Check(t *testing.T) {
+	type setters struct {
+		sym, vc func(tb *Table, c Col, v []byte)
+	}
+	checked := setters{(*Table).Symbol, (*Table).Varchar}
+	trusted := setters{(*Table).SymbolValid, (*Table).VarcharValid}
+	frame := func(s setters, vals []string) []byte {
+		e := NewEncoder(NewMemDict(), EncoderOptions{DeltaSymbolDict: true})
+		tb := mustTable(t, e, "t")
+		sym, vc := mustCol(t, tb, "sym", TypeSymbol), mustCol(t, tb, "vc", TypeVarchar)
+		for _, v := range vals {
+			s.sym(tb, sym, []byte(v))
+			s.vc(tb, vc, []byte(v))
+			mustEndRow(t, tb)
+		}
+		return e.Finish(nil)
+	}
+
+	valid := []string{"a", "a", "é€😀", "", "a"}
+	if a, b := frame(checked, valid), frame(trusted, valid); !bytes.Equal(a, b) {
+		t.Fatalf("valid values: frames differ\nchecked %x\ntrusted %x", a, b)
+	}
+
+	bad := "x\xff"
+	m, err := decodeMessage(frame(trusted, []string{bad}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.dict) != 1 || string(m.dict[0]) != bad {
+		t.Errorf("dictionary %q, want the unchecked symbol %q", m.dict, bad)
+	}
+	if got, _ := m.tables[0].cols[1].vals[0].([]byte); string(got) != bad {
+		t.Errorf("varchar %q, want the unchecked bytes %q", got, bad)
+	}
+
+	// Handle and size checks still apply.
+	e := NewEncoder(NewMemDict(), EncoderOptions{MaxFrameBytes: 100, DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	sym, vc := mustCol(t, tb, "sym", TypeSymbol), mustCol(t, tb, "vc", TypeVarchar)
+	for _, tc := range []struct {
+		what string
+		set  func()
+		want string
+	}{
+		{"symbol into a varchar column", func() { tb.SymbolValid(vc, []byte("a")) }, `"vc"`},
+		{"varchar into a symbol column", func() { tb.VarcharValid(sym, []byte("a")) }, `"sym"`},
+		{"zero handle", func() { tb.SymbolValid(Col{}, []byte("a")) }, "another table or is zero"},
+		{"symbol too large for any frame", func() { tb.SymbolValid(sym, bytes.Repeat([]byte("x"), 80)) }, "80-byte symbol"},
+	} {
+		tc.set()
+		if err := tb.EndRow(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: EndRow = %v, want an error mentioning %s", tc.what, err, tc.want)
+		}
+	}
+}
