@@ -243,7 +243,9 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	}
 	c := newConn(s, ws, id, durable)
 	s.mu.Lock()
-	if s.closed {
+	// An Outage that began while this upgrade was under way did not see the
+	// connection in s.conns: drop it here, as a restarting server would.
+	if s.closed || time.Now().Before(s.outageUntil) {
 		s.mu.Unlock()
 		_ = ws.NetConn().Close()
 		return
