@@ -179,6 +179,18 @@ func (c *column) size(rows, nulls int, gorillaOn bool) int {
 	return n
 }
 
+// grown is how many bytes the value of the row in progress adds to the
+// column's data section, the NULL bitmap aside: size's change.
+func (c *column) grown(gorillaOn bool) int {
+	switch {
+	case c.kind == kindBool:
+		return (len(c.data)+7)/8 - (c.mark+7)/8
+	case c.kind == kindTimestamp && gorillaOn:
+		return c.gor.valueBytes() - c.gorMark.valueBytes()
+	}
+	return len(c.data) - c.mark + 4*(len(c.offs)-c.markOffs)
+}
+
 // appendData appends the column's data section.
 func (c *column) appendData(dst []byte, gorillaOn bool) []byte {
 	if c.nullCount > 0 {

@@ -215,6 +215,16 @@ type Table struct {
 	size   int    // block size with the ended rows; 0 without rows
 	seq    uint64 // number of the row in progress; never 0
 	rowErr error
+
+	// The row in progress's growth of the block, kept as it is set so that
+	// EndRow can skip a pass over every column in the common case: the
+	// same columns as the ended rows, each set once, and no NULLs in the
+	// block (see rowFast).
+	bitmaps  bool    // some column of the block has a NULL bitmap
+	cur      *column // column of the latest value, not yet in rowDelta
+	rowDelta int     // data bytes the row's settled values add
+	setCols  int     // columns set in the row
+	twice    bool    // some column was set twice in the row
 }
 
 // Name is the table's name.
@@ -323,15 +333,13 @@ func (t *Table) EndRow() error {
 		return ErrFrameFull
 	}
 	rows := t.rows + 1
-	block := t.nameHdr + uvarintLen(uint64(rows)) + uvarintLen(uint64(len(t.active))) + t.schema
+	var block int
 	anyNulls := false // any column with a bitmap after this row
-	for _, c := range t.active {
-		nulls := c.nullCount
-		if c.setSeq != t.seq {
-			nulls++
-		}
-		anyNulls = anyNulls || nulls > 0
-		block += c.size(rows, nulls, e.opts.Gorilla)
+	t.settle()
+	if t.rowFast() {
+		block = t.size - uvarintLen(uint64(t.rows)) + uvarintLen(uint64(rows)) + t.rowDelta
+	} else {
+		block, anyNulls = t.blockSize(rows)
 	}
 	dictEnd, dictBytes := e.dictEnd, e.dictBytes
 	if e.opts.DeltaSymbolDict {
@@ -360,12 +368,50 @@ func (t *Table) EndRow() error {
 	t.rows = rows
 	e.tblSize += block - t.size
 	t.size = block
+	t.bitmaps = anyNulls
 	t.kept = len(t.active)
-	t.seq++
+	t.newRow()
 	e.rows++
 	e.size = size
 	e.dictEnd, e.dictBytes = dictEnd, dictBytes
 	return nil
+}
+
+// rowFast reports that the row in progress sets every column of the block
+// once, adds none and the block has no NULL bitmap: its size is then the
+// ended rows' plus rowDelta (and the row count's varint).
+func (t *Table) rowFast() bool {
+	return t.rows > 0 && !t.bitmaps && !t.twice && t.setCols == len(t.active) && t.kept == len(t.active)
+}
+
+// blockSize is the block's exact size with rows rows, the row in progress
+// ended, computed column by column, and whether any column then has a NULL
+// bitmap.
+func (t *Table) blockSize(rows int) (block int, anyNulls bool) {
+	block = t.nameHdr + uvarintLen(uint64(rows)) + uvarintLen(uint64(len(t.active))) + t.schema
+	for _, c := range t.active {
+		nulls := c.nullCount
+		if c.setSeq != t.seq {
+			nulls++
+		}
+		anyNulls = anyNulls || nulls > 0
+		block += c.size(rows, nulls, t.e.opts.Gorilla)
+	}
+	return block, anyNulls
+}
+
+// settle adds the latest value's bytes to rowDelta.
+func (t *Table) settle() {
+	if t.cur != nil {
+		t.rowDelta += t.cur.grown(t.e.opts.Gorilla)
+		t.cur = nil
+	}
+}
+
+// newRow starts the next row.
+func (t *Table) newRow() {
+	t.seq++
+	t.cur, t.rowDelta, t.setCols, t.twice = nil, 0, 0, false
 }
 
 // CancelRow drops the row in progress.
@@ -388,7 +434,7 @@ func (t *Table) rollback() {
 	}
 	t.active = t.active[:t.kept]
 	t.rowErr = nil
-	t.seq++
+	t.newRow()
 }
 
 func (t *Table) clear() {
@@ -398,8 +444,9 @@ func (t *Table) clear() {
 	t.active = t.active[:0]
 	t.frame = 0
 	t.kept, t.schema, t.rows, t.size = 0, 0, 0, 0
+	t.bitmaps = false
 	t.rowErr = nil
-	t.seq++
+	t.newRow()
 }
 
 func (t *Table) appendBlock(dst []byte) []byte {
@@ -447,6 +494,13 @@ func (t *Table) value(h Col, typ ColumnType) *column {
 		t.active = append(t.active, c)
 		t.schema += c.schema
 	}
+	if c.setSeq == t.seq {
+		t.twice = true
+	} else {
+		t.setCols++
+	}
+	t.settle()
+	t.cur = c
 	c.begin(t.seq)
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -589,6 +590,99 @@ func TestValidSettersSkipOnlyTheUTF8Check(t *testing.T) {
 		tc.set()
 		if err := tb.EndRow(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: EndRow = %v, want an error mentioning %s", tc.what, err, tc.want)
+		}
+	}
+}
+
+// TestIncrementalBlockSize: EndRow's running block size (rowFast rows skip
+// the pass over the columns) always equals the size computed column by
+// column, through random runs of full rows, NULLs, values set twice,
+// refused and cancelled rows, columns joining mid-frame, and Gorilla on and
+// off; and every frame is exactly Size() bytes and decodes.
+func TestIncrementalBlockSize(t *testing.T) {
+	ended := func(tb *Table) int { // block size of the ended rows, column by column
+		n := tb.nameHdr + uvarintLen(uint64(tb.rows)) + uvarintLen(uint64(len(tb.active))) + tb.schema
+		for _, c := range tb.active {
+			n += c.size(tb.rows, c.nullCount, tb.e.opts.Gorilla)
+		}
+		return n
+	}
+	var specs []colSpec
+	for _, s := range allSpecs() {
+		if s.gen != nil { // not the designated timestamp: set below on a clock
+			specs = append(specs, s)
+		}
+	}
+	for _, gorillaOn := range []bool{false, true} {
+		r := rand.New(rand.NewPCG(7, 11))
+		e := NewEncoder(NewMemDict(), EncoderOptions{Gorilla: gorillaOn, DeltaSymbolDict: true})
+		tb := mustTable(t, e, "t")
+		ts := mustCol(t, tb, "", TypeTimestampNanos)
+		cols := make([]Col, len(specs))
+		for i, s := range specs {
+			var err error
+			switch s.typ {
+			case TypeGeohash:
+				cols[i], err = tb.GeohashColumn(s.name, s.param)
+			case TypeDecimal64, TypeDecimal128, TypeDecimal256:
+				cols[i], err = tb.DecimalColumn(s.name, s.typ, s.param)
+			default:
+				cols[i], err = tb.Column(s.name, s.typ)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		fast := 0
+		for frame := range iterations(400) {
+			width := 1 + r.IntN(len(specs)) // later columns join when the frame grows
+			for row := range 1 + r.IntN(40) {
+				if row == 10 {
+					width = len(specs)
+				}
+				tb.TimestampNanos(ts, int64(frame)*1e12+int64(row)*1e9)
+				for i := range width {
+					if r.IntN(200) == 0 {
+						continue // NULL: bitmaps for the rest of the frame
+					}
+					set, _ := specs[i].gen(r)
+					set(tb, cols[i])
+					if r.IntN(100) == 0 {
+						set(tb, cols[i])
+					}
+				}
+				switch r.IntN(50) {
+				case 0:
+					tb.CancelRow()
+					continue
+				case 1:
+					tb.Long(Col{}, 1)
+					if err := tb.EndRow(); err == nil {
+						t.Fatal("EndRow accepted a zero handle")
+					}
+					continue
+				}
+				fastRow := tb.rowFast()
+				mustEndRow(t, tb)
+				if fastRow {
+					fast++
+				}
+				if want := ended(tb); tb.size != want {
+					t.Fatalf("gorilla %v frame %d row %d (fast %v): block size %d, column by column %d",
+						gorillaOn, frame, row, fastRow, tb.size, want)
+				}
+			}
+			size := e.Size()
+			f := e.Finish(nil)
+			if len(f) != size {
+				t.Fatalf("frame %d: %d bytes, Size() said %d", frame, len(f), size)
+			}
+			if _, err := decodeMessage(f); err != nil {
+				t.Fatalf("frame %d: %v", frame, err)
+			}
+		}
+		if fast == 0 {
+			t.Fatal("no row took the fast path")
 		}
 	}
 }
