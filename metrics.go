@@ -227,16 +227,7 @@ func (r *rowEncoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, em
 		variable := len(r.exJSON) + varcharOverhead + symbolBound(len(temporality)) +
 			2*arrayOverhead + 8*(len(r.floats)+len(r.floats2))
 		err := r.writeMetricRow(tb, mr, &pc, variable, emit, func(t *qwp.Table) {
-			t.Long(tb.count, clampCount(dp.Count()))
-			if dp.HasSum() {
-				t.Double(tb.sum, dp.Sum())
-			}
-			if dp.HasMin() {
-				t.Double(tb.min, dp.Min())
-			}
-			if dp.HasMax() {
-				t.Double(tb.max, dp.Max())
-			}
+			setHistogramStats(t, tb, dp)
 			r.setArray(t, tb.bucketCounts, r.floats)
 			r.setArray(t, tb.explicitBounds, r.floats2)
 			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
@@ -265,16 +256,7 @@ func (r *rowEncoder) writeExpHistogramPoints(mr *metricRow, h pmetric.Exponentia
 		variable := len(r.exJSON) + varcharOverhead + symbolBound(len(temporality)) +
 			2*arrayOverhead + 8*(len(r.floats)+len(r.floats2))
 		err := r.writeMetricRow(tb, mr, &pc, variable, emit, func(t *qwp.Table) {
-			t.Long(tb.count, clampCount(dp.Count()))
-			if dp.HasSum() {
-				t.Double(tb.sum, dp.Sum())
-			}
-			if dp.HasMin() {
-				t.Double(tb.min, dp.Min())
-			}
-			if dp.HasMax() {
-				t.Double(tb.max, dp.Max())
-			}
+			setHistogramStats(t, tb, dp)
 			t.Int(tb.scale, dp.Scale())
 			t.Long(tb.zeroCount, clampCount(dp.ZeroCount()))
 			t.Double(tb.zeroThreshold, dp.ZeroThreshold())
@@ -292,6 +274,32 @@ func (r *rowEncoder) writeExpHistogramPoints(mr *metricRow, h pmetric.Exponentia
 		}
 	}
 	return nil
+}
+
+// histogramStats is what histogram and exponential histogram points share.
+type histogramStats interface {
+	Count() uint64
+	HasSum() bool
+	Sum() float64
+	HasMin() bool
+	Min() float64
+	HasMax() bool
+	Max() float64
+}
+
+// setHistogramStats sets count, and sum, min and max when the point has
+// them (absent ones stay NULL). Generic, so the pdata values are not boxed.
+func setHistogramStats[P histogramStats](t *qwp.Table, tb *table, dp P) {
+	t.Long(tb.count, clampCount(dp.Count()))
+	if dp.HasSum() {
+		t.Double(tb.sum, dp.Sum())
+	}
+	if dp.HasMin() {
+		t.Double(tb.min, dp.Min())
+	}
+	if dp.HasMax() {
+		t.Double(tb.max, dp.Max())
+	}
 }
 
 func (r *rowEncoder) writeSummaryPoints(mr *metricRow, s pmetric.Summary, emit func([]byte) error) error {
