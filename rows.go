@@ -274,6 +274,13 @@ func (tb *table) columns(attrsType qwp.ColumnType) []column {
 	add(&tb.attrs, colAttributes, attrsType)
 	add(&tb.seriesID, colSeriesID, qwp.TypeLong)
 	add(&tb.flags, colFlags, qwp.TypeInt)
+	// addStats declares the columns setHistogramStats writes.
+	addStats := func() {
+		add(&tb.count, colCount, qwp.TypeLong)
+		add(&tb.sum, colSum, qwp.TypeDouble)
+		add(&tb.min, colMin, qwp.TypeDouble)
+		add(&tb.max, colMax, qwp.TypeDouble)
+	}
 	switch tb.kind {
 	case tableGauge:
 		add(&tb.value, colValue, qwp.TypeDouble)
@@ -284,19 +291,13 @@ func (tb *table) columns(attrsType qwp.ColumnType) []column {
 		add(&tb.temporality, colTemporality, qwp.TypeSymbol)
 		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
 	case tableHistogram:
-		add(&tb.count, colCount, qwp.TypeLong)
-		add(&tb.sum, colSum, qwp.TypeDouble)
-		add(&tb.min, colMin, qwp.TypeDouble)
-		add(&tb.max, colMax, qwp.TypeDouble)
+		addStats()
 		add(&tb.bucketCounts, colBucketCounts, qwp.TypeDoubleArray)
 		add(&tb.explicitBounds, colExplicitBounds, qwp.TypeDoubleArray)
 		add(&tb.temporality, colTemporality, qwp.TypeSymbol)
 		add(&tb.exemplars, colExemplars, qwp.TypeVarchar)
 	case tableExpHistogram:
-		add(&tb.count, colCount, qwp.TypeLong)
-		add(&tb.sum, colSum, qwp.TypeDouble)
-		add(&tb.min, colMin, qwp.TypeDouble)
-		add(&tb.max, colMax, qwp.TypeDouble)
+		addStats()
 		add(&tb.scale, colScale, qwp.TypeInt)
 		add(&tb.zeroCount, colZeroCount, qwp.TypeLong)
 		add(&tb.zeroThreshold, colZeroThreshold, qwp.TypeDouble)
