@@ -1,6 +1,9 @@
 # questdbexporter — build, test and demo entry points.
 GO       ?= go
-FUZZTIME ?= 10s
+# A count of executions, not a duration: with a duration, an execution still
+# running when the deadline passes (the sfqueue targets build a slot on disk
+# each time) fails the run with "context deadline exceeded" and no input.
+FUZZTIME ?= 1000x
 
 # Native Go fuzz targets run briefly by `make test`: "package:FuzzName" pairs.
 FUZZ_TARGETS ?= ./qwp:FuzzDecodeResponse ./qwp:FuzzEncoderRoundTrip \
