@@ -12,6 +12,7 @@ import (
 // JSON (bytes as a base64 JSON string), NULL when empty.
 func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
+	defer r.endKeyed() // keep none of the batch reachable, on every return
 	if r.ordinals == nil {
 		r.ordinals = make(map[uint64]uint32)
 	}
