@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/questdbexporter/questdbexporter/internal/sqlkeywords"
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
@@ -48,28 +49,12 @@ func sqlType(t qwp.ColumnType) (string, error) {
 	return "", fmt.Errorf("no SQL type for wire type %s", t)
 }
 
-// sqlKeywords are the words QuestDB's parser refuses as unquoted table or
-// column names (griffin/SqlKeywords.java, checked by SqlParser's
-// assertNameIsQuotedOrNotAKeyword): "order" or "limit" as an
-// attributes_as_symbols key, or a table configured as "from", must be
-// double-quoted.
-var sqlKeywords = map[string]bool{}
-
-func init() {
-	for _, kw := range strings.Fields(`add align all alter and as asc attach batch between bypass
-		cancel case cast column create desc detach disable distinct drop enable end except exists
-		explain false from in insert intersect into join like limit lock nan not null on or order
-		outer over partition rename resume sample select set squash table to true union update
-		upsert values where with within`) {
-		sqlKeywords[kw] = true
-	}
-}
-
 // quoteIdent returns name bare when it is a plain identifier that is no SQL
 // keyword, and double-quoted otherwise: a table name may hold '.' or a
-// space (QuestDB requires quotes for both) and any name may be a keyword.
+// space (QuestDB requires quotes for both), and any name may be a keyword
+// ("order" as an attributes_as_symbols key, a table configured as "from").
 func quoteIdent(name string) string {
-	plain := name != "" && !sqlKeywords[strings.ToLower(name)]
+	plain := name != "" && !sqlkeywords.Is(name)
 	for i, r := range name {
 		if !(r == '_' || r < unicode.MaxASCII && (unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r))) {
 			plain = false

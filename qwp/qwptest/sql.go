@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/questdbexporter/questdbexporter/internal/sqlkeywords"
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
@@ -188,7 +189,7 @@ func (p *parser) name(what string) (token, *SQLError) {
 // notKeyword applies QuestDB's assertNameIsQuotedOrNotAKeyword to a table
 // or column name.
 func (p *parser) notKeyword(t token) *SQLError {
-	if t.kind != tokQuoted && isSQLKeyword(t.text) {
+	if t.kind != tokQuoted && sqlkeywords.Is(t.text) {
 		return p.errAt(t.pos, "table and column names that are SQL keywords have to be enclosed in double quotes, such as %q", t.text)
 	}
 	return nil
