@@ -76,16 +76,16 @@ type Sender struct {
 	stopped bool // the loop has exited
 
 	// Owned by the I/O goroutine.
-	cursor       *sfqueue.Cursor
-	bo           *backoff
-	endpoint     int    // index into o.Endpoints
-	acked        uint64 // ackedFSN as this sender last set it
-	maxSent      uint64 // highest FSN ever sent, to count replays
-	dropPosted   uint32 // generations below this are posted to the dropper
-	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects      int    // consecutive rejections of rejectFSN with no ack of it
-	attempts     int    // failed attempts since the last connection
-	outageStart  time.Time
+	cursor      *sfqueue.Cursor
+	bo          *backoff
+	endpoint    int    // index into o.Endpoints
+	acked       uint64 // ackedFSN as this sender last set it
+	maxSent     uint64 // highest FSN ever sent, to count replays
+	dropPosted  uint32 // generations below this are posted to the dropper
+	rejectFSN   uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects     int    // consecutive rejections of rejectFSN with no ack of it
+	attempts    int    // failed attempts since the last connection
+	outageStart time.Time
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
