@@ -152,7 +152,7 @@ const (
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
 	// cap allows it): see the README's sizing section.
 	defaultSymbolDictMaxBytes ByteSize = 16 << 20
-	maxSenderIDBytes      = 127
+	maxSenderIDBytes                   = 127
 )
 
 // memoryModeMaxTotalBytes and sfModeMaxTotalBytes are what
