@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sender"
@@ -98,9 +99,8 @@ func (t *telemetry) zeroCounters() {
 	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
 		t.tb.ExporterQuestdbServerErrors.Add(ctx, 0, t.with(attribute.String("category", categoryName(c))))
 	}
-	var none encodeStats
-	for reason := range none.Skipped {
-		t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", skipReason(reason).String())))
+	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
+		t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
 	}
 }
 
@@ -155,11 +155,11 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 }
 
 // skipped counts data points the row encoder left out, by reason.
-func (t *telemetry) skipped(stats encodeStats) {
+func (t *telemetry) skipped(stats datamodel.Stats) {
 	for reason, n := range stats.Skipped {
 		if n > 0 {
 			t.tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), int64(n),
-				t.with(attribute.String("reason", skipReason(reason).String())))
+				t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
 		}
 	}
 }
