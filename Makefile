@@ -9,7 +9,7 @@ FUZZTIME ?= 1000x
 FUZZ_TARGETS ?= ./qwp:FuzzDecodeResponse ./qwp:FuzzEncoderRoundTrip \
 	./qwp/qwptest:FuzzDecodeMessage ./qwp/qwptest:FuzzExec \
 	./sfqueue:FuzzSegmentCorruption ./sfqueue:FuzzAckWatermarkCorruption \
-	./sfqueue:FuzzSymbolDictCorruption .:FuzzAttrJSON
+	./sfqueue:FuzzSymbolDictCorruption ./internal/datamodel:FuzzAttrJSON
 
 OCB_VERSION := v0.165.0
 BUILD       := $(CURDIR)/_build

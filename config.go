@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/config/configtls"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
@@ -424,7 +425,7 @@ func (c *Config) validateDataModel() error {
 		}
 		seen[folded] = t.key
 	}
-	if _, err := promotedColumns(c.AttributesAsSymbols); err != nil {
+	if _, err := datamodel.PromotedColumns(c.AttributesAsSymbols); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MetricAttributesType != "symbol" && c.MetricAttributesType != "varchar" {
@@ -432,7 +433,7 @@ func (c *Config) validateDataModel() error {
 	}
 	// The DDL generator's own check, so the rule lives in one place; its
 	// message starts with ttl "<value>".
-	if _, err := ttlClause(c.TTL); err != nil {
+	if err := datamodel.CheckTTL(c.TTL); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -449,8 +450,8 @@ func (c *Config) tableKeys() []struct{ key, name string } {
 
 // promotedColumns returns attributes_as_symbols with each key's sanitised
 // column name. Call only after Validate.
-func (c *Config) promotedColumns() []promotedColumn {
-	cols, err := promotedColumns(c.AttributesAsSymbols)
+func (c *Config) promotedColumns() []datamodel.PromotedColumn {
+	cols, err := datamodel.PromotedColumns(c.AttributesAsSymbols)
 	if err != nil {
 		panic("questdbexporter: promotedColumns on an unvalidated config: " + err.Error())
 	}
@@ -479,10 +480,10 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 
 // rowEncoderConfig maps the data-model keys onto the row encoder's
 // configuration. Call only after Validate.
-func (c *Config) rowEncoderConfig(logger *zap.Logger) rowEncoderConfig {
+func (c *Config) rowEncoderConfig(logger *zap.Logger) datamodel.EncoderConfig {
 	t := c.Tables
-	return rowEncoderConfig{
-		Tables: tableNames{
+	return datamodel.EncoderConfig{
+		Tables: datamodel.Tables{
 			Gauge: t.Gauge, Sum: t.Sum, Histogram: t.Histogram,
 			ExponentialHistogram: t.ExponentialHistogram, Summary: t.Summary, Logs: t.Logs,
 		},

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -401,7 +402,7 @@ func TestConfigRowEncoderConfig(t *testing.T) {
 	rc := cfg.rowEncoderConfig(zap.NewNop())
 	assert.Equal(t, "my_logs", rc.Tables.Logs)
 	assert.Equal(t, "otel_metrics_exp_histogram", rc.Tables.ExponentialHistogram)
-	assert.Equal(t, []promotedColumn{{Key: "host.name", Column: "host_name"}}, rc.Promoted)
+	assert.Equal(t, []datamodel.PromotedColumn{{Key: "host.name", Column: "host_name"}}, rc.Promoted)
 	assert.Equal(t, cfg.promotedColumns(), rc.Promoted)
 	assert.True(t, rc.AttributesVarchar)
 

@@ -85,7 +85,8 @@ type symbolStore interface {
 // are appended. When a group of frames fails to append, the ids it defined
 // stay assigned (and persisted); the next group starts with catch-up frames
 // for [queued, Len()) so that no later frame references an id the server was
-// never sent.
+// never sent, and a bare commit after them, so that no generation and not
+// the queue ends on a deferred frame whose OK the server withholds.
 //
 // Not safe for concurrent use: the writer goroutine owns it.
 type genDict struct {

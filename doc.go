@@ -7,10 +7,8 @@
 //   - factory.go, config.go: the component (type "questdb") and its
 //     configuration. Every signal of one component ID shares one instance
 //     (shared.go): one writer, one queue slot, one connection.
-//   - rows.go, metrics.go, logs.go: pdata to rows of the six tables of the
-//     data model (README "Tables and columns"), with attribute maps as
-//     sorted-key JSON (attrjson.go) and stable series and record ids
-//     (hash.go).
+//   - package internal/datamodel: pdata to rows of the six tables of the
+//     data model (README "Tables and columns") and their DDL.
 //   - writer.go, dict.go: the group-commit writer. It encodes every batch
 //     waiting at once into QWP frames, persists new SYMBOL dictionary entries
 //     before the frames that use them, and appends the frames to the queue in
@@ -18,8 +16,9 @@
 //   - package sfqueue: the queue, in memory or on disk.
 //   - package sender: the I/O loop that streams the queue to QuestDB in order,
 //     trims on acknowledgement and replays after every reconnect.
-//   - ddl.go: on each new connection, the tables are created with DEDUP
-//     UPSERT KEYS so a replay never doubles a row.
+//   - tablecreator.go: on each new connection, the data model's tables are
+//     created with DEDUP UPSERT KEYS through QuestDB's /exec, so a replay
+//     never doubles a row.
 //   - errors.go, status.go, alerts.go, telemetry.go: what receivers, the
 //     collector and operators are told.
 package questdbexporter

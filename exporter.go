@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sender"
@@ -219,7 +220,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 		Gorilla:         true,
 		DeltaSymbolDict: true,
 	})
-	rows, err := newRowEncoder(enc, e.cfg.rowEncoderConfig(e.logger))
+	rows, err := datamodel.NewEncoder(enc, e.cfg.rowEncoderConfig(e.logger))
 	if err != nil {
 		return nil, fmt.Errorf("questdb exporter: %w", err)
 	}
@@ -446,21 +447,21 @@ func (e *questdbExporter) afterWrite(ctx context.Context, s *sender.Sender, fsn 
 // counts rows and skipped points, and starts dictionary generations on the
 // underlying qwp.Encoder.
 type rowBatchEncoder struct {
-	rows *rowEncoder
+	rows *datamodel.Encoder
 	enc  *qwp.Encoder
 	tel  *telemetry
 	dict *genDict
 }
 
 func (b *rowBatchEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.encodeMetrics(md, emit))
+	return b.done(b.rows.EncodeMetrics(md, emit))
 }
 
 func (b *rowBatchEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.encodeLogs(ld, emit))
+	return b.done(b.rows.EncodeLogs(ld, emit))
 }
 
-func (b *rowBatchEncoder) done(st encodeStats, err error) (int, error) {
+func (b *rowBatchEncoder) done(st datamodel.Stats, err error) (int, error) {
 	b.tel.skipped(st)
 	rows := 0
 	for _, n := range st.Rows {
@@ -470,7 +471,7 @@ func (b *rowBatchEncoder) done(st encodeStats, err error) (int, error) {
 }
 
 func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
-	err := b.rows.flush(emit)
+	err := b.rows.Flush(emit)
 	b.tel.dictLen.Store(int64(b.dict.Len()))
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -92,7 +93,7 @@ func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 		b.Fatal(err)
 	}
 	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{MaxFrameBytes: int(cfg.MaxBatchBytes), Gorilla: true, DeltaSymbolDict: true})
-	rows, err := newRowEncoder(enc, cfg.rowEncoderConfig(zap.NewNop()))
+	rows, err := datamodel.NewEncoder(enc, cfg.rowEncoderConfig(zap.NewNop()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sender"
@@ -88,11 +89,11 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 }
 
 // skipped counts data points the row encoder left out, by reason.
-func (t *telemetry) skipped(stats encodeStats) {
+func (t *telemetry) skipped(stats datamodel.Stats) {
 	for reason, n := range stats.Skipped {
 		if n > 0 {
 			t.tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), int64(n),
-				metric.WithAttributes(attribute.String("reason", skipReason(reason).String())))
+				metric.WithAttributes(attribute.String("reason", datamodel.SkipReason(reason).String())))
 		}
 	}
 }

@@ -236,8 +236,17 @@ func (w *writer) commit(group []*writeRequest) {
 	// no queued frame: re-register them first (rowless deferred frames).
 	if from, to := w.dict.unqueued(); from < to {
 		// store, not emit: the dictionary must not rotate under the
-		// catch-up's feet.
-		if err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.store); err == nil {
+		// catch-up's feet. The catch-up frames are deferred, and a real
+		// server withholds their OK until a later frame commits: a bare
+		// commit closes them, so that neither the generation (when it
+		// rotates next) nor the queue (when no row follows) ends on a frame
+		// whose OK never comes.
+		err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.store)
+		if err == nil {
+			var commit [qwp.HeaderSize]byte
+			err = w.store(qwp.AppendCommit(commit[:0]))
+		}
+		if err == nil {
 			_ = w.rotateIfFull() // sets groupErr on failure
 		} else if w.groupErr == nil {
 			w.groupErr = err

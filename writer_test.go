@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -298,6 +299,34 @@ func decodeQueue(t testing.TB, q *sfqueue.Queue) decodedQueue {
 		}
 	}
 	return out
+}
+
+// checkCommittedEnds fails the test when a generation or the queue ends on
+// a FLAG_DEFER_COMMIT frame: a real server withholds its OK until a later
+// frame of the connection commits, and none comes there.
+func checkCommittedEnds(t testing.TB, q *sfqueue.Queue) {
+	t.Helper()
+	cur := q.NewCursor()
+	var last []byte
+	var lastGen uint32
+	for {
+		fsn, payload, ok, err := cur.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, msg, _ := splitPayload(payload)
+		if last != nil && (!ok || gen != lastGen) && qwp.Deferred(last) {
+			where := "the queue"
+			if ok {
+				where = fmt.Sprintf("generation %d (before FSN %d)", lastGen, fsn)
+			}
+			t.Fatalf("%s ends on a deferred frame", where)
+		}
+		if !ok {
+			return
+		}
+		last, lastGen = slices.Clone(msg), gen
+	}
 }
 
 type writerFixture struct {
@@ -741,4 +770,25 @@ func TestWriterRotationFailureThenCatchUp(t *testing.T) {
 	if last := got.gens[len(got.gens)-1]; last == 0 {
 		t.Fatal("no rotation happened with 4-entry generations")
 	}
+	checkCommittedEnds(t, f.q.Queue)
+}
+
+func TestWriterCatchUpNeverEndsTheQueueDeferred(t *testing.T) {
+	// A group fails after assigning ids; the next group brings no rows at
+	// all. Its catch-up frames are then the queue's last frames, and a
+	// sender waiting for their OK (Close, an orphan drainer) would wait for
+	// ever unless they are committed.
+	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
+	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
+	f.q.failSyms.Store(1)
+	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
+		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+	}
+	if _, err := f.w.writeMetrics(context.Background(), pmetric.NewMetrics()); err != nil {
+		t.Fatal(err)
+	}
+	if f.q.PublishedFSN() == 0 {
+		t.Fatal("the ids of the failed group were not re-registered")
+	}
+	checkCommittedEnds(t, f.q.Queue)
 }

@@ -56,6 +56,17 @@ func CatchUpFrames(dict SymbolDict, from, to int, maxFrameBytes int, emit func(f
 	return nil
 }
 
+// AppendCommit appends a bare commit to dst: a message with no tables and no
+// flags. It commits whatever the connection's deferred group holds (nothing,
+// after rowless catch-up frames) and so gets the OK that a real server
+// withholds from FlagDeferCommit frames until a later frame commits.
+func AppendCommit(dst []byte) []byte { return appendHeader(dst, 0, 0, 0) }
+
+// Deferred reports whether message msg carries FlagDeferCommit: the server
+// withholds its OK until a later message without the flag. A message shorter
+// than the header is not deferred.
+func Deferred(msg []byte) bool { return len(msg) >= HeaderSize && msg[5]&FlagDeferCommit != 0 }
+
 // DeltaDictRange reads the delta symbol dictionary section of message msg:
 // the entries it defines are ids [start, end), and a message can reference
 // only ids below end. A message without FlagDeltaSymbolDict carries and

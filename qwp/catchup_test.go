@@ -200,3 +200,30 @@ func TestDeltaDictEntries(t *testing.T) {
 		t.Fatalf("cut entry: err %v", err)
 	}
 }
+
+func TestAppendCommitAndDeferred(t *testing.T) {
+	c := AppendCommit([]byte("prefix"))
+	if string(c[:6]) != "prefix" || len(c) != 6+HeaderSize {
+		t.Fatalf("AppendCommit wrote %d bytes after the prefix, want the %d-byte header", len(c)-6, HeaderSize)
+	}
+	m, err := decodeMessage(c[6:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.flags != 0 || len(m.tables) != 0 {
+		t.Fatalf("bare commit has flags %#x and %d tables, want none", m.flags, len(m.tables))
+	}
+	if Deferred(c[6:]) {
+		t.Fatal("a bare commit reported as deferred")
+	}
+	var catchUp []byte
+	if err := CatchUpFrames(dictOf("a"), 0, 1, 0, func(f []byte) error { catchUp = append(catchUp, f...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !Deferred(catchUp) {
+		t.Fatal("a catch-up frame not reported as deferred")
+	}
+	if Deferred(catchUp[:5]) {
+		t.Fatal("a message shorter than the header reported as deferred")
+	}
+}

@@ -63,6 +63,10 @@
 // After a reconnect the server's dictionary is empty. CatchUpFrames turns
 // dictionary ids into FlagDeferCommit|FlagDeltaSymbolDict messages without
 // tables, each within the batch-size limit, to send before replaying frames.
+// A real server withholds the OK of such frames until a message without the
+// flag commits the group; AppendCommit is the bare commit (no tables, no
+// flags) that closes a group nothing else will close, and Deferred tells a
+// sender that the frame it just sent needs one.
 //
 // # Responses and handshake
 //

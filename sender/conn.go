@@ -29,6 +29,9 @@ type conn struct {
 	genKnown  bool
 	genSwitch bool // the next frame belongs to a newer generation
 
+	tailDeferred bool   // the last frame sent is deferred and no commit followed it
+	commitBuf    []byte // a bare commit, reused
+
 	lastSend time.Time
 	stopping *end // a terminal condition found while sending, once in-flight acks are in
 

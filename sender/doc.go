@@ -52,12 +52,18 @@
 // then streams stored frames from ackedFSN+1 in strict FSN order,
 // one message each, stripped of their 4-byte generation prefix. So
 //
-//	fsn = fsnAtZero + wireSeq - C,   fsnAtZero = ackedFSN + 1 pinned at connect
+//	fsn = fsnAtZero + wireSeq - C - B,   fsnAtZero = ackedFSN + 1 pinned at connect
 //
-// A real server withholds the OK of deferred frames until the next plain
-// frame; an OK whose wireSeq < C covers no FSN. At most MaxInFlight data
-// frames wait for an OK (catch-up frames are not counted: their OK cannot
-// come before a data frame's). New frames are picked up from
+// where B counts the bare commits sent before wireSeq. A real server
+// withholds the OK of deferred frames until the next plain frame; an OK
+// whose wireSeq < C covers no FSN. When the last frame sent is deferred
+// (a stored dictionary catch-up, as slots written before the writer closed
+// such groups end generations) and no frame follows it on this connection
+// (the queue's end, a generation boundary, a stop), the loop sends a bare
+// commit (qwp.AppendCommit: no tables, no flags), whose OK covers it: the
+// loop never waits on an OK that cannot come. At most MaxInFlight frames
+// after the catch-up wait for an OK (catch-up frames are not counted: their
+// OK cannot come before a data frame's). New frames are picked up from
 // sfqueue.Queue.Published without polling. Frames sent again after a
 // reconnect count as replayed.
 //

@@ -276,3 +276,52 @@ func TestTerminalErrorUnwraps(t *testing.T) {
 		t.Fatalf("TerminalError does not wrap its cause: %v", err)
 	}
 }
+
+func TestWindowBareCommits(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := newWindow(21, 8)
+	w.sendCatchUp() // wire 0
+	w.sendData(now) // wire 1: FSN 21
+	w.sendData(now) // wire 2: FSN 22 (deferred)
+	w.sendCommit()  // wire 3
+	if got := w.sendData(now.Add(time.Millisecond)); got != 23 {
+		t.Fatalf("data frame after a commit got FSN %d, want 23", got)
+	}
+	if w.nextFSN() != 24 || w.inFlight() != 4 {
+		t.Fatalf("nextFSN %d inFlight %d; want 24, 4 (the commit awaits its OK too)", w.nextFSN(), w.inFlight())
+	}
+	if f, isData, err := w.rejected(3); err != nil || isData || f != 0 {
+		t.Fatalf("rejected(3) = %d, %v, %v; want the commit (no FSN)", f, isData, err)
+	}
+	if f, isData, err := w.rejected(4); err != nil || !isData || f != 23 {
+		t.Fatalf("rejected(4) = %d, %v, %v; want FSN 23", f, isData, err)
+	}
+	// The commit's OK covers the deferred frame before it.
+	if fsn, _, err := w.ok(3, now); err != nil || fsn != 22 {
+		t.Fatalf("ok(3) = %d, %v; want 22", fsn, err)
+	}
+	if fsn, _, err := w.ok(3, now); err != nil || fsn != 0 {
+		t.Fatalf("a repeated ok(3) = %d, %v; want nothing new", fsn, err)
+	}
+	if _, _, err := w.rejected(2); err == nil {
+		t.Fatal("a rejection of an acknowledged frame was accepted")
+	}
+	w.sendCommit() // wire 5, after FSN 23
+	if got := w.sendData(now); got != 24 {
+		t.Fatalf("data frame after a second commit got FSN %d, want 24", got)
+	}
+	if fsn, lat, err := w.ok(5, now.Add(3*time.Millisecond)); err != nil || fsn != 23 || lat != 2*time.Millisecond {
+		t.Fatalf("ok(5) = %d, %v, %v; want 23, 2ms", fsn, lat, err)
+	}
+	// An OK of a commit that covers no new data frame releases nothing.
+	w.sendCommit() // wire 7
+	if fsn, _, err := w.ok(6, now); err != nil || fsn != 24 {
+		t.Fatalf("ok(6) = %d, %v; want 24", fsn, err)
+	}
+	if fsn, _, err := w.ok(7, now); err != nil || fsn != 0 {
+		t.Fatalf("ok(7) = %d, %v; want 0", fsn, err)
+	}
+	if w.inFlight() != 0 || w.nextFSN() != 25 {
+		t.Fatalf("inFlight %d nextFSN %d; want 0, 25", w.inFlight(), w.nextFSN())
+	}
+}

@@ -481,6 +481,9 @@ func (s *Sender) serve(c *conn) end {
 				return e
 			}
 			c.stopping = &e
+			if _, broken := s.commitTail(c); broken {
+				return e // the acks cannot come either
+			}
 			t := time.NewTimer(terminalDrainTimeout)
 			defer t.Stop()
 			drainTimeout = t.C
@@ -514,7 +517,10 @@ func (s *Sender) send(c *conn) (end, bool) {
 			return terminal(qwp.CategoryNone, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
 		}
 		if !ok {
-			return end{}, false
+			// The queue's end: a deferred last frame would keep its OK,
+			// and with it Close and WaitAcked, waiting for a frame that
+			// may never come.
+			return s.commitTail(c)
 		}
 		if want := c.win.nextFSN(); fsn != want {
 			if c.win.sent > c.win.catchUp {
@@ -534,9 +540,11 @@ func (s *Sender) send(c *conn) (end, bool) {
 				return e, true
 			}
 		} else if gen != c.gen {
+			// The connection recycles once everything sent is
+			// acknowledged; a deferred last frame never would be.
 			s.cursor.Seek(fsn)
 			c.genSwitch = true
-			return end{}, false
+			return s.commitTail(c)
 		}
 		if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
 			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
@@ -549,6 +557,7 @@ func (s *Sender) send(c *conn) (end, bool) {
 		now := time.Now()
 		c.win.sendData(now)
 		c.lastSend = now
+		c.tailDeferred = qwp.Deferred(msg)
 		s.obs.FramesSent(1)
 		if fsn <= s.maxSent {
 			s.obs.FramesReplayed(1)
@@ -557,6 +566,27 @@ func (s *Sender) send(c *conn) (end, bool) {
 		}
 		s.obs.InFlight(c.win.inFlight())
 	}
+	return end{}, false
+}
+
+// commitTail sends a bare commit when the last frame sent was deferred
+// (FLAG_DEFER_COMMIT): the server withholds the OK of a deferred group until
+// a later frame commits it, and at a generation boundary, at the queue's end
+// or before stopping no later frame may come. Slots written before the
+// writer closed such groups itself end generations on deferred dictionary
+// frames.
+func (s *Sender) commitTail(c *conn) (end, bool) {
+	if !c.tailDeferred {
+		return end{}, false
+	}
+	c.tailDeferred = false
+	c.commitBuf = qwp.AppendCommit(c.commitBuf[:0])
+	if err := c.write(c.commitBuf); err != nil {
+		return end{kind: endBroken, err: fmt.Errorf("sender: sending a commit to %s: %w", c.endpoint, err)}, true
+	}
+	c.win.sendCommit()
+	c.lastSend = time.Now()
+	s.obs.InFlight(c.win.inFlight())
 	return end{}, false
 }
 
@@ -652,7 +682,7 @@ func (s *Sender) rejected(c *conn, r *qwp.Response) end {
 	}
 	cat := r.Status.Category()
 	policy := s.o.policy(cat)
-	what := "a symbol dictionary frame"
+	what := "a frame without rows (symbol dictionary or commit)"
 	if isData {
 		what = fmt.Sprintf("frame FSN %d", fsn)
 	}
@@ -701,10 +731,7 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 	if !websocket.IsCloseError(cause, websocket.CloseMessageTooBig) || head >= c.win.sent {
 		return end{kind: endBroken, err: err}
 	}
-	var fsn uint64
-	if head >= c.win.catchUp {
-		fsn = c.win.fsnOf(head)
-	}
+	fsn, _, _ := c.win.rejected(head) // head is above okSeq and below sent
 	s.obs.ServerError(qwp.CategoryUnknown)
 	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: qwp.CategoryUnknown, Policy: qwp.PolicyRetriable, FSN: fsn, Endpoint: c.endpoint, Err: err})
 	return s.rejection(fsn, qwp.CategoryUnknown, qwp.PolicyRetriable, err)

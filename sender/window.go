@@ -9,18 +9,28 @@ import (
 //
 // The server numbers binary messages in receive order from 0. A connection
 // first sends catchUp dictionary frames that carry no FSN, then stored frames
-// from fsnAtZero in strict order, so for wireSeq >= catchUp:
+// from fsnAtZero in strict order, with now and then a bare commit between
+// them (also without an FSN: it closes a deferred group whose OK would
+// otherwise be withheld). So a data frame's FSN is fsnAtZero plus the number
+// of data frames before it:
 //
-//	fsn = fsnAtZero + wireSeq - catchUp
+//	fsn = fsnAtZero + wireSeq - catchUp - (bare commits before wireSeq)
 type window struct {
 	fsnAtZero uint64
-	catchUp   int64 // C: frames on this connection that carry no FSN
+	catchUp   int64 // C: leading frames on this connection that carry no FSN
 	sent      int64 // next wire sequence number
 	okSeq     int64 // highest wire sequence confirmed by an OK; -1 before any
+	okData    int64 // data frames confirmed by an OK
 
-	// sentAt[(wireSeq-catchUp) % len] is the send time of a data frame,
-	// for ack latency; the ring holds maxInFlight entries, which is all that
-	// can be unacknowledged.
+	// commits holds the wire sequences of bare commits above okSeq,
+	// ascending; commitsAcked counts those at or below it. Commits are rare
+	// (only after a deferred stored frame), so a slice is enough.
+	commits      []int64
+	commitsAcked int64
+
+	// sentAt[dataIndex % len] is the send time of a data frame, for ack
+	// latency; the ring holds maxInFlight entries, which is all that can be
+	// unacknowledged.
 	sentAt []time.Time
 }
 
@@ -37,34 +47,48 @@ func (w *window) sendCatchUp() {
 	w.catchUp++
 }
 
+// sendCommit accounts for one bare commit sent after data frames.
+func (w *window) sendCommit() {
+	w.commits = append(w.commits, w.sent)
+	w.sent++
+}
+
 // sendData accounts for one stored frame and returns the FSN it must carry.
 func (w *window) sendData(now time.Time) uint64 {
-	fsn := w.fsnOf(w.sent)
-	w.sentAt[(w.sent-w.catchUp)%int64(len(w.sentAt))] = now
+	i := w.dataBefore(w.sent)
+	w.sentAt[i%int64(len(w.sentAt))] = now
 	w.sent++
-	return fsn
+	return w.fsnAtZero + uint64(i)
+}
+
+// dataBefore is the number of data frames below wire sequence seq; seq must
+// be above okSeq (or at most catchUp).
+func (w *window) dataBefore(seq int64) int64 {
+	n := seq - w.catchUp - w.commitsAcked
+	for _, c := range w.commits {
+		if c >= seq {
+			break
+		}
+		n--
+	}
+	return n
 }
 
 // nextFSN is the FSN the next data frame on this connection must carry.
-func (w *window) nextFSN() uint64 { return w.fsnOf(w.sent) }
+func (w *window) nextFSN() uint64 { return w.fsnAtZero + uint64(w.dataBefore(w.sent)) }
 
-// fsnOf maps a data frame's wire sequence to its FSN; callers ensure
-// wireSeq >= catchUp.
-func (w *window) fsnOf(wireSeq int64) uint64 {
-	return w.fsnAtZero + uint64(wireSeq-w.catchUp)
-}
-
-// inFlight is the number of data frames sent and not yet confirmed by an OK.
-// Catch-up frames are excluded: a real server withholds their OK until the
-// first data frame, so counting them could stall a large dictionary forever.
+// inFlight is the number of frames after the catch-up sent and not yet
+// confirmed by an OK. Catch-up frames are excluded: a real server withholds
+// their OK until the first data frame, so counting them could stall a large
+// dictionary forever.
 func (w *window) inFlight() int {
 	acked := max(w.okSeq+1, w.catchUp)
 	return int(w.sent - acked)
 }
 
 // ok applies a cumulative OK for wireSeq. It returns the highest FSN the OK
-// covers (0 when it covers only catch-up frames) and the latency of the
-// newest frame it covers.
+// newly covers (0 when it covers no data frame not covered before) and the
+// latency of that frame.
 func (w *window) ok(wireSeq int64, now time.Time) (fsn uint64, latency time.Duration, err error) {
 	if wireSeq >= w.sent {
 		return 0, 0, fmt.Errorf("server acknowledged wire sequence %d but only %d frames were sent on this connection", wireSeq, w.sent)
@@ -72,16 +96,25 @@ func (w *window) ok(wireSeq int64, now time.Time) (fsn uint64, latency time.Dura
 	if wireSeq < w.okSeq {
 		return 0, 0, fmt.Errorf("server acknowledged wire sequence %d after %d: cumulative OKs must not go back", wireSeq, w.okSeq)
 	}
-	w.okSeq = wireSeq
-	if wireSeq < w.catchUp {
+	if wireSeq == w.okSeq {
 		return 0, 0, nil
 	}
-	at := w.sentAt[(wireSeq-w.catchUp)%int64(len(w.sentAt))]
-	return w.fsnOf(wireSeq), now.Sub(at), nil
+	data := max(w.dataBefore(wireSeq+1), 0)
+	w.okSeq = wireSeq
+	for len(w.commits) > 0 && w.commits[0] <= wireSeq {
+		w.commits = w.commits[1:]
+		w.commitsAcked++
+	}
+	if data <= w.okData {
+		return 0, 0, nil
+	}
+	w.okData = data
+	at := w.sentAt[(data-1)%int64(len(w.sentAt))]
+	return w.fsnAtZero + uint64(data-1), now.Sub(at), nil
 }
 
 // rejected names the frame an error response refers to: its FSN, or isData
-// == false for a catch-up frame.
+// == false for a frame without one (catch-up or bare commit).
 func (w *window) rejected(wireSeq int64) (fsn uint64, isData bool, err error) {
 	if wireSeq < 0 || wireSeq >= w.sent {
 		return 0, false, fmt.Errorf("server rejected wire sequence %d but only %d frames were sent on this connection", wireSeq, w.sent)
@@ -89,5 +122,13 @@ func (w *window) rejected(wireSeq int64) (fsn uint64, isData bool, err error) {
 	if wireSeq < w.catchUp {
 		return 0, false, nil
 	}
-	return w.fsnOf(wireSeq), true, nil
+	if wireSeq <= w.okSeq {
+		return 0, false, fmt.Errorf("server rejected wire sequence %d, which its OK of %d already acknowledged", wireSeq, w.okSeq)
+	}
+	for _, c := range w.commits {
+		if c == wireSeq {
+			return 0, false, nil
+		}
+	}
+	return w.fsnAtZero + uint64(w.dataBefore(wireSeq)), true, nil
 }

@@ -46,7 +46,7 @@ func TestAdminTables(t *testing.T) {
 	assert.JSONEq(t, `{"name":"mix","row_count":2,
 		"columns":[{"name":"d","type":"DOUBLE"},{"name":"s","type":"VARCHAR"},{"name":"a","type":"DOUBLE_ARRAY"},
 			{"name":"u","type":"UUID"},{"name":"dec","type":"DECIMAL64"},{"name":"timestamp","type":"TIMESTAMP"}],
-		"rows":[["NaN","hi",[[1],[2]],"00000000-0000-0002-0000-000000000001","-1.50",10],
+		"rows":[[null,"hi",[[1],[2]],"00000000-0000-0002-0000-000000000001","-1.50",10],
 			[1.5,null,[[],[]],"00000000-0000-0004-0000-000000000003","0.05",20]]}`, rec.Body.String())
 
 	rec = adminDo(t, h, http.MethodGet, "/tables/other?limit=1")

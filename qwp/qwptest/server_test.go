@@ -3,6 +3,7 @@ package qwptest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -686,4 +687,22 @@ func TestLogf(t *testing.T) {
 	assert.Contains(t, all, `client "logger/1"`)
 	assert.Contains(t, all, "conn 1: frame 0 refused with PARSE_ERROR: magic")
 	assert.Contains(t, all, "conn 1: closed after 1 frames")
+}
+
+// QuestDB's NULL of a DOUBLE or FLOAT column is NaN, so a NaN arrives as
+// NULL; infinities are values and stay.
+func TestNaNStoredAsNull(t *testing.T) {
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	c.send(message(0, 1, append(blockHeader("n", 3, "d", qwp.TypeDouble, "f", qwp.TypeFloat, "", qwp.TypeTimestamp),
+		wire{}.u8(0).f64(math.NaN()).f64(math.Inf(1)).f64(2.5).
+			u8(0).u32(math.Float32bits(float32(math.NaN()))).u32(math.Float32bits(1.5)).u32(math.Float32bits(float32(math.Inf(-1)))).
+			u8(0).i64(1).i64(2).i64(3)...)))
+	c.ackedThrough(0)
+	td, _ := s.Rows("n")
+	assert.Equal(t, [][]any{
+		{nil, nil, int64(1)},
+		{math.Inf(1), float32(1.5), int64(2)},
+		{2.5, float32(math.Inf(-1)), int64(3)},
+	}, td.Rows)
 }

@@ -331,6 +331,9 @@ func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *Statu
 				return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
 					Msg: fmt.Sprintf("table %q column %q row %d: %s value %v does not fit a %s column", t.name, t.cols[j].Name, r, c.Type, v, t.cols[j].Type)}
 			}
+			if isNaN(cv) {
+				continue // QuestDB's NULL of a DOUBLE or FLOAT is NaN: a NaN is stored as NULL
+			}
 			rows[r][j] = cv
 		}
 	}
@@ -357,6 +360,17 @@ func isInteger(t qwp.ColumnType) bool {
 }
 
 func isText(t qwp.ColumnType) bool { return t == qwp.TypeVarchar || t == qwp.TypeSymbol }
+
+// isNaN reports a FLOAT or DOUBLE NaN.
+func isNaN(v any) bool {
+	switch f := v.(type) {
+	case float64:
+		return math.IsNaN(f)
+	case float32:
+		return math.IsNaN(float64(f))
+	}
+	return false
+}
 
 func isFloat(t qwp.ColumnType) bool { return t == qwp.TypeFloat || t == qwp.TypeDouble }
 

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"fmt"
@@ -48,7 +48,7 @@ func BenchmarkLog1000(b *testing.B) {
 	ld := benchLogBatch(records)
 	b.Run("qwp", func(b *testing.B) {
 		enc := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{MaxFrameBytes: 1_887_436, Gorilla: true, DeltaSymbolDict: true})
-		re, err := newRowEncoder(enc, rowEncoderConfig{Tables: defaultTableNames()})
+		re, err := NewEncoder(enc, EncoderConfig{Tables: DefaultTables()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -56,10 +56,10 @@ func BenchmarkLog1000(b *testing.B) {
 		emit := func(f []byte) error { frameBytes += len(f); return nil }
 		encode := func() {
 			frameBytes = 0
-			if _, err := re.encodeLogs(ld, emit); err != nil {
+			if _, err := re.EncodeLogs(ld, emit); err != nil {
 				b.Fatal(err)
 			}
-			if err := re.flush(emit); err != nil {
+			if err := re.Flush(emit); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"encoding/hex"
@@ -7,12 +7,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 )
 
-// encodeLogs writes every log record of ld as a row of the logs table (see
-// rowEncoder for frames and emit). The designated timestamp is the record's
-// time, else its observed time, else the export time (the rowEncoder's clock
+// EncodeLogs writes every log record of ld as a row of the logs table (see
+// Encoder for frames and emit). The designated timestamp is the record's
+// time, else its observed time, else the export time (the Encoder's clock
 // when the call began). The body is the string as it is, any other kind as
 // JSON (bytes as a base64 JSON string), NULL when empty.
-func (r *rowEncoder) encodeLogs(ld plog.Logs, emit func(frame []byte) error) (encodeStats, error) {
+func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
 	if r.ordinals == nil {
 		r.ordinals = make(map[uint64]uint32)
@@ -38,7 +38,7 @@ func (r *rowEncoder) encodeLogs(ld plog.Logs, emit func(frame []byte) error) (en
 	return r.stats, nil
 }
 
-func (r *rowEncoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
+func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	tb := &r.tables[tableLogs]
 	var hasBody bool
 	r.text, hasBody = r.json.appendText(r.text[:0], lr.Body())

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"errors"
@@ -26,14 +26,14 @@ const (
 	numTables
 )
 
-// tableNames are the QuestDB table names of the data model.
-type tableNames struct {
+// Tables are the QuestDB table names of the data model.
+type Tables struct {
 	Gauge, Sum, Histogram, ExponentialHistogram, Summary, Logs string
 }
 
-// defaultTableNames are the names DESIGN.md gives the tables.
-func defaultTableNames() tableNames {
-	return tableNames{
+// DefaultTables are the names DESIGN.md gives the tables.
+func DefaultTables() Tables {
+	return Tables{
 		Gauge:                "otel_metrics_gauge",
 		Sum:                  "otel_metrics_sum",
 		Histogram:            "otel_metrics_histogram",
@@ -43,38 +43,38 @@ func defaultTableNames() tableNames {
 	}
 }
 
-func (n tableNames) of(k tableKind) string {
+func (n Tables) of(k tableKind) string {
 	return [numTables]string{n.Gauge, n.Sum, n.Histogram, n.ExponentialHistogram, n.Summary, n.Logs}[k]
 }
 
-// skipReason says why a data point or log record was not written. A skip
+// SkipReason says why a data point or log record was not written. A skip
 // drops that one row, counted and logged; the rest of the batch is written.
-type skipReason int
+type SkipReason int
 
 const (
 	// skipEmptyMetricName: the metric has no name (every data point of it).
-	skipEmptyMetricName skipReason = iota
+	skipEmptyMetricName SkipReason = iota
 	// skipRowTooLarge: the row does not fit in an otherwise empty frame.
 	skipRowTooLarge
-	numSkipReasons
+	NumSkipReasons
 )
 
-func (r skipReason) String() string {
-	return [numSkipReasons]string{"empty_metric_name", "row_too_large"}[r]
+func (r SkipReason) String() string {
+	return [NumSkipReasons]string{"empty_metric_name", "row_too_large"}[r]
 }
 
-// encodeStats counts what one encodeMetrics or encodeLogs call did.
-type encodeStats struct {
+// Stats counts what one EncodeMetrics or EncodeLogs call did.
+type Stats struct {
 	Rows    [numTables]int      // rows written, per table
-	Skipped [numSkipReasons]int // rows dropped, per reason
+	Skipped [NumSkipReasons]int // rows dropped, per reason
 }
 
-// rowEncoderConfig carries the configuration a rowEncoder needs; the
+// EncoderConfig carries the configuration an Encoder needs; the
 // component maps its Config onto it.
-type rowEncoderConfig struct {
-	Tables tableNames
-	// Promoted are the attributes_as_symbols columns (see promotedColumns).
-	Promoted []promotedColumn
+type EncoderConfig struct {
+	Tables Tables
+	// Promoted are the attributes_as_symbols columns (see PromotedColumns).
+	Promoted []PromotedColumn
 	// AttributesVarchar writes metric data point attributes as VARCHAR
 	// instead of SYMBOL.
 	AttributesVarchar bool
@@ -86,7 +86,7 @@ type rowEncoderConfig struct {
 	Logger *zap.Logger
 }
 
-// rowEncoder turns pdata batches into rows of the data model's tables (see
+// Encoder turns pdata batches into rows of the data model's tables (see
 // DESIGN.md "Data model"), writing them through a qwp.Encoder.
 //
 // Frames are handed to the caller's emit function whenever the encoder's
@@ -96,7 +96,7 @@ type rowEncoderConfig struct {
 // after emit returns. An error from emit aborts the batch and is returned;
 // the caller should then Reset the encoder, discarding the partial frame.
 // After a batch the last, partial frame stays in the encoder so that several
-// batches can share frames; call flush to emit it.
+// batches can share frames; call Flush to emit it.
 //
 // Text that is not valid UTF-8 is repaired (U+FFFD) before it reaches the
 // encoder, and a row that could not fit in an empty frame is dropped before
@@ -108,10 +108,10 @@ type rowEncoderConfig struct {
 // are NULL, not "" or "{}". A log body that is an empty string stays an
 // empty VARCHAR; a body without a value is NULL.
 //
-// A rowEncoder is not safe for concurrent use.
-type rowEncoder struct {
+// An Encoder is not safe for concurrent use.
+type Encoder struct {
 	enc          *qwp.Encoder
-	promoted     []promotedColumn
+	promoted     []PromotedColumn
 	attrsVarchar bool
 	now          func() time.Time
 	logger       *zap.Logger
@@ -122,7 +122,7 @@ type rowEncoder struct {
 	rowAttrs keyLayout // key layout of the last point or record attributes
 	frame    []byte    // Finish's reusable buffer
 
-	stats   encodeStats
+	stats   Stats
 	nowNano int64 // export time of the batch in progress
 
 	// Per resource and scope (metrics and logs alike).
@@ -342,11 +342,11 @@ const (
 	arrayOverhead   = 1 + 4 // n_dims + one dimension
 )
 
-// newRowEncoder declares every table and column on enc. It fails when a
+// NewEncoder declares every table and column on enc. It fails when a
 // table name is not one QuestDB accepts or when a promoted column clashes
 // with a built-in one.
-func newRowEncoder(enc *qwp.Encoder, cfg rowEncoderConfig) (*rowEncoder, error) {
-	r := &rowEncoder{enc: enc, promoted: cfg.Promoted, attrsVarchar: cfg.AttributesVarchar, now: cfg.Now, logger: cfg.Logger}
+func NewEncoder(enc *qwp.Encoder, cfg EncoderConfig) (*Encoder, error) {
+	r := &Encoder{enc: enc, promoted: cfg.Promoted, attrsVarchar: cfg.AttributesVarchar, now: cfg.Now, logger: cfg.Logger}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -403,8 +403,8 @@ func kindLabel(k tableKind) string {
 	return [numTables]string{"gauge", "sum", "histogram", "exponential histogram", "summary", "logs"}[k]
 }
 
-// flush emits the current frame, if it holds any rows.
-func (r *rowEncoder) flush(emit func(frame []byte) error) error {
+// Flush emits the current frame, if it holds any rows.
+func (r *Encoder) Flush(emit func(frame []byte) error) error {
 	if r.enc.Rows() == 0 {
 		return nil
 	}
@@ -413,14 +413,14 @@ func (r *rowEncoder) flush(emit func(frame []byte) error) error {
 }
 
 // beginBatch resets the per-call state.
-func (r *rowEncoder) beginBatch() {
-	r.stats = encodeStats{}
+func (r *Encoder) beginBatch() {
+	r.stats = Stats{}
 	r.nowNano = r.now().UnixNano()
 }
 
 // beginResource renders the resource columns shared by the rows below it;
 // tag (seriesTag or recordTag) selects their identity.
-func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
+func (r *Encoder) beginResource(res pcommon.Map, tag byte) {
 	r.res = res
 	r.tag = tag
 	r.resKey = qwp.NewSymbolKey()
@@ -440,7 +440,7 @@ func (r *rowEncoder) beginResource(res pcommon.Map, tag byte) {
 
 // beginScope renders the scope columns, hashes the scope identity and
 // resolves the promoted values that the scope or the resource supplies.
-func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
+func (r *Encoder) beginScope(scope pcommon.InstrumentationScope) {
 	r.scopeKey = qwp.NewSymbolKey()
 	r.scopeJSON = r.appendAttrs(r.scopeJSON[:0], scope.Attributes())
 	r.scopeName = validString(scope.Name())
@@ -466,7 +466,7 @@ func (r *rowEncoder) beginScope(scope pcommon.InstrumentationScope) {
 
 // setResourceScope writes the scope and resource attribute columns of a row
 // (service_name is set earlier, for the schema order).
-func (r *rowEncoder) setResourceScope(tb *table) {
+func (r *Encoder) setResourceScope(tb *table) {
 	t := tb.t
 	setSymbolString(t, tb.scopeName, r.scopeName, r.scopeKey)
 	setSymbolString(t, tb.scopeVersion, r.scopeVersion, r.scopeKey)
@@ -475,7 +475,7 @@ func (r *rowEncoder) setResourceScope(tb *table) {
 }
 
 // appendAttrs renders an attribute map as JSON, or nothing when it is empty.
-func (r *rowEncoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
+func (r *Encoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
 	if m.Len() == 0 {
 		return dst
 	}
@@ -484,7 +484,7 @@ func (r *rowEncoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
 
 // appendRowAttrs is appendAttrs for the attributes of a data point or log
 // record, whose keys usually repeat from one row to the next.
-func (r *rowEncoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
+func (r *Encoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
 	if m.Len() == 0 {
 		return dst
 	}
@@ -494,7 +494,7 @@ func (r *rowEncoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
 // pointPromoted resolves the promoted values of a row: the row's own
 // attribute, else the scope's or resource's. It returns their share of the
 // row bound (see fits).
-func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
+func (r *Encoder) pointPromoted(attrs pcommon.Map) int {
 	total := 0
 	for i, p := range r.promoted {
 		r.promotedPoint[i] = r.promotedScope[i]
@@ -515,7 +515,7 @@ func (r *rowEncoder) pointPromoted(attrs pcommon.Map) int {
 
 // setPromoted writes the promoted values resolved by pointPromoted (text
 // built by appendText, so valid UTF-8).
-func (r *rowEncoder) setPromoted(tb *table) {
+func (r *Encoder) setPromoted(tb *table) {
 	for i, c := range tb.promoted {
 		if v := r.promotedPoint[i]; v != nil {
 			tb.t.SymbolValid(c, v)
@@ -538,7 +538,7 @@ func symbolBound(n int) int {
 // per array element). A row that does not fit is skipped before any of its
 // symbols reach the dictionary, where they would otherwise ride in the next
 // frame's delta section whether or not the row was written.
-func (r *rowEncoder) fits(tb *table, bound int, what string) bool {
+func (r *Encoder) fits(tb *table, bound int, what string) bool {
 	if bound <= r.enc.MaxFrameBytes() {
 		return true
 	}
@@ -549,14 +549,14 @@ func (r *rowEncoder) fits(tb *table, bound int, what string) bool {
 // endRow ends the row in progress. again is true when the frame was full:
 // it has been emitted and the caller writes the row again.
 // what names the row in the log line of a skip.
-func (r *rowEncoder) endRow(tb *table, emit func([]byte) error, attempt int, what string) (again bool, err error) {
+func (r *Encoder) endRow(tb *table, emit func([]byte) error, attempt int, what string) (again bool, err error) {
 	err = tb.t.EndRow()
 	switch {
 	case err == nil:
 		r.stats.Rows[tb.kind]++
 		return false, nil
 	case errors.Is(err, qwp.ErrFrameFull) && attempt == 0:
-		return true, r.flush(emit)
+		return true, r.Flush(emit)
 	}
 	return false, r.rowError(tb, err, what)
 }
@@ -565,7 +565,7 @@ func (r *rowEncoder) endRow(tb *table, emit func([]byte) error, attempt int, wha
 // large for any frame is skipped; anything else is a bug that fails the
 // batch. (Apart from endRow so that the error target does not make every
 // row allocate.)
-func (r *rowEncoder) rowError(tb *table, err error, what string) error {
+func (r *Encoder) rowError(tb *table, err error, what string) error {
 	var tooLarge *qwp.RowTooLargeError
 	if errors.As(err, &tooLarge) {
 		r.skip(skipRowTooLarge, tb, what, zap.Int("bytes", tooLarge.Size), zap.Int("limit", tooLarge.Limit))
@@ -575,7 +575,7 @@ func (r *rowEncoder) rowError(tb *table, err error, what string) error {
 }
 
 // skip counts and logs one dropped row.
-func (r *rowEncoder) skip(reason skipReason, tb *table, what string, fields ...zap.Field) {
+func (r *Encoder) skip(reason SkipReason, tb *table, what string, fields ...zap.Field) {
 	r.stats.Skipped[reason]++
 	r.logger.Warn("dropping a row the data model cannot write",
 		append([]zap.Field{zap.String("reason", reason.String()), zap.String("table", tb.t.Name()), zap.String("row", what)}, fields...)...)

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"math"
@@ -41,9 +41,9 @@ func TestLogRows(t *testing.T) {
 	observedOnly.SetObservedTimestamp(pcommon.Timestamp(testT0))
 	lrs.AppendEmpty() // no time at all: export time; empty body: NULL
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	st := h.logs(ld)
-	if st.Rows[tableLogs] != 3 || st.Skipped != [numSkipReasons]int{} {
+	if st.Rows[tableLogs] != 3 || st.Skipped != [NumSkipReasons]int{} {
 		t.Fatalf("stats = %+v", st)
 	}
 	rows := h.table("otel_logs").rows
@@ -98,7 +98,7 @@ func TestLogBodyKinds(t *testing.T) {
 			lr := lrs.AppendEmpty()
 			lr.SetTimestamp(1)
 			tc.set(lr.Body())
-			h := newHarness(t, 0, rowEncoderConfig{})
+			h := newHarness(t, 0, EncoderConfig{})
 			h.logs(ld)
 			got, ok := h.oneRow("otel_logs")["body"]
 			if tc.want == nil {
@@ -127,7 +127,7 @@ func TestLogRecordIDs(t *testing.T) {
 		return ld
 	}
 	idOf := func(ld plog.Logs) int64 {
-		h := newHarness(t, 0, rowEncoderConfig{})
+		h := newHarness(t, 0, EncoderConfig{})
 		h.logs(ld)
 		return h.oneRow("otel_logs")["record_id"].(int64)
 	}
@@ -171,7 +171,7 @@ func TestLogRecordIDs(t *testing.T) {
 	lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 	lrs.At(0).CopyTo(lrs.AppendEmpty())
 	lrs.At(0).CopyTo(lrs.AppendEmpty())
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	h.logs(ld)
 	h.logs(ld)
 	rows := h.table("otel_logs").rows
@@ -207,7 +207,7 @@ func TestLogOversizedRecordSkipped(t *testing.T) {
 			lr.SetSeverityText(strings.Repeat("s", limit)) // a SYMBOL: must not enter the dictionary
 		}
 	}
-	h := newHarness(t, limit, rowEncoderConfig{})
+	h := newHarness(t, limit, EncoderConfig{})
 	st := h.logs(ld)
 	if st.Rows[tableLogs] != 28 || st.Skipped[skipRowTooLarge] != 2 {
 		t.Fatalf("stats = %+v, want 28 rows and 2 too-large skips", st)
@@ -225,7 +225,7 @@ func TestLogOversizedRecordSkipped(t *testing.T) {
 }
 
 func TestLogPromotedAndFrameSplit(t *testing.T) {
-	promoted, err := promotedColumns([]string{"host.name", "user"})
+	promoted, err := PromotedColumns([]string{"host.name", "user"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestLogPromotedAndFrameSplit(t *testing.T) {
 			lr.Attributes().PutStr("user", "u")
 		}
 	}
-	h := newHarness(t, 900, rowEncoderConfig{Promoted: promoted})
+	h := newHarness(t, 900, EncoderConfig{Promoted: promoted})
 	st := h.logs(ld)
 	rows := h.table("otel_logs").rows
 	if st.Rows[tableLogs] != n || len(rows) != n || len(h.frames) < 5 {

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"bytes"
@@ -200,17 +200,17 @@ func goldenValue(v any) any {
 }
 
 func TestGoldenTables(t *testing.T) {
-	promoted, err := promotedColumns([]string{"host.name", "http.status_code"})
+	promoted, err := PromotedColumns([]string{"host.name", "http.status_code"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted})
+	h := newHarness(t, 0, EncoderConfig{Promoted: promoted})
 	st := h.metrics(goldenMetrics())
 	if st.Skipped[skipEmptyMetricName] != 1 {
 		t.Fatalf("stats = %+v, want the nameless metric skipped", st)
 	}
 	h.logs(goldenLogs())
-	names := defaultTableNames()
+	names := DefaultTables()
 	for k := range numTables {
 		name := names.of(k)
 		t.Run(name, func(t *testing.T) {

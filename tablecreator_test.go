@@ -10,87 +10,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/questdbexporter/questdbexporter/qwp"
 )
-
-func TestCreateTableSQLGauge(t *testing.T) {
-	got, err := createTableSQL("otel_metrics_gauge", tableGauge, qwp.TypeSymbol,
-		[]promotedColumn{{Key: "host.name", Column: "host_name"}}, "30d")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "CREATE TABLE IF NOT EXISTS otel_metrics_gauge (timestamp TIMESTAMP_NS, service_name SYMBOL, " +
-		"metric_name SYMBOL, metric_unit SYMBOL, metric_description SYMBOL, scope_name SYMBOL, " +
-		"scope_version SYMBOL, resource_attributes SYMBOL, scope_attributes SYMBOL, attributes SYMBOL, " +
-		"series_id LONG, flags INT, value DOUBLE, exemplars VARCHAR, host_name SYMBOL) " +
-		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 30 DAYS DEDUP UPSERT KEYS(timestamp, series_id)"
-	if got != want {
-		t.Fatalf("statement:\n got %s\nwant %s", got, want)
-	}
-}
-
-func TestCreateTableSQLEveryTable(t *testing.T) {
-	for k := range numTables {
-		name := defaultTableNames().of(k)
-		stmt, err := createTableSQL(name, k, qwp.TypeVarchar, nil, "")
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		key := "series_id"
-		if k == tableLogs {
-			key = "record_id"
-		}
-		if !strings.HasSuffix(stmt, "DEDUP UPSERT KEYS(timestamp, "+key+")") || strings.Contains(stmt, " TTL ") {
-			t.Errorf("%s: %s", name, stmt)
-		}
-		// Every column the row encoder writes is declared, with its type.
-		tb := table{kind: k}
-		for _, c := range tb.columns(qwp.TypeVarchar) {
-			if c.name == "" {
-				continue
-			}
-			typ, _ := sqlType(c.typ)
-			if !strings.Contains(stmt, " "+c.name+" "+typ) {
-				t.Errorf("%s: column %s %s missing from %s", name, c.name, typ, stmt)
-			}
-		}
-	}
-}
-
-func TestQuoteIdent(t *testing.T) {
-	for in, want := range map[string]string{
-		"otel_logs": "otel_logs", "team.logs": `"team.logs"`, "9lives": `"9lives"`,
-		"a b": `"a b"`, `x"y`: `"x""y"`, "zé": `"zé"`,
-	} {
-		if got := quoteIdent(in); got != want {
-			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
-func TestTTLClause(t *testing.T) {
-	for _, c := range []struct{ in, want, err string }{
-		{"", "", ""}, {"30d", " TTL 30 DAYS", ""}, {"2w", " TTL 2 WEEKS", ""}, {"48h", " TTL 48 HOURS", ""},
-		{"6M", " TTL 6 MONTHS", ""}, {"1y", " TTL 1 YEARS", ""},
-		{"12h", "", "multiple of 24"}, {"0d", "", "positive"}, {"d", "", "positive"}, {"5x", "", "unit"},
-		{"-3d", "", "positive"},
-	} {
-		got, err := ttlClause(c.in)
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "ttl") {
-				t.Errorf("ttlClause(%q) error = %v, want one naming ttl and %q", c.in, err, c.err)
-			}
-			continue
-		}
-		if err != nil || got != c.want {
-			t.Errorf("ttlClause(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-}
 
 func TestExecURL(t *testing.T) {
 	for in, want := range map[string]string{
@@ -146,7 +70,7 @@ func TestTableCreatorEnsure(t *testing.T) {
 	defer srv.Close()
 	core, logs := observer.New(zapcore.InfoLevel)
 	tc, err := newTableCreator(tableCreatorConfig{
-		Tables: defaultTableNames(), Username: "admin", Password: "quest", Logger: zap.New(core),
+		Tables: datamodel.DefaultTables(), Username: "admin", Password: "quest", Logger: zap.New(core),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -156,8 +80,8 @@ func TestTableCreatorEnsure(t *testing.T) {
 	if refused, err := tc.ensure(context.Background(), ws); refused != 1 || err != nil {
 		t.Fatalf("ensure = %d refused, %v; want 1 (the sum table) and no transient error", refused, err)
 	}
-	if len(fe.queries) != int(numTables)+1 {
-		t.Fatalf("%d statements, want %d CREATEs and the dedup check: %q", len(fe.queries), numTables, fe.queries)
+	if len(fe.queries) != len(tc.ddl)+1 {
+		t.Fatalf("%d statements, want %d CREATEs and the dedup check: %q", len(fe.queries), len(tc.ddl), fe.queries)
 	}
 	for _, a := range fe.auth {
 		if a != "Basic YWRtaW46cXVlc3Q=" {
@@ -184,7 +108,7 @@ func TestTableCreatorEnsure(t *testing.T) {
 func TestTableCreatorBearerTokenAndUnreachableServer(t *testing.T) {
 	fe := &fakeExec{}
 	srv := httptest.NewServer(fe)
-	tc, err := newTableCreator(tableCreatorConfig{Tables: defaultTableNames(), Token: "tok"})
+	tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables(), Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +149,7 @@ func TestTableCreatorTransientFailures(t *testing.T) {
 				_, _ = w.Write([]byte(c.body))
 			}))
 			defer srv.Close()
-			tc, err := newTableCreator(tableCreatorConfig{Tables: defaultTableNames()})
+			tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"encoding/json"

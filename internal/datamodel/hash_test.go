@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"testing"
@@ -85,7 +85,7 @@ func TestHashSeriesIDPinned(t *testing.T) {
 	dp.Attributes().PutStr("route", "/a")
 	dp.Attributes().PutInt("code", 200)
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	h.metrics(md)
 	got := h.oneRow("otel_metrics_gauge")["series_id"]
 	want := wantSeriesID(`{"host.name":"h1","service.name":"checkout"}`, "io.test", "1.0", `{"lib":true}`,
@@ -99,7 +99,7 @@ func TestHashSeriesIDPinned(t *testing.T) {
 
 	// Another kind with the same name and attributes is another series.
 	m.SetEmptySum().DataPoints().AppendEmpty().Attributes().FromRaw(map[string]any{"route": "/a", "code": 200})
-	h2 := newHarness(t, 0, rowEncoderConfig{})
+	h2 := newHarness(t, 0, EncoderConfig{})
 	h2.metrics(md)
 	if h2.oneRow("otel_metrics_sum")["series_id"] == got {
 		t.Fatal("a sum and a gauge of the same name share a series_id")
@@ -124,7 +124,7 @@ func TestHashRecordIDPinned(t *testing.T) {
 	lr.SetEventName("login")
 	lr.CopyTo(sl.LogRecords().AppendEmpty()) // a genuine repeat
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	h.logs(ld)
 	rows := h.table("otel_logs").rows
 	key := xxh64(xxh64(0, canon(recordTag, `{"service.name":"checkout"}`, "logger", "", "")), canon(

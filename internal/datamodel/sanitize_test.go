@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"strings"
@@ -68,14 +68,14 @@ func TestAttrPromotedColumnsErrors(t *testing.T) {
 		{[]string{"a.b", "A_B"}, "both map"},
 	}
 	for _, tc := range tests {
-		_, err := promotedColumns(tc.keys)
+		_, err := PromotedColumns(tc.keys)
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-			t.Errorf("promotedColumns(%q) = %v, want an error containing %q", tc.keys, err, tc.wantErr)
+			t.Errorf("PromotedColumns(%q) = %v, want an error containing %q", tc.keys, err, tc.wantErr)
 		}
 	}
-	got, err := promotedColumns([]string{"host.name", "k8s.namespace.name"})
-	if err != nil || len(got) != 2 || got[0] != (promotedColumn{"host.name", "host_name"}) || got[1].Column != "k8s_namespace_name" {
-		t.Fatalf("promotedColumns = %v, %v", got, err)
+	got, err := PromotedColumns([]string{"host.name", "k8s.namespace.name"})
+	if err != nil || len(got) != 2 || got[0] != (PromotedColumn{"host.name", "host_name"}) || got[1].Column != "k8s_namespace_name" {
+		t.Fatalf("PromotedColumns = %v, %v", got, err)
 	}
 }
 
@@ -85,7 +85,7 @@ func TestAttrPromotedColumnsErrors(t *testing.T) {
 func TestUTF8RepairedInEveryColumn(t *testing.T) {
 	const bad = "x\xff"
 	const fixed = "x\uFFFD"
-	promoted, err := promotedColumns([]string{"p"})
+	promoted, err := PromotedColumns([]string{"p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestUTF8RepairedInEveryColumn(t *testing.T) {
 	lr2 := sl.LogRecords().AppendEmpty()
 	lr2.Body().SetEmptyMap().PutStr(bad, bad)
 
-	h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted})
+	h := newHarness(t, 0, EncoderConfig{Promoted: promoted})
 	h.metrics(md)
 	h.logs(ld)
 	g := h.oneRow("otel_metrics_gauge")
@@ -154,7 +154,7 @@ func TestUTF8RepairedInEveryColumn(t *testing.T) {
 	md2 := pmetric.NewMetrics()
 	md.CopyTo(md2)
 	md2.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).SetName(fixed)
-	h2 := newHarness(t, 0, rowEncoderConfig{Promoted: promoted})
+	h2 := newHarness(t, 0, EncoderConfig{Promoted: promoted})
 	h2.metrics(md2)
 	if h2.oneRow("otel_metrics_gauge")["series_id"] != g["series_id"] {
 		t.Error("series_id differs between a repaired name and the same valid name")

@@ -9,135 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
+	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"go.uber.org/zap"
-
-	"github.com/questdbexporter/questdbexporter/qwp"
 )
-
-// Replay is at-least-once: a frame QuestDB committed but whose OK was lost is
-// sent again after a reconnect. Tables created with DEDUP UPSERT KEYS make
-// that replay idempotent, so the exporter creates its tables itself (when
-// create_tables is on) instead of leaving them to QWP's auto-create, which
-// makes tables without dedup keys.
-
-// dedupKey is the column that, with the designated timestamp, identifies a
-// row of a table: series_id for metrics, record_id for logs.
-func (k tableKind) dedupKey() string {
-	if k == tableLogs {
-		return colRecordID
-	}
-	return colSeriesID
-}
-
-// sqlType is the QuestDB SQL type of a QWP wire type, for the types the data
-// model writes.
-func sqlType(t qwp.ColumnType) (string, error) {
-	switch t {
-	case qwp.TypeTimestampNanos:
-		return "TIMESTAMP_NS", nil
-	case qwp.TypeSymbol:
-		return "SYMBOL", nil
-	case qwp.TypeVarchar:
-		return "VARCHAR", nil
-	case qwp.TypeInt:
-		return "INT", nil
-	case qwp.TypeLong:
-		return "LONG", nil
-	case qwp.TypeDouble:
-		return "DOUBLE", nil
-	case qwp.TypeBoolean:
-		return "BOOLEAN", nil
-	case qwp.TypeDoubleArray:
-		return "DOUBLE[]", nil
-	}
-	return "", fmt.Errorf("no SQL type for wire type %s", t)
-}
-
-// quoteIdent returns name bare when it is a plain identifier and double-quoted
-// otherwise (a table name may hold '.', which SQL would read as a qualifier).
-func quoteIdent(name string) string {
-	plain := name != ""
-	for i, r := range name {
-		if !(r == '_' || r < unicode.MaxASCII && (unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r))) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return name
-	}
-	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
-}
-
-// ttlClause renders a ttl setting ("30d", "2w", "12h", "6M", "1y"; empty for
-// none) as QuestDB's TTL clause. Tables are partitioned by day, and QuestDB
-// drops whole partitions, so an hour count must be a whole number of days.
-func ttlClause(ttl string) (string, error) {
-	if ttl == "" {
-		return "", nil
-	}
-	n, err := strconv.Atoi(ttl[:len(ttl)-1])
-	if err != nil || n <= 0 {
-		return "", fmt.Errorf("ttl %q: want a positive whole number and a unit (h, d, w, M, y), e.g. 30d", ttl)
-	}
-	unit := map[byte]string{'h': "HOURS", 'd': "DAYS", 'w': "WEEKS", 'M': "MONTHS", 'y': "YEARS"}[ttl[len(ttl)-1]]
-	if unit == "" {
-		return "", fmt.Errorf("ttl %q: unit must be one of h, d, w, M, y", ttl)
-	}
-	if unit == "HOURS" && n%24 != 0 {
-		return "", fmt.Errorf("ttl %q: tables are partitioned by day, so hours must be a multiple of 24", ttl)
-	}
-	return fmt.Sprintf(" TTL %d %s", n, unit), nil
-}
-
-// createTableSQL is the statement that creates one table of the data model
-// with its dedup keys, if it does not exist yet.
-func createTableSQL(name string, k tableKind, attrsType qwp.ColumnType, promoted []promotedColumn, ttl string) (string, error) {
-	tb := table{kind: k}
-	var b strings.Builder
-	b.WriteString("CREATE TABLE IF NOT EXISTS ")
-	b.WriteString(quoteIdent(name))
-	b.WriteString(" (")
-	cols := tb.columns(attrsType)
-	for _, p := range promoted {
-		cols = append(cols, column{name: p.Column, typ: qwp.TypeSymbol})
-	}
-	for i, c := range cols {
-		typ, err := sqlType(c.typ)
-		if err != nil {
-			return "", fmt.Errorf("table %s column %q: %w", name, c.name, err)
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		col := c.name
-		if col == "" {
-			col = colDesignated
-		}
-		b.WriteString(quoteIdent(col))
-		b.WriteByte(' ')
-		b.WriteString(typ)
-	}
-	clause, err := ttlClause(ttl)
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(&b, ") TIMESTAMP(%s) PARTITION BY DAY WAL%s DEDUP UPSERT KEYS(%s, %s)",
-		colDesignated, clause, colDesignated, k.dedupKey())
-	return b.String(), nil
-}
-
-// enableDedupSQL is what an operator runs to give an existing table the
-// exporter's dedup keys.
-func enableDedupSQL(name string, k tableKind) string {
-	return fmt.Sprintf("ALTER TABLE %s DEDUP ENABLE UPSERT KEYS(%s, %s)", quoteIdent(name), colDesignated, k.dedupKey())
-}
 
 // tableCreator runs the DDL against QuestDB's HTTP /exec endpoint, which
 // shares host, port, TLS and credentials with the QWP endpoint. It runs on
@@ -145,8 +23,7 @@ func enableDedupSQL(name string, k tableKind) string {
 // WebSocket upgrade succeeded, so never while QuestDB is down. A failure is
 // logged with its statement and never holds back the frames.
 type tableCreator struct {
-	tables   [numTables]string
-	stmts    [numTables]string
+	ddl      []datamodel.TableDDL
 	client   *http.Client
 	username string
 	password string
@@ -160,9 +37,9 @@ type tableCreator struct {
 // tableCreatorConfig is what newTableCreator needs from the exporter's
 // configuration.
 type tableCreatorConfig struct {
-	Tables            tableNames
+	Tables            datamodel.Tables
 	AttributesVarchar bool
-	Promoted          []promotedColumn
+	Promoted          []datamodel.PromotedColumn
 	TTL               string
 	TLS               *tls.Config
 	Username          string
@@ -173,13 +50,13 @@ type tableCreatorConfig struct {
 }
 
 func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
-	attrsType := qwp.TypeSymbol
-	if c.AttributesVarchar {
-		attrsType = qwp.TypeVarchar
+	ddl, err := datamodel.DDL(c.Tables, c.AttributesVarchar, c.Promoted, c.TTL)
+	if err != nil {
+		return nil, err
 	}
 	tc := &tableCreator{
 		username: c.Username, password: c.Password, token: c.Token,
-		logger: c.Logger, warned: map[string]bool{},
+		ddl: ddl, logger: c.Logger, warned: map[string]bool{},
 		client: &http.Client{
 			Timeout:   c.Timeout,
 			Transport: &http.Transport{TLSClientConfig: c.TLS, Proxy: http.ProxyFromEnvironment},
@@ -187,14 +64,6 @@ func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
 	}
 	if tc.logger == nil {
 		tc.logger = zap.NewNop()
-	}
-	for k := range numTables {
-		tc.tables[k] = c.Tables.of(k)
-		stmt, err := createTableSQL(tc.tables[k], k, attrsType, c.Promoted, c.TTL)
-		if err != nil {
-			return nil, err
-		}
-		tc.stmts[k] = stmt
 	}
 	return tc, nil
 }
@@ -301,8 +170,8 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 			zap.String("table", table), zap.String("statement", stmt), zap.Error(err))
 		return false
 	}
-	for k, stmt := range tc.stmts {
-		if _, err := tc.exec(ctx, endpoint, stmt); err != nil && failed("CREATE TABLE failed", tc.tables[k], stmt, err) {
+	for _, d := range tc.ddl {
+		if _, err := tc.exec(ctx, endpoint, d.Create); err != nil && failed("CREATE TABLE failed", d.Table, d.Create, err) {
 			return refused, err
 		}
 	}
@@ -320,7 +189,8 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 		}
 		name, _ := row[0].(string)
 		dedup, _ := row[1].(bool)
-		for k, t := range tc.tables {
+		for _, d := range tc.ddl {
+			t := d.Table
 			if dedup || !strings.EqualFold(name, t) {
 				continue
 			}
@@ -330,7 +200,7 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 			tc.mu.Unlock()
 			if first {
 				tc.logger.Warn("Table exists without dedup keys: a replay after a reconnect or restart can duplicate rows",
-					zap.String("table", t), zap.String("fix", enableDedupSQL(t, tableKind(k))))
+					zap.String("table", t), zap.String("fix", d.EnableDedup))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ type harness struct {
 	t        testing.TB
 	dict     *qwp.MemDict
 	enc      *qwp.Encoder
-	re       *rowEncoder
+	re       *Encoder
 	maxFrame int
 	frames   [][]byte
 	dec      qwptest.Decoder
@@ -38,19 +38,19 @@ type decodedTable struct {
 	rows  []map[string]any // column -> value; absent or nil = NULL
 }
 
-func newHarness(t testing.TB, maxFrame int, cfg rowEncoderConfig) *harness {
+func newHarness(t testing.TB, maxFrame int, cfg EncoderConfig) *harness {
 	t.Helper()
-	if cfg.Tables == (tableNames{}) {
-		cfg.Tables = defaultTableNames()
+	if cfg.Tables == (Tables{}) {
+		cfg.Tables = DefaultTables()
 	}
 	if cfg.Now == nil {
 		cfg.Now = func() time.Time { return exportTime }
 	}
 	h := &harness{t: t, dict: qwp.NewMemDict(), maxFrame: maxFrame, tables: map[string]*decodedTable{}}
 	h.enc = qwp.NewEncoder(h.dict, qwp.EncoderOptions{MaxFrameBytes: maxFrame, Gorilla: true, DeltaSymbolDict: true})
-	re, err := newRowEncoder(h.enc, cfg)
+	re, err := NewEncoder(h.enc, cfg)
 	if err != nil {
-		t.Fatalf("newRowEncoder: %v", err)
+		t.Fatalf("NewEncoder: %v", err)
 	}
 	h.re = re
 	return h
@@ -90,9 +90,9 @@ func (h *harness) emit(frame []byte) error {
 	return nil
 }
 
-func (h *harness) metrics(md pmetric.Metrics) encodeStats {
+func (h *harness) metrics(md pmetric.Metrics) Stats {
 	h.t.Helper()
-	st, err := h.re.encodeMetrics(md, h.emit)
+	st, err := h.re.EncodeMetrics(md, h.emit)
 	if err != nil {
 		h.t.Fatalf("encodeMetrics: %v", err)
 	}
@@ -100,9 +100,9 @@ func (h *harness) metrics(md pmetric.Metrics) encodeStats {
 	return st
 }
 
-func (h *harness) logs(ld plog.Logs) encodeStats {
+func (h *harness) logs(ld plog.Logs) Stats {
 	h.t.Helper()
-	st, err := h.re.encodeLogs(ld, h.emit)
+	st, err := h.re.EncodeLogs(ld, h.emit)
 	if err != nil {
 		h.t.Fatalf("encodeLogs: %v", err)
 	}
@@ -112,7 +112,7 @@ func (h *harness) logs(ld plog.Logs) encodeStats {
 
 func (h *harness) flush() {
 	h.t.Helper()
-	if err := h.re.flush(h.emit); err != nil {
+	if err := h.re.Flush(h.emit); err != nil {
 		h.t.Fatalf("flush: %v", err)
 	}
 	if h.enc.Rows() != 0 {
@@ -183,17 +183,17 @@ func sameValue(got, want any) bool {
 func TestMetricEncoderConfigErrors(t *testing.T) {
 	tests := []struct {
 		name    string
-		cfg     rowEncoderConfig
+		cfg     EncoderConfig
 		wantErr string
 	}{
-		{"bad table name", rowEncoderConfig{Tables: func() tableNames { n := defaultTableNames(); n.Sum = "a/b"; return n }()}, "sum table"},
-		{"shared table", rowEncoderConfig{Tables: func() tableNames { n := defaultTableNames(); n.Logs = "OTEL_metrics_gauge"; return n }()}, "used for both gauge and logs"},
-		{"empty table", rowEncoderConfig{Tables: func() tableNames { n := defaultTableNames(); n.Summary = ""; return n }()}, "summary table"},
+		{"bad table name", EncoderConfig{Tables: func() Tables { n := DefaultTables(); n.Sum = "a/b"; return n }()}, "sum table"},
+		{"shared table", EncoderConfig{Tables: func() Tables { n := DefaultTables(); n.Logs = "OTEL_metrics_gauge"; return n }()}, "used for both gauge and logs"},
+		{"empty table", EncoderConfig{Tables: func() Tables { n := DefaultTables(); n.Summary = ""; return n }()}, "summary table"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{DeltaSymbolDict: true})
-			_, err := newRowEncoder(enc, tc.cfg)
+			_, err := NewEncoder(enc, tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
 			}
@@ -202,7 +202,7 @@ func TestMetricEncoderConfigErrors(t *testing.T) {
 }
 
 func TestMetricEmitErrorAbortsBatch(t *testing.T) {
-	h := newHarness(t, 2048, rowEncoderConfig{})
+	h := newHarness(t, 2048, EncoderConfig{})
 	md := pmetric.NewMetrics()
 	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
 	m.SetName("g")
@@ -214,7 +214,7 @@ func TestMetricEmitErrorAbortsBatch(t *testing.T) {
 	}
 	boom := errors.New("queue closed")
 	calls := 0
-	st, err := h.re.encodeMetrics(md, func([]byte) error { calls++; return boom })
+	st, err := h.re.EncodeMetrics(md, func([]byte) error { calls++; return boom })
 	if !errors.Is(err, boom) || calls != 1 {
 		t.Fatalf("err = %v after %d emits, want the emit error after the first", err, calls)
 	}
@@ -242,7 +242,7 @@ func TestMetricEmitMayResetDictionary(t *testing.T) {
 	}
 	const limit = 1024
 	enc := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{MaxFrameBytes: limit, Gorilla: true, DeltaSymbolDict: true})
-	re, err := newRowEncoder(enc, rowEncoderConfig{Tables: defaultTableNames()})
+	re, err := NewEncoder(enc, EncoderConfig{Tables: DefaultTables()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +270,11 @@ func TestMetricEmitMayResetDictionary(t *testing.T) {
 		enc.Reset(qwp.NewMemDict())
 		return nil
 	}
-	st, err := re.encodeMetrics(md, emit)
+	st, err := re.EncodeMetrics(md, emit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := re.flush(emit); err != nil {
+	if err := re.Flush(emit); err != nil {
 		t.Fatal(err)
 	}
 	if st.Rows[tableGauge] != n || len(values) != n || generations < 5 {
@@ -336,23 +336,23 @@ func singlePointBatches(md pmetric.Metrics) []pmetric.Metrics {
 // by up to boundSlack bytes, which is nothing against a 1.8 MiB frame: at
 // that much above the real size the row is written.
 func TestMetricRowBoundIsUpperBound(t *testing.T) {
-	promoted, err := promotedColumns([]string{"host.name", "http.status_code"})
+	promoted, err := PromotedColumns([]string{"host.name", "http.status_code"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := rowEncoderConfig{Promoted: promoted}
-	sizeOf := func(encode func(h *harness) encodeStats) int {
+	cfg := EncoderConfig{Promoted: promoted}
+	sizeOf := func(encode func(h *harness) Stats) int {
 		h := newHarness(t, 0, cfg)
-		if st := encode(h); st.Skipped != [numSkipReasons]int{} || len(h.frames) != 1 {
+		if st := encode(h); st.Skipped != [NumSkipReasons]int{} || len(h.frames) != 1 {
 			t.Fatalf("reference encoding: stats %+v, %d frames", st, len(h.frames))
 		}
 		return len(h.frames[0])
 	}
-	check := func(name string, encode func(h *harness) encodeStats) {
+	check := func(name string, encode func(h *harness) Stats) {
 		const boundSlack = 1024
 		size := sizeOf(encode)
 		h := newHarness(t, size+boundSlack, cfg)
-		if st := encode(h); st.Skipped != [numSkipReasons]int{} {
+		if st := encode(h); st.Skipped != [NumSkipReasons]int{} {
 			t.Errorf("%s: skipped at a limit of %d bytes, %d over its own size: %+v", name, size+boundSlack, boundSlack, st)
 		}
 		h = newHarness(t, size-1, cfg)
@@ -368,7 +368,7 @@ func TestMetricRowBoundIsUpperBound(t *testing.T) {
 		if md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Name() == "" {
 			continue
 		}
-		check(fmt.Sprintf("metric point %d", i), func(h *harness) encodeStats { return h.metrics(md) })
+		check(fmt.Sprintf("metric point %d", i), func(h *harness) Stats { return h.metrics(md) })
 	}
 	lrs := goldenLogs()
 	for i := range lrs.LogRecordCount() {
@@ -390,7 +390,7 @@ func TestMetricRowBoundIsUpperBound(t *testing.T) {
 				}
 			}
 		}
-		check(fmt.Sprintf("log record %d", i), func(h *harness) encodeStats { return h.logs(ld) })
+		check(fmt.Sprintf("log record %d", i), func(h *harness) Stats { return h.logs(ld) })
 	}
 }
 
@@ -442,11 +442,11 @@ func TestSymbolsFollowResourceScopeAndMetric(t *testing.T) {
 			}
 		}
 	}
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	for range 2 { // two batches sharing the frames
-		for _, encode := range []func() (encodeStats, error){
-			func() (encodeStats, error) { return h.re.encodeMetrics(md, h.emit) },
-			func() (encodeStats, error) { return h.re.encodeLogs(ld, h.emit) },
+		for _, encode := range []func() (Stats, error){
+			func() (Stats, error) { return h.re.EncodeMetrics(md, h.emit) },
+			func() (Stats, error) { return h.re.EncodeLogs(ld, h.emit) },
 		} {
 			if _, err := encode(); err != nil {
 				t.Fatal(err)

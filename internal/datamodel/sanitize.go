@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"fmt"
@@ -60,21 +60,21 @@ func sanitizeColumnName(key string) string {
 	return string(out)
 }
 
-// promotedColumn is one entry of attributes_as_symbols: the attribute key
+// PromotedColumn is one entry of attributes_as_symbols: the attribute key
 // looked up on the data point, then the scope, then the resource, and the
 // SYMBOL column it is written to.
-type promotedColumn struct {
+type PromotedColumn struct {
 	Key    string
 	Column string
 }
 
-// promotedColumns derives the promoted SYMBOL columns from the configured
+// PromotedColumns derives the promoted SYMBOL columns from the configured
 // attribute keys. It refuses an empty key, a key listed twice, and a key whose
 // sanitised name is taken (ignoring case, as QuestDB does) by a built-in column
 // of any table or by another key, because two values would then compete for
 // one column.
-func promotedColumns(keys []string) ([]promotedColumn, error) {
-	out := make([]promotedColumn, 0, len(keys))
+func PromotedColumns(keys []string) ([]PromotedColumn, error) {
+	out := make([]PromotedColumn, 0, len(keys))
 	byColumn := make(map[string]string, len(keys))
 	for _, key := range keys {
 		if key == "" {
@@ -89,7 +89,7 @@ func promotedColumns(keys []string) ([]promotedColumn, error) {
 			return nil, fmt.Errorf("attributes_as_symbols: keys %q and %q both map to column %q; keep one", prev, key, col)
 		}
 		byColumn[folded] = key
-		out = append(out, promotedColumn{Key: key, Column: col})
+		out = append(out, PromotedColumn{Key: key, Column: col})
 	}
 	return out, nil
 }

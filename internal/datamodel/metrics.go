@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"encoding/hex"
@@ -30,11 +30,11 @@ type metricRow struct {
 	bound                   int    // row bound share of the scope and metric columns
 }
 
-// encodeMetrics writes every data point of md as a row of its kind's table
-// (see rowEncoder for frames and emit). Integer values become DOUBLE; NaN
+// EncodeMetrics writes every data point of md as a row of its kind's table
+// (see Encoder for frames and emit). Integer values become DOUBLE; NaN
 // and ±Inf are written as they are. A data point without a time gets the
 // export time as its designated timestamp.
-func (r *rowEncoder) encodeMetrics(md pmetric.Metrics, emit func(frame []byte) error) (encodeStats, error) {
+func (r *Encoder) EncodeMetrics(md pmetric.Metrics, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
@@ -56,7 +56,7 @@ func (r *rowEncoder) encodeMetrics(md pmetric.Metrics, emit func(frame []byte) e
 	return r.stats, nil
 }
 
-func (r *rowEncoder) writeMetric(m pmetric.Metric, emit func([]byte) error) error {
+func (r *Encoder) writeMetric(m pmetric.Metric, emit func([]byte) error) error {
 	mr := metricRow{
 		name:        validString(m.Name()),
 		unit:        validString(m.Unit()),
@@ -93,7 +93,7 @@ func (r *rowEncoder) writeMetric(m pmetric.Metric, emit func([]byte) error) erro
 }
 
 // seriesSeed hashes the scope and metric part of series_id.
-func (r *rowEncoder) seriesSeed(mr *metricRow, kind metricKind) {
+func (r *Encoder) seriesSeed(mr *metricRow, kind metricKind) {
 	r.idBuf = appendMetricIdentity(append(r.idBuf[:0], r.scopeID...), kind, mr.name)
 	mr.seed = xxh64(0, r.idBuf)
 }
@@ -124,7 +124,7 @@ type pointCommon struct {
 
 // preparePoint renders the point's attributes and promoted values and
 // computes series_id.
-func (r *rowEncoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, time, start pcommon.Timestamp, flags uint32) pointCommon {
+func (r *Encoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, time, start pcommon.Timestamp, flags uint32) pointCommon {
 	r.attrJSON = r.appendRowAttrs(r.attrJSON[:0], attrs)
 	return pointCommon{
 		time:     time,
@@ -136,7 +136,7 @@ func (r *rowEncoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, t
 }
 
 // setMetricCommon writes the columns every metric row has, in schema order.
-func (r *rowEncoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) {
+func (r *Encoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) {
 	t := tb.t
 	ts, ok := timestampNanos(pc.time)
 	if !ok {
@@ -166,7 +166,7 @@ func (r *rowEncoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) 
 // kind-specific ones, then the promoted columns, again into a fresh frame
 // when the current one is full. variable is the row bound share of the
 // kind-specific values.
-func (r *rowEncoder) writeMetricRow(tb *table, mr *metricRow, pc *pointCommon, variable int, emit func([]byte) error, setValues func(t *qwp.Table)) error {
+func (r *Encoder) writeMetricRow(tb *table, mr *metricRow, pc *pointCommon, variable int, emit func([]byte) error, setValues func(t *qwp.Table)) error {
 	if !r.fits(tb, pc.bound+variable, mr.name) {
 		return nil
 	}
@@ -182,7 +182,7 @@ func (r *rowEncoder) writeMetricRow(tb *table, mr *metricRow, pc *pointCommon, v
 }
 
 // writeNumberPoints writes gauge points, or sum points when sum is set.
-func (r *rowEncoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.NumberDataPointSlice, sum pmetric.Sum, emit func([]byte) error) error {
+func (r *Encoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.NumberDataPointSlice, sum pmetric.Sum, emit func([]byte) error) error {
 	var temporality string
 	if tb.kind == tableSum {
 		temporality = temporalityName(sum.AggregationTemporality())
@@ -214,7 +214,7 @@ func (r *rowEncoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.Num
 	return nil
 }
 
-func (r *rowEncoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, emit func([]byte) error) error {
+func (r *Encoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, emit func([]byte) error) error {
 	tb := &r.tables[tableHistogram]
 	temporality := temporalityName(h.AggregationTemporality())
 	dps := h.DataPoints()
@@ -242,7 +242,7 @@ func (r *rowEncoder) writeHistogramPoints(mr *metricRow, h pmetric.Histogram, em
 	return nil
 }
 
-func (r *rowEncoder) writeExpHistogramPoints(mr *metricRow, h pmetric.ExponentialHistogram, emit func([]byte) error) error {
+func (r *Encoder) writeExpHistogramPoints(mr *metricRow, h pmetric.ExponentialHistogram, emit func([]byte) error) error {
 	tb := &r.tables[tableExpHistogram]
 	temporality := temporalityName(h.AggregationTemporality())
 	dps := h.DataPoints()
@@ -302,7 +302,7 @@ func setHistogramStats[P histogramStats](t *qwp.Table, tb *table, dp P) {
 	}
 }
 
-func (r *rowEncoder) writeSummaryPoints(mr *metricRow, s pmetric.Summary, emit func([]byte) error) error {
+func (r *Encoder) writeSummaryPoints(mr *metricRow, s pmetric.Summary, emit func([]byte) error) error {
 	tb := &r.tables[tableSummary]
 	dps := s.DataPoints()
 	for i := 0; i < dps.Len(); i++ {
@@ -330,7 +330,7 @@ func (r *rowEncoder) writeSummaryPoints(mr *metricRow, s pmetric.Summary, emit f
 
 // setArray writes vals as a one-dimensional DOUBLE[]; no values make an
 // empty array, which is a value (a histogram without buckets), not NULL.
-func (r *rowEncoder) setArray(t *qwp.Table, c qwp.Col, vals []float64) {
+func (r *Encoder) setArray(t *qwp.Table, c qwp.Col, vals []float64) {
 	r.shape[0] = int32(len(vals))
 	t.DoubleArray(c, r.shape[:], vals)
 }
@@ -370,7 +370,7 @@ func temporalityName(t pmetric.AggregationTemporality) string {
 // value is a JSON integer for an int exemplar, a number (or "NaN", "+Inf",
 // "-Inf") for a double one, null when unset; filtered_attributes, trace_id
 // and span_id appear only when set.
-func (r *rowEncoder) appendExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
+func (r *Encoder) appendExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
 	if exs.Len() == 0 {
 		return dst
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package questdbexporter
+package datamodel
 
 import (
 	"syscall"

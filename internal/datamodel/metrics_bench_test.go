@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"bytes"
@@ -76,27 +76,27 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 	b.Run("qwp", func(b *testing.B) {
 		dict := qwp.NewMemDict()
 		enc := qwp.NewEncoder(dict, qwp.EncoderOptions{MaxFrameBytes: 1_887_436, Gorilla: true, DeltaSymbolDict: true})
-		re, err := newRowEncoder(enc, rowEncoderConfig{Tables: defaultTableNames()})
+		re, err := NewEncoder(enc, EncoderConfig{Tables: DefaultTables()})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var frameBytes int
 		emit := func(f []byte) error { frameBytes += len(f); return nil }
 		// Cold: the first batch carries every symbol in its delta section.
-		if _, err := re.encodeMetrics(benchGaugeBatch(points, 0), emit); err != nil {
+		if _, err := re.EncodeMetrics(benchGaugeBatch(points, 0), emit); err != nil {
 			b.Fatal(err)
 		}
-		if err := re.flush(emit); err != nil {
+		if err := re.Flush(emit); err != nil {
 			b.Fatal(err)
 		}
 		cold := frameBytes
 		md := benchGaugeBatch(points, 1)
 		perPoint(b, points, func() {
 			frameBytes = 0
-			if _, err := re.encodeMetrics(md, emit); err != nil {
+			if _, err := re.EncodeMetrics(md, emit); err != nil {
 				b.Fatal(err)
 			}
-			if err := re.flush(emit); err != nil {
+			if err := re.Flush(emit); err != nil {
 				b.Fatal(err)
 			}
 		})

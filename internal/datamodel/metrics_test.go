@@ -1,4 +1,4 @@
-package questdbexporter
+package datamodel
 
 import (
 	"encoding/binary"
@@ -137,9 +137,9 @@ func TestMetricGaugeRows(t *testing.T) {
 		dp.Attributes().PutStr("k", "no time")
 	})
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	st := h.metrics(md)
-	if st.Rows[tableGauge] != 7 || st.Skipped != [numSkipReasons]int{} || len(h.frames) != 1 {
+	if st.Rows[tableGauge] != 7 || st.Skipped != [NumSkipReasons]int{} || len(h.frames) != 1 {
 		t.Fatalf("stats = %+v in %d frames, want 7 gauge rows in 1 frame, no skips", st, len(h.frames))
 	}
 	rows := h.table("otel_metrics_gauge").rows
@@ -202,7 +202,7 @@ func TestMetricSumRows(t *testing.T) {
 			noStart.SetTimestamp(pcommon.Timestamp(testT1))
 			noStart.SetDoubleValue(0.5)
 
-			h := newHarness(t, 0, rowEncoderConfig{})
+			h := newHarness(t, 0, EncoderConfig{})
 			if st := h.metrics(md); st.Rows[tableSum] != 2 {
 				t.Fatalf("stats = %+v", st)
 			}
@@ -234,7 +234,7 @@ func TestMetricHistogramRows(t *testing.T) {
 	bare.SetTimestamp(pcommon.Timestamp(testT1))
 	bare.SetCount(math.MaxUint64)
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	if st := h.metrics(md); st.Rows[tableHistogram] != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -277,7 +277,7 @@ func TestMetricExpHistogramRows(t *testing.T) {
 	empty := eh.DataPoints().AppendEmpty()
 	empty.SetTimestamp(pcommon.Timestamp(testT1))
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	if st := h.metrics(md); st.Rows[tableExpHistogram] != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -308,7 +308,7 @@ func TestMetricSummaryRows(t *testing.T) {
 	empty := m.Summary().DataPoints().AppendEmpty()
 	empty.SetTimestamp(pcommon.Timestamp(testT1))
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	if st := h.metrics(md); st.Rows[tableSummary] != 2 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -332,7 +332,7 @@ func TestMetricEmptyNameSkipped(t *testing.T) {
 	empty := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().AppendEmpty()
 	empty.SetName("no data") // MetricTypeEmpty: nothing to write, nothing skipped
 
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	st := h.metrics(md)
 	if st.Skipped[skipEmptyMetricName] != 1 || st.Rows[tableSum] != 1 || st.Rows[tableGauge] != 0 {
 		t.Fatalf("stats = %+v, want 1 empty-name skip and the sum row", st)
@@ -358,7 +358,7 @@ func TestMetricOversizedValueSkipped(t *testing.T) {
 			dp.Attributes().PutStr("big", strings.Repeat("y", limit/2))
 		}
 	}
-	h := newHarness(t, limit, rowEncoderConfig{})
+	h := newHarness(t, limit, EncoderConfig{})
 	st := h.metrics(md)
 	if st.Skipped[skipRowTooLarge] != 1 || st.Rows[tableGauge] != 49 {
 		t.Fatalf("stats = %+v, want 49 rows and 1 too-large skip", st)
@@ -407,10 +407,10 @@ func TestMetricFrameSplitEveryRowOnce(t *testing.T) {
 		}
 	}
 	const limit = 700
-	h := newHarness(t, limit, rowEncoderConfig{})
+	h := newHarness(t, limit, EncoderConfig{})
 	st := h.metrics(md)
 	total := 6 * (n / 6)
-	if st.Rows[tableSum] != total || st.Skipped != [numSkipReasons]int{} {
+	if st.Rows[tableSum] != total || st.Skipped != [NumSkipReasons]int{} {
 		t.Fatalf("stats = %+v, want %d rows", st, total)
 	}
 	if len(h.frames) < 10 {
@@ -434,7 +434,7 @@ func TestMetricAttributesVarcharOption(t *testing.T) {
 	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
 	dp.SetTimestamp(pcommon.Timestamp(testT1))
 	dp.Attributes().PutStr("k", "v")
-	h := newHarness(t, 0, rowEncoderConfig{AttributesVarchar: true})
+	h := newHarness(t, 0, EncoderConfig{AttributesVarchar: true})
 	h.metrics(md)
 	dt := h.table("otel_metrics_gauge")
 	if dt.types["attributes"] != qwp.TypeVarchar || dt.rows[0]["attributes"] != `{"k":"v"}` {
@@ -448,7 +448,7 @@ func TestMetricAttributesVarcharOption(t *testing.T) {
 }
 
 func TestMetricPromotedAttributes(t *testing.T) {
-	promoted, err := promotedColumns([]string{"host.name", "k8s.pod-name", "region", "code", "absent"})
+	promoted, err := PromotedColumns([]string{"host.name", "k8s.pod-name", "region", "code", "absent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestMetricPromotedAttributes(t *testing.T) {
 	p1.Attributes().PutStr("code", "") // so is an empty string
 	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("absent", "")
 
-	h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted})
+	h := newHarness(t, 0, EncoderConfig{Promoted: promoted})
 	h.metrics(md)
 	rows := h.table("otel_metrics_gauge").rows
 	want := []map[string]any{
@@ -494,13 +494,13 @@ func TestMetricPromotedAttributes(t *testing.T) {
 
 func TestMetricNoAllocSteadyState(t *testing.T) {
 	md := benchGaugeBatch(100, 0)
-	h := newHarness(t, 0, rowEncoderConfig{})
+	h := newHarness(t, 0, EncoderConfig{})
 	emit := func([]byte) error { return nil }
 	encode := func() {
-		if _, err := h.re.encodeMetrics(md, emit); err != nil {
+		if _, err := h.re.EncodeMetrics(md, emit); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.re.flush(emit); err != nil {
+		if err := h.re.Flush(emit); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -516,7 +516,7 @@ func TestMetricNoAllocSteadyState(t *testing.T) {
 // so the budget is a test, not only a benchmark figure.
 func TestMetricGaugeBytesPerPoint(t *testing.T) {
 	const points = 1000
-	h := newHarness(t, 1_887_436, rowEncoderConfig{})
+	h := newHarness(t, 1_887_436, EncoderConfig{})
 	h.metrics(benchGaugeBatch(points, 0))
 	cold := 0
 	for _, f := range h.frames {
@@ -555,7 +555,7 @@ func TestBuiltValuesNeedNoRecheck(t *testing.T) {
 		{"above U+10FFFF", "\xf4\x90\x80\x80"},
 		{"after 8 plain bytes", "01234567\xfe"},
 	}
-	promoted, err := promotedColumns([]string{"p"})
+	promoted, err := PromotedColumns([]string{"p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +588,7 @@ func TestBuiltValuesNeedNoRecheck(t *testing.T) {
 				lr.Attributes().PutStr("p", bad.s)
 				lrs.AppendEmpty().Body().SetEmptyMap().PutStr(bad.s, bad.s)
 
-				h := newHarness(t, 0, rowEncoderConfig{Promoted: promoted, AttributesVarchar: varchar})
+				h := newHarness(t, 0, EncoderConfig{Promoted: promoted, AttributesVarchar: varchar})
 				h.metrics(md)
 				h.logs(ld)
 				var got []any

@@ -1,0 +1,166 @@
+package datamodel
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// Replay is at-least-once: a frame QuestDB committed but whose OK was lost is
+// sent again after a reconnect. Tables created with DEDUP UPSERT KEYS make
+// that replay idempotent, so the exporter creates its tables itself (when
+// create_tables is on) instead of leaving them to QWP's auto-create, which
+// makes tables without dedup keys.
+
+// dedupKey is the column that, with the designated timestamp, identifies a
+// row of a table: series_id for metrics, record_id for logs.
+func (k tableKind) dedupKey() string {
+	if k == tableLogs {
+		return colRecordID
+	}
+	return colSeriesID
+}
+
+// sqlType is the QuestDB SQL type of a QWP wire type, for the types the data
+// model writes.
+func sqlType(t qwp.ColumnType) (string, error) {
+	switch t {
+	case qwp.TypeTimestampNanos:
+		return "TIMESTAMP_NS", nil
+	case qwp.TypeSymbol:
+		return "SYMBOL", nil
+	case qwp.TypeVarchar:
+		return "VARCHAR", nil
+	case qwp.TypeInt:
+		return "INT", nil
+	case qwp.TypeLong:
+		return "LONG", nil
+	case qwp.TypeDouble:
+		return "DOUBLE", nil
+	case qwp.TypeBoolean:
+		return "BOOLEAN", nil
+	case qwp.TypeDoubleArray:
+		return "DOUBLE[]", nil
+	}
+	return "", fmt.Errorf("no SQL type for wire type %s", t)
+}
+
+// quoteIdent returns name bare when it is a plain identifier and double-quoted
+// otherwise (a table name may hold '.', which SQL would read as a qualifier).
+func quoteIdent(name string) string {
+	plain := name != ""
+	for i, r := range name {
+		if !(r == '_' || r < unicode.MaxASCII && (unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r))) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+// ttlClause renders a ttl setting ("30d", "2w", "12h", "6M", "1y"; empty for
+// none) as QuestDB's TTL clause. Tables are partitioned by day, and QuestDB
+// drops whole partitions, so an hour count must be a whole number of days.
+func ttlClause(ttl string) (string, error) {
+	if ttl == "" {
+		return "", nil
+	}
+	n, err := strconv.Atoi(ttl[:len(ttl)-1])
+	if err != nil || n <= 0 {
+		return "", fmt.Errorf("ttl %q: want a positive whole number and a unit (h, d, w, M, y), e.g. 30d", ttl)
+	}
+	unit := map[byte]string{'h': "HOURS", 'd': "DAYS", 'w': "WEEKS", 'M': "MONTHS", 'y': "YEARS"}[ttl[len(ttl)-1]]
+	if unit == "" {
+		return "", fmt.Errorf("ttl %q: unit must be one of h, d, w, M, y", ttl)
+	}
+	if unit == "HOURS" && n%24 != 0 {
+		return "", fmt.Errorf("ttl %q: tables are partitioned by day, so hours must be a multiple of 24", ttl)
+	}
+	return fmt.Sprintf(" TTL %d %s", n, unit), nil
+}
+
+// createTableSQL is the statement that creates one table of the data model
+// with its dedup keys, if it does not exist yet.
+func createTableSQL(name string, k tableKind, attrsType qwp.ColumnType, promoted []PromotedColumn, ttl string) (string, error) {
+	tb := table{kind: k}
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS ")
+	b.WriteString(quoteIdent(name))
+	b.WriteString(" (")
+	cols := tb.columns(attrsType)
+	for _, p := range promoted {
+		cols = append(cols, column{name: p.Column, typ: qwp.TypeSymbol})
+	}
+	for i, c := range cols {
+		typ, err := sqlType(c.typ)
+		if err != nil {
+			return "", fmt.Errorf("table %s column %q: %w", name, c.name, err)
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		col := c.name
+		if col == "" {
+			col = colDesignated
+		}
+		b.WriteString(quoteIdent(col))
+		b.WriteByte(' ')
+		b.WriteString(typ)
+	}
+	clause, err := ttlClause(ttl)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, ") TIMESTAMP(%s) PARTITION BY DAY WAL%s DEDUP UPSERT KEYS(%s, %s)",
+		colDesignated, clause, colDesignated, k.dedupKey())
+	return b.String(), nil
+}
+
+// enableDedupSQL is what an operator runs to give an existing table the
+// exporter's dedup keys.
+func enableDedupSQL(name string, k tableKind) string {
+	return fmt.Sprintf("ALTER TABLE %s DEDUP ENABLE UPSERT KEYS(%s, %s)", quoteIdent(name), colDesignated, k.dedupKey())
+}
+
+// TableDDL is the DDL of one table of the data model.
+type TableDDL struct {
+	// Table is the table's configured name.
+	Table string
+	// Create creates the table with its dedup keys if it does not exist.
+	Create string
+	// EnableDedup gives an existing table the data model's dedup keys.
+	EnableDedup string
+}
+
+// DDL returns, for every table of the data model in a fixed order, the
+// statements that create it with its dedup keys and ttl ("30d", "12h", ...;
+// empty for none). attrsVarchar is metric_attributes_type: varchar.
+func DDL(tables Tables, attrsVarchar bool, promoted []PromotedColumn, ttl string) ([]TableDDL, error) {
+	attrsType := qwp.TypeSymbol
+	if attrsVarchar {
+		attrsType = qwp.TypeVarchar
+	}
+	out := make([]TableDDL, numTables)
+	for k := range numTables {
+		name := tables.of(k)
+		stmt, err := createTableSQL(name, k, attrsType, promoted, ttl)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = TableDDL{Table: name, Create: stmt, EnableDedup: enableDedupSQL(name, k)}
+	}
+	return out, nil
+}
+
+// CheckTTL reports whether ttl is a setting DDL accepts; its message starts
+// with ttl "<value>".
+func CheckTTL(ttl string) error {
+	_, err := ttlClause(ttl)
+	return err
+}
