@@ -17,7 +17,7 @@ OCB         := $(BUILD)/bin/builder
 COLLECTOR   := $(BUILD)/otelcol-questdb
 SINK        := $(BUILD)/qwpsink
 
-.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean
+.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean bench-collector
 
 ## test: the project's test command (vet, race-enabled short tests, a short fuzz pass).
 test: vet unit fuzz
@@ -73,6 +73,16 @@ demo: build sink
 ## e2e: a fixed OTLP payload through the ocb-built collector into the sink, every value checked.
 e2e: build sink
 	$(GO) run ./cmd/demo -mode e2e -collector $(COLLECTOR) -sink $(SINK)
+
+## bench-collector: the whole collector under OTLP/HTTP load, questdb beside nop and
+## otlp_http (cmd/benchcollector; minutes per round). BENCH_FLAGS passes flags,
+## e.g. BENCH_FLAGS='-rounds 9 -concurrency 8'. Not part of `make test`.
+BENCH_COLLECTOR := $(BUILD)/bench/otelcol-bench
+BENCH_FLAGS     ?=
+bench-collector: $(OCB) sink
+	cd bench && $(OCB) --config builder-config.yaml
+	$(GO) build -o $(BUILD)/benchcollector ./cmd/benchcollector
+	$(BUILD)/benchcollector -collector $(BENCH_COLLECTOR) -sink $(SINK) $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

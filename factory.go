@@ -65,6 +65,7 @@ func createDefaultConfig() component.Config {
 			ExponentialHistogram: "otel_metrics_exp_histogram",
 			Summary:              "otel_metrics_summary",
 			Logs:                 "otel_logs",
+			Traces:               "otel_traces",
 		},
 		MetricAttributesType: "symbol",
 		CreateTables:         true,
