@@ -34,7 +34,7 @@ func TestCreateTableSQLTraces(t *testing.T) {
 		"status_message VARCHAR, scope_name SYMBOL, scope_version SYMBOL, resource_attributes SYMBOL, " +
 		"scope_attributes SYMBOL, attributes VARCHAR, events VARCHAR, links VARCHAR, flags INT, " +
 		"dropped_attributes_count INT, dropped_events_count INT, dropped_links_count INT, span_key LONG) " +
-		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 7 DAYS DEDUP UPSERT KEYS(timestamp, span_key)"
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 7 DAYS WAL DEDUP UPSERT KEYS(timestamp, span_key)"
 	if got != want {
 		t.Fatalf("statement:\n got %s\nwant %s", got, want)
 	}
