@@ -62,22 +62,30 @@ type Sender struct {
 	started bool
 	closed  bool
 
+	// The dropper goroutine deletes old dictionary generations: a watermark
+	// write and a .symbol-dict rewrite, a few fsyncs that must not delay the
+	// first frame of a new generation. dropBelow is the latest request.
+	dropMu     sync.Mutex
+	dropBelow  uint32
+	dropWake   chan struct{}
+	dropperEnd chan struct{}
+
 	mu      sync.Mutex
 	ackCh   chan struct{} // closed and replaced when ackedFSN advances or the sender stops
 	termErr *TerminalError
 	stopped bool // the loop has exited
 
 	// Owned by the I/O goroutine.
-	cursor       *sfqueue.Cursor
-	bo           *backoff
-	endpoint     int    // index into o.Endpoints
-	acked        uint64 // ackedFSN as this sender last set it
-	maxSent      uint64 // highest FSN ever sent, to count replays
-	droppedBelow uint32 // generations below this were dropped from the dictionary
-	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects      int    // consecutive rejections of rejectFSN with no ack of it
-	attempts     int    // failed attempts since the last connection
-	outageStart  time.Time
+	cursor      *sfqueue.Cursor
+	bo          *backoff
+	endpoint    int    // index into o.Endpoints
+	acked       uint64 // ackedFSN as this sender last set it
+	maxSent     uint64 // highest FSN ever sent, to count replays
+	dropPosted  uint32 // generations below this are posted to the dropper
+	rejectFSN   uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects     int    // consecutive rejections of rejectFSN with no ack of it
+	attempts    int    // failed attempts since the last connection
+	outageStart time.Time
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
@@ -96,6 +104,8 @@ func New(q *sfqueue.Queue, o Options) (*Sender, error) {
 		dispatchStop: make(chan struct{}),
 		dispatchDone: make(chan struct{}),
 		ackCh:        make(chan struct{}),
+		dropWake:     make(chan struct{}, 1),
+		dropperEnd:   make(chan struct{}),
 		bo:           newBackoff(o.InitialBackoff, o.MaxBackoff),
 	}
 	if s.o.ErrorHandler == nil {
@@ -129,7 +139,51 @@ func (s *Sender) Start() error {
 		})
 	}()
 	go s.run()
+	go s.dropper()
 	return nil
+}
+
+// dropper deletes the dictionary generations the I/O goroutine found
+// acknowledged (postDrop) until the sender closes.
+func (s *Sender) dropper() {
+	defer close(s.dropperEnd)
+	var done uint32
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.dropWake:
+		}
+		s.dropMu.Lock()
+		gen := s.dropBelow
+		s.dropMu.Unlock()
+		if gen <= done {
+			continue
+		}
+		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
+			}
+			continue
+		}
+		done = gen
+	}
+}
+
+// postDrop asks the dropper to delete the generations below gen, without
+// waiting for it.
+func (s *Sender) postDrop(gen uint32) {
+	if gen <= s.dropPosted {
+		return
+	}
+	s.dropPosted = gen
+	s.dropMu.Lock()
+	s.dropBelow = gen
+	s.dropMu.Unlock()
+	select {
+	case s.dropWake <- struct{}{}:
+	default: // a wake-up is pending and will read the latest request
+	}
 }
 
 // Err returns the terminal error once the sender has stopped sending, else
@@ -199,6 +253,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	}
 	s.cancel()
 	<-s.loopDone
+	<-s.dropperEnd
 	close(s.dispatchStop)
 	<-s.dispatchDone
 	return err
@@ -594,16 +649,11 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 // its first data frame.
 func (s *Sender) catchUp(c *conn, gen uint32) (end, bool) {
 	c.gen, c.genKnown = gen, true
-	if gen > s.droppedBelow {
-		// The first frame of a connection is ackedFSN+1: every frame of an
-		// older generation is acknowledged.
-		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
-			s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
-		} else {
-			s.droppedBelow = gen
-		}
-	}
 	dict := &symbols{entries: s.q.Symbols(gen)}
+	// The first frame of a connection is ackedFSN+1: every frame of an
+	// older generation is acknowledged. Read gen's entries first: the drop
+	// takes the queue's lock for a moment.
+	s.postDrop(gen)
 	s.obs.DictionarySize(dict.Len())
 	if dict.Len() == 0 {
 		return end{}, false

@@ -605,7 +605,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 {
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.dict.rewriting {
 		q.syncDone.Wait()
 	}
 	var errs []error
