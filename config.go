@@ -92,6 +92,11 @@ type Config struct {
 	// SymbolDictMaxEntries is the size at which the writer starts a new
 	// SYMBOL dictionary generation.
 	SymbolDictMaxEntries int `mapstructure:"symbol_dict_max_entries"`
+	// SymbolDictMaxBytes bounds the symbol text of one generation; 0 means
+	// min(16 MiB, sf_max_total_bytes / 4). It bounds the writer's
+	// dictionary in RAM, a generation's file and the catch-up sent on every
+	// connection.
+	SymbolDictMaxBytes ByteSize `mapstructure:"symbol_dict_max_bytes"`
 
 	Tables TablesConfig `mapstructure:"tables"`
 	// AttributesAsSymbols lists attribute keys written to SYMBOL columns of
@@ -100,7 +105,7 @@ type Config struct {
 	// MetricAttributesType is the column type of a metric point's
 	// attributes JSON: symbol or varchar.
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
-	// CreateTables makes the exporter create its six tables, with DEDUP
+	// CreateTables makes the exporter create its seven tables, with DEDUP
 	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection, so a
 	// replay after a reconnect or restart never doubles a row. Off leaves
 	// the tables to QWP's auto-create, which gives them no dedup keys.
@@ -121,6 +126,7 @@ type TablesConfig struct {
 	ExponentialHistogram string `mapstructure:"exponential_histogram"`
 	Summary              string `mapstructure:"summary"`
 	Logs                 string `mapstructure:"logs"`
+	Traces               string `mapstructure:"traces"`
 }
 
 // Limits and defaults that Validate and createDefaultConfig share.
@@ -140,7 +146,13 @@ const (
 	minErrorInboxCapacity = 16 // the connect-string minimum
 	maxErrorInboxCapacity = 1 << 20
 	maxSymbolDictEntries  = 2000000 // the server refuses ids past this per connection
-	maxSenderIDBytes      = 127
+	// symbolDictCapShare: a generation's symbol bytes are at most
+	// 1/symbolDictCapShare of sf_max_total_bytes.
+	symbolDictCapShare = 4
+	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
+	// cap allows it): see the README's sizing section.
+	defaultSymbolDictMaxBytes ByteSize = 16 << 20
+	maxSenderIDBytes                   = 127
 )
 
 // memoryModeMaxTotalBytes and sfModeMaxTotalBytes are what
@@ -301,6 +313,12 @@ func (c *Config) validateQueue() error {
 	case c.SFMaxSegmentBytes < c.MaxBatchBytes+segmentOverheadBytes:
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v cannot hold one frame of max_batch_bytes (%v); it must be >= max_batch_bytes + %d", c.SFMaxSegmentBytes, c.MaxBatchBytes, segmentOverheadBytes))
 	}
+	switch limit := c.effectiveMaxTotalBytes() / symbolDictCapShare; {
+	case c.SymbolDictMaxBytes < 0:
+		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %d is negative; use 0 for the default or a size such as 16MiB", c.SymbolDictMaxBytes))
+	case c.SymbolDictMaxBytes > limit:
+		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %v is more than a quarter of sf_max_total_bytes (%v); it must be <= %v, so that a generation's dictionary leaves the cap to frames", c.SymbolDictMaxBytes, c.effectiveMaxTotalBytes(), limit))
+	}
 	errs = append(errs,
 		positive("sf_sync_interval", c.SFSyncInterval),
 		nonNegative("sf_append_deadline", c.SFAppendDeadline))
@@ -445,6 +463,7 @@ func (c *Config) tableKeys() []struct{ key, name string } {
 	return []struct{ key, name string }{
 		{"gauge", t.Gauge}, {"sum", t.Sum}, {"histogram", t.Histogram},
 		{"exponential_histogram", t.ExponentialHistogram}, {"summary", t.Summary}, {"logs", t.Logs},
+		{"traces", t.Traces},
 	}
 }
 
@@ -473,6 +492,7 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 		OnFull:          onFull,
 		AppendDeadline:  c.SFAppendDeadline,
 		SymbolUse:       payloadSymbolUse,
+		SymbolDefs:      payloadSymbolDefs,
 		Logger:          logger,
 	}
 }
@@ -484,7 +504,7 @@ func (c *Config) rowEncoderConfig(logger *zap.Logger) datamodel.EncoderConfig {
 	return datamodel.EncoderConfig{
 		Tables: datamodel.Tables{
 			Gauge: t.Gauge, Sum: t.Sum, Histogram: t.Histogram,
-			ExponentialHistogram: t.ExponentialHistogram, Summary: t.Summary, Logs: t.Logs,
+			ExponentialHistogram: t.ExponentialHistogram, Summary: t.Summary, Logs: t.Logs, Traces: t.Traces,
 		},
 		Promoted:          c.promotedColumns(),
 		AttributesVarchar: c.MetricAttributesType == "varchar",
@@ -502,6 +522,15 @@ func (c *Config) effectiveMaxTotalBytes() ByteSize {
 		return memoryModeMaxTotalBytes
 	}
 	return sfModeMaxTotalBytes
+}
+
+// effectiveSymbolDictMaxBytes is symbol_dict_max_bytes with 0 replaced by
+// min(16 MiB, the cap / 4).
+func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
+	if c.SymbolDictMaxBytes != 0 {
+		return c.SymbolDictMaxBytes
+	}
+	return min(defaultSymbolDictMaxBytes, c.effectiveMaxTotalBytes()/symbolDictCapShare)
 }
 
 // senderID is the slot name: sender_id when set, else derived from the

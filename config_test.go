@@ -65,7 +65,7 @@ func TestConfigLoad(t *testing.T) {
 	full.SymbolDictMaxEntries = 250000
 	full.Tables = TablesConfig{
 		Gauge: "gauges", Sum: "sums", Histogram: "histograms",
-		ExponentialHistogram: "exp_histograms", Summary: "summaries", Logs: "logs",
+		ExponentialHistogram: "exp_histograms", Summary: "summaries", Logs: "logs", Traces: "spans",
 	}
 	full.AttributesAsSymbols = []string{"host.name", "k8s.pod.name"}
 	full.MetricAttributesType = "varchar"
@@ -175,6 +175,10 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"small inbox", func(c *Config) { c.ErrorInboxCapacity = 15 }, "error_inbox_capacity", "16.."},
 		{"no symbol entries", func(c *Config) { c.SymbolDictMaxEntries = 0 }, "symbol_dict_max_entries", "1..2000000"},
 		{"too many symbol entries", func(c *Config) { c.SymbolDictMaxEntries = 2000001 }, "symbol_dict_max_entries", "1..2000000"},
+		{"negative symbol bytes", func(c *Config) { c.SymbolDictMaxBytes = -1 }, "symbol_dict_max_bytes", "negative"},
+		{"symbol bytes above a quarter of the cap", func(c *Config) {
+			c.SFMaxTotalBytes, c.SFMaxSegmentBytes, c.SymbolDictMaxBytes = 64<<20, 4<<20, 16<<20+1
+		}, "symbol_dict_max_bytes", "quarter of sf_max_total_bytes"},
 		{"empty table", func(c *Config) { c.Tables.Gauge = "" }, "tables::gauge", ""},
 		{"table with slash", func(c *Config) { c.Tables.Sum = "a/b" }, "tables::sum", "/"},
 		{"table with colon", func(c *Config) { c.Tables.Histogram = "a:b" }, "tables::histogram", ":"},
@@ -185,6 +189,8 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"table with BOM", func(c *Config) { c.Tables.Logs = "lo\ufeffgs" }, "tables::logs", "control"},
 		{"table name too long", func(c *Config) { c.Tables.Logs = strings.Repeat("t", 128) }, "tables::logs", "127"},
 		{"tables not distinct", func(c *Config) { c.Tables.Sum = "OTEL_METRICS_GAUGE" }, "tables::sum", "tables::gauge"},
+		{"traces table empty", func(c *Config) { c.Tables.Traces = "" }, "tables::traces", "0 bytes"},
+		{"traces table shared with logs", func(c *Config) { c.Tables.Traces = "otel_logs" }, "tables::traces", "tables::logs"},
 		{"promoted collides with built-in", func(c *Config) { c.AttributesAsSymbols = []string{"service.name"} }, "attributes_as_symbols", "service_name"},
 		{"promoted collides with timestamp", func(c *Config) { c.AttributesAsSymbols = []string{"timestamp"} }, "attributes_as_symbols", "timestamp"},
 		{"promoted keys collide", func(c *Config) { c.AttributesAsSymbols = []string{"host.name", "host-name"} }, "attributes_as_symbols", "host.name"},
@@ -396,11 +402,13 @@ func TestConfigQueueOptions(t *testing.T) {
 func TestConfigRowEncoderConfig(t *testing.T) {
 	cfg := defaultConfig(t)
 	cfg.Tables.Logs = "my_logs"
+	cfg.Tables.Traces = "my_spans"
 	cfg.AttributesAsSymbols = []string{"host.name"}
 	cfg.MetricAttributesType = "varchar"
 	require.NoError(t, cfg.Validate())
 	rc := cfg.rowEncoderConfig(zap.NewNop())
 	assert.Equal(t, "my_logs", rc.Tables.Logs)
+	assert.Equal(t, "my_spans", rc.Tables.Traces)
 	assert.Equal(t, "otel_metrics_exp_histogram", rc.Tables.ExponentialHistogram)
 	assert.Equal(t, []datamodel.PromotedColumn{{Key: "host.name", Column: "host_name"}}, rc.Promoted)
 	assert.Equal(t, cfg.promotedColumns(), rc.Promoted)
@@ -408,4 +416,22 @@ func TestConfigRowEncoderConfig(t *testing.T) {
 
 	cfg.MetricAttributesType = "symbol"
 	assert.False(t, cfg.rowEncoderConfig(nil).AttributesVarchar)
+}
+
+func TestSymbolDictMaxBytesDefault(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 16<<20 {
+		t.Fatalf("default symbol_dict_max_bytes %v, want 16MiB", got)
+	}
+	cfg.SFMaxTotalBytes, cfg.SFMaxSegmentBytes = 8<<20, 4<<20
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 2<<20 {
+		t.Fatalf("symbol_dict_max_bytes under an 8 MiB cap is %v, want a quarter of it (2MiB)", got)
+	}
+	cfg.SymbolDictMaxBytes = 1 << 20
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 1<<20 {
+		t.Fatalf("explicit symbol_dict_max_bytes became %v", got)
+	}
 }

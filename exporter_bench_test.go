@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
@@ -88,7 +89,7 @@ func BenchmarkConsumeMetrics(b *testing.B) {
 func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	b.Helper()
 	cfg := createDefaultConfig().(*Config)
-	dict, err := openGenDict(q, cfg.SymbolDictMaxEntries, 0)
+	dict, err := openGenDict(q, cfg.SymbolDictMaxEntries, int(cfg.effectiveSymbolDictMaxBytes()), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tel, err := newTelemetry(tb, zap.NewNop())
+	tel, err := newTelemetry(tb, zap.NewNop(), component.MustNewID("questdb"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,16 +68,21 @@ type Sender struct {
 	stopped bool // the loop has exited
 
 	// Owned by the I/O goroutine.
-	cursor       *sfqueue.Cursor
-	bo           *backoff
-	endpoint     int    // index into o.Endpoints
-	acked        uint64 // ackedFSN as this sender last set it
-	maxSent      uint64 // highest FSN ever sent, to count replays
-	droppedBelow uint32 // generations below this were dropped from the dictionary
-	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects      int    // consecutive rejections of rejectFSN with no ack of it
-	attempts     int    // failed attempts since the last connection
-	outageStart  time.Time
+	cursor   *sfqueue.Cursor
+	bo       *backoff
+	endpoint int    // index into o.Endpoints
+	acked    uint64 // ackedFSN as this sender last set it
+	// maxSent is the highest FSN sent, to count replays; it starts at the
+	// frames recovered from the slot, which an earlier process stored and
+	// sending now is a replay too.
+	maxSent uint64
+	// everConnected: a connection was established since Start, so a
+	// failure is a lost connection rather than a first one never made.
+	everConnected bool
+	rejectFSN     uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects       int    // consecutive rejections of rejectFSN with no ack of it
+	attempts      int    // failed attempts since the last connection
+	outageStart   time.Time
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
@@ -121,6 +126,7 @@ func (s *Sender) Start() error {
 		s.box.put(Event{Time: time.Now(), Kind: EventDataLoss, Category: qwp.CategoryDataLoss, Err: dl})
 	}
 	s.acked = s.q.AckedFSN()
+	s.maxSent = s.q.Recovery().PublishedFSN
 	s.cursor = s.q.NewCursor()
 	go func() {
 		defer close(s.dispatchDone)
@@ -204,7 +210,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	return err
 }
 
-// unflushed describes the frames Close leaves behind, and logs it.
+// unflushed describes the frames Close leaves behind.
 func (s *Sender) unflushed(cause error) error {
 	acked, published := s.q.AckedFSN(), s.q.PublishedFSN()
 	if acked >= published {
@@ -214,11 +220,9 @@ func (s *Sender) unflushed(cause error) error {
 	if s.o.SlotDir != "" {
 		where = "they stay in " + s.o.SlotDir + " and are replayed by the next sender that opens it"
 	}
-	err := fmt.Errorf("sender: close: %d frames (FSN %d..%d) not acknowledged (%v); %s",
+	// Not logged: the owner knows what the frames are to its operator.
+	return fmt.Errorf("sender: close: %d frames (FSN %d..%d) not acknowledged (%v); %s",
 		published-acked, acked+1, published, cause, where)
-	s.log.Warn("close left frames unacknowledged", zap.Uint64("frames", published-acked),
-		zap.Uint64("first_fsn", acked+1), zap.Uint64("last_fsn", published), zap.Error(err))
-	return err
 }
 
 func (s *Sender) logEvent(e Event) {
@@ -268,7 +272,11 @@ func (s *Sender) lost(err error, endpoint string) {
 	s.attempts++
 	if s.attempts == 1 {
 		s.outageStart = time.Now()
-		s.log.Warn("questdb connection lost; reconnecting", zap.String("endpoint", endpoint), zap.Error(err))
+		msg := "questdb connection lost; reconnecting"
+		if !s.everConnected {
+			msg = "cannot connect to questdb; retrying (data is queued meanwhile)"
+		}
+		s.log.Warn(msg, zap.String("endpoint", endpoint), zap.Error(err))
 	} else {
 		s.log.Debug("questdb connection attempt failed", zap.String("endpoint", endpoint),
 			zap.Int("attempts", s.attempts), zap.Error(err))
@@ -315,11 +323,10 @@ func (s *Sender) run() {
 		close(s.loopDone)
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
-	everConnected := false
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
-		if everConnected || s.attempts > 0 {
+		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectAttempt()
 		}
 		qc, err := qwp.Dial(s.ctx, s.dialOptions(url))
@@ -340,10 +347,10 @@ func (s *Sender) run() {
 			continue
 		}
 		rejectsThisRound = 0
-		if everConnected || s.attempts > 0 {
+		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectSuccess()
 		}
-		everConnected = true
+		s.everConnected = true
 		if s.o.OnConnect != nil {
 			if err := s.o.OnConnect(s.ctx, url); err != nil {
 				// The hook could not finish its work for a passing reason:
@@ -404,7 +411,14 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 			cat = qwp.CategorySecurityError
 		}
 		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
-		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w", url, err)}
+		what := "fix the cause and restart the collector: the sender does not retry this, and the queued data is kept"
+		switch ue.StatusCode {
+		case http.StatusUnauthorized:
+			what = "the server refused the credentials: fix username/password or token, then " + what
+		case http.StatusForbidden:
+			what = "the user may not write over QWP: grant it (or use another user), then " + what
+		}
+		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w; %s", url, err, what)}
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
 		// Another endpoint may serve us right away; back off only once
 		// every endpoint has refused.
@@ -536,7 +550,7 @@ func (s *Sender) send(c *conn) (end, bool) {
 		}
 		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
 		if !c.genKnown {
-			if e, done := s.catchUp(c, gen); done {
+			if e, done := s.catchUp(c, gen, fsn, msg); done {
 				return e, true
 			}
 		} else if gen != c.gen {
@@ -592,18 +606,20 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 
 // catchUp registers generation gen's whole dictionary on a connection before
 // its first data frame.
-func (s *Sender) catchUp(c *conn, gen uint32) (end, bool) {
+func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool) {
 	c.gen, c.genKnown = gen, true
-	if gen > s.droppedBelow {
-		// The first frame of a connection is ackedFSN+1: every frame of an
-		// older generation is acknowledged.
-		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
-			s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
-		} else {
-			s.droppedBelow = gen
-		}
-	}
 	dict := &symbols{entries: s.q.Symbols(gen)}
+	if _, uses, err := qwp.DeltaDictRange(msg); err == nil && uses > dict.Len() {
+		// The queue deletes a generation once no unacknowledged frame uses
+		// it: this frame was evicted after the cursor read it.
+		if s.q.AckedFSN() >= fsn {
+			s.log.Debug("first frame evicted during the catch-up; recycling", zap.Uint64("fsn", fsn))
+			return end{kind: endRecycle}, true
+		}
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's .symbol-dict lost entries",
+			fsn, uses-1, gen, dict.Len())), true
+	}
 	s.obs.DictionarySize(dict.Len())
 	if dict.Len() == 0 {
 		return end{}, false

@@ -41,6 +41,9 @@ type Queue struct {
 	acked    uint64
 	durable  uint64 // highest FSN covered by a completed fsync
 	used     int64  // header and frame bytes of the retained segments
+	// atCap: the latest append found no room under the cap (it waited, was
+	// refused, or evicted); cleared by an append admitted without evicting.
+	atCap    bool
 	fatal    *FatalError
 	closed   bool
 	syncing  bool
@@ -54,6 +57,7 @@ type Queue struct {
 	wbuf      []byte
 	readOpen  []*segment // sealed segments the cursor opened, oldest first
 	dict      *symbolDict
+	gens      genTracker
 	st        counters
 	recovery  RecoveryReport
 	wmSaved   watermark // last written to .ack-watermark
@@ -84,6 +88,7 @@ func Open(o Options) (*Queue, error) {
 		q.fs = newMemRing()
 		q.slot = "memory"
 		q.dict = newMemoryDict()
+		q.gens = newGenTracker(0, nil)
 		return q, nil
 	}
 	q.sf = true
@@ -92,6 +97,7 @@ func Open(o Options) (*Queue, error) {
 	if err := q.recover(); err != nil {
 		return nil, err
 	}
+	q.gens = newGenTracker(q.nextFSN-1, q.SymbolGenerations())
 	q.stop = make(chan struct{})
 	q.done = make(chan struct{})
 	go q.background()
@@ -176,6 +182,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 		if err == nil {
 			err = q.writeLocked(payloads)
 			if err == nil {
+				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
 				break
 			}
 			if !isNoSpace(err) {
@@ -187,6 +194,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 		if q.o.OnFull == OnFullEvictOldest && q.evictOldestLocked() {
 			continue
 		}
+		q.atCap = true
 		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				q.st.fullErrors++
@@ -520,6 +528,7 @@ func (q *Queue) Ack(fsn uint64) {
 		q.removeFirstLocked()
 	}
 	q.notifySpaceLocked()
+	q.generationsChangedLocked()
 }
 
 // payloadBytesLocked sums the payload sizes of the retained frames from..to.
@@ -547,6 +556,7 @@ func (q *Queue) removeFirstLocked() *segment {
 		q.active = nil
 	}
 	q.used -= s.size
+	q.atCap = false
 	if err := q.fs.Remove(s.path); err != nil {
 		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
 	}
@@ -573,14 +583,14 @@ func (q *Queue) evictOldestLocked() bool {
 	}
 	if last := s.end() - 1; last > q.acked {
 		q.acked = last
+		q.generationsChangedLocked()
 	}
 	q.st.framesEvicted += frames
 	q.st.bytesEvicted += bytes
 	q.st.fullSeen = true
-	q.log.Warn("sfqueue: queue full, evicted the oldest segment: data gap",
-		zap.String("slot", q.slot), zap.Uint64("first_fsn", s.base), zap.Uint64("last_fsn", s.end()-1),
-		zap.Uint64("unacked_frames", frames), zap.Uint64("payload_bytes", bytes),
-		zap.Uint64("evicted_frames_total", q.st.framesEvicted))
+	q.atCap = true
+	// Not logged here: a full queue evicts a segment per append, and the
+	// owner logs a rate-limited summary from Stats (FramesEvicted).
 	return true
 }
 
@@ -605,7 +615,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 {
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.dict.rewriting {
 		q.syncDone.Wait()
 	}
 	var errs []error
@@ -689,6 +699,10 @@ func (q *Queue) background() {
 			if !q.syncing && q.fatal == nil {
 				q.syncLocked()
 			}
+			q.mu.Unlock()
+		case <-q.gens.wake:
+			q.mu.Lock()
+			q.dropUnusedGenerationsLocked()
 			q.mu.Unlock()
 		case <-wm.C:
 			q.mu.Lock()

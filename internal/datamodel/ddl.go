@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/questdbexporter/questdbexporter/internal/sqlkeywords"
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
@@ -16,10 +17,14 @@ import (
 // makes tables without dedup keys.
 
 // dedupKey is the column that, with the designated timestamp, identifies a
-// row of a table: series_id for metrics, record_id for logs.
+// row of a table: series_id for metrics, record_id for logs, span_key for
+// traces.
 func (k tableKind) dedupKey() string {
-	if k == tableLogs {
+	switch k {
+	case tableLogs:
 		return colRecordID
+	case tableTraces:
+		return colSpanKey
 	}
 	return colSeriesID
 }
@@ -48,10 +53,12 @@ func sqlType(t qwp.ColumnType) (string, error) {
 	return "", fmt.Errorf("no SQL type for wire type %s", t)
 }
 
-// quoteIdent returns name bare when it is a plain identifier and double-quoted
-// otherwise (a table name may hold '.', which SQL would read as a qualifier).
+// quoteIdent returns name bare when it is a plain identifier that is no SQL
+// keyword, and double-quoted otherwise: a table name may hold '.' or a
+// space (QuestDB requires quotes for both), and any name may be a keyword
+// ("order" as an attributes_as_symbols key, a table configured as "from").
 func quoteIdent(name string) string {
-	plain := name != ""
+	plain := name != "" && !sqlkeywords.Is(name)
 	for i, r := range name {
 		if !(r == '_' || r < unicode.MaxASCII && (unicode.IsLetter(r) || i > 0 && unicode.IsDigit(r))) {
 			plain = false
@@ -64,10 +71,11 @@ func quoteIdent(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
-// ttlClause renders a ttl setting ("30d", "2w", "12h", "6M", "1y"; empty for
-// none) as QuestDB's TTL clause. Tables are partitioned by day, and QuestDB
-// drops whole partitions, so an hour count must be a whole number of days.
-func ttlClause(ttl string) (string, error) {
+// ttlValue renders a ttl setting ("30d", "2w", "12h", "6M", "1y"; empty for
+// none) as QuestDB's TTL value ("30 DAYS"). Tables are partitioned by day,
+// and QuestDB drops whole partitions, so an hour count must be a whole
+// number of days (PartitionBy.validateTtlGranularity).
+func ttlValue(ttl string) (string, error) {
 	if ttl == "" {
 		return "", nil
 	}
@@ -82,7 +90,7 @@ func ttlClause(ttl string) (string, error) {
 	if unit == "HOURS" && n%24 != 0 {
 		return "", fmt.Errorf("ttl %q: tables are partitioned by day, so hours must be a multiple of 24", ttl)
 	}
-	return fmt.Sprintf(" TTL %d %s", n, unit), nil
+	return fmt.Sprintf("%d %s", n, unit), nil
 }
 
 // createTableSQL is the statement that creates one table of the data model
@@ -113,19 +121,30 @@ func createTableSQL(name string, k tableKind, attrsType qwp.ColumnType, promoted
 		b.WriteByte(' ')
 		b.WriteString(typ)
 	}
-	clause, err := ttlClause(ttl)
+	ttlv, err := ttlValue(ttl)
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&b, ") TIMESTAMP(%s) PARTITION BY DAY WAL%s DEDUP UPSERT KEYS(%s, %s)",
-		colDesignated, clause, colDesignated, k.dedupKey())
+	// QuestDB's order (SqlParser.parseCreateTable): PARTITION BY unit, then
+	// TTL, then WAL, then DEDUP; a TTL after WAL is an unexpected token.
+	fmt.Fprintf(&b, ") TIMESTAMP(%s) PARTITION BY DAY", quoteIdent(colDesignated))
+	if ttlv != "" {
+		b.WriteString(" TTL " + ttlv)
+	}
+	b.WriteString(" WAL DEDUP UPSERT KEYS(" + dedupKeys(k) + ")")
 	return b.String(), nil
+}
+
+// dedupKeys is the DEDUP UPSERT KEYS list of a table: its designated
+// timestamp and the column that identifies a row.
+func dedupKeys(k tableKind) string {
+	return quoteIdent(colDesignated) + ", " + quoteIdent(k.dedupKey())
 }
 
 // enableDedupSQL is what an operator runs to give an existing table the
 // exporter's dedup keys.
 func enableDedupSQL(name string, k tableKind) string {
-	return fmt.Sprintf("ALTER TABLE %s DEDUP ENABLE UPSERT KEYS(%s, %s)", quoteIdent(name), colDesignated, k.dedupKey())
+	return "ALTER TABLE " + quoteIdent(name) + " DEDUP ENABLE UPSERT KEYS(" + dedupKeys(k) + ")"
 }
 
 // TableDDL is the DDL of one table of the data model.
@@ -136,6 +155,8 @@ type TableDDL struct {
 	Create string
 	// EnableDedup gives an existing table the data model's dedup keys.
 	EnableDedup string
+	// SetTTL gives an existing table the configured TTL; empty without one.
+	SetTTL string
 }
 
 // DDL returns, for every table of the data model in a fixed order, the
@@ -154,6 +175,10 @@ func DDL(tables Tables, attrsVarchar bool, promoted []PromotedColumn, ttl string
 			return nil, err
 		}
 		out[k] = TableDDL{Table: name, Create: stmt, EnableDedup: enableDedupSQL(name, k)}
+		if ttl != "" {
+			v, _ := ttlValue(ttl) // createTableSQL accepted it
+			out[k].SetTTL = "ALTER TABLE " + quoteIdent(name) + " SET TTL " + v
+		}
 	}
 	return out, nil
 }
@@ -161,6 +186,6 @@ func DDL(tables Tables, attrsVarchar bool, promoted []PromotedColumn, ttl string
 // CheckTTL reports whether ttl is a setting DDL accepts; its message starts
 // with ttl "<value>".
 func CheckTTL(ttl string) error {
-	_, err := ttlClause(ttl)
+	_, err := ttlValue(ttl)
 	return err
 }

@@ -17,7 +17,24 @@ func TestCreateTableSQLGauge(t *testing.T) {
 		"metric_name SYMBOL, metric_unit SYMBOL, metric_description SYMBOL, scope_name SYMBOL, " +
 		"scope_version SYMBOL, resource_attributes SYMBOL, scope_attributes SYMBOL, attributes SYMBOL, " +
 		"series_id LONG, flags INT, value DOUBLE, exemplars VARCHAR, host_name SYMBOL) " +
-		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 30 DAYS DEDUP UPSERT KEYS(timestamp, series_id)"
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 30 DAYS WAL DEDUP UPSERT KEYS(timestamp, series_id)"
+	if got != want {
+		t.Fatalf("statement:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestCreateTableSQLTraces(t *testing.T) {
+	got, err := createTableSQL("otel_traces", tableTraces, qwp.TypeSymbol, nil, "7d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "CREATE TABLE IF NOT EXISTS otel_traces (timestamp TIMESTAMP_NS, end_timestamp TIMESTAMP_NS, " +
+		"duration LONG, service_name SYMBOL, span_name SYMBOL, span_kind SYMBOL, trace_id VARCHAR, " +
+		"span_id VARCHAR, parent_span_id VARCHAR, trace_state VARCHAR, status_code SYMBOL, " +
+		"status_message VARCHAR, scope_name SYMBOL, scope_version SYMBOL, resource_attributes SYMBOL, " +
+		"scope_attributes SYMBOL, attributes VARCHAR, events VARCHAR, links VARCHAR, flags INT, " +
+		"dropped_attributes_count INT, dropped_events_count INT, dropped_links_count INT, span_key LONG) " +
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 7 DAYS WAL DEDUP UPSERT KEYS(timestamp, span_key)"
 	if got != want {
 		t.Fatalf("statement:\n got %s\nwant %s", got, want)
 	}
@@ -30,16 +47,21 @@ func TestCreateTableSQLEveryTable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		key := "series_id"
-		if k == tableLogs {
-			key = "record_id"
+		key := map[tableKind]string{tableLogs: "record_id", tableTraces: "span_key"}[k]
+		if key == "" {
+			key = "series_id"
 		}
 		if !strings.HasSuffix(stmt, "DEDUP UPSERT KEYS(timestamp, "+key+")") || strings.Contains(stmt, " TTL ") {
 			t.Errorf("%s: %s", name, stmt)
 		}
 		// Every column the row encoder writes is declared, with its type.
 		tb := table{kind: k}
+		seen := map[string]bool{}
 		for _, c := range tb.columns(qwp.TypeVarchar) {
+			if seen[c.name] {
+				t.Errorf("%s: column %q declared twice", name, c.name)
+			}
+			seen[c.name] = true
 			if c.name == "" {
 				continue
 			}
@@ -55,6 +77,7 @@ func TestQuoteIdent(t *testing.T) {
 	for in, want := range map[string]string{
 		"otel_logs": "otel_logs", "team.logs": `"team.logs"`, "9lives": `"9lives"`,
 		"a b": `"a b"`, `x"y`: `"x""y"`, "zé": `"zé"`,
+		"order": `"order"`, "Limit": `"Limit"`, "FROM": `"FROM"`, "end": `"end"`, "ends": "ends",
 	} {
 		if got := quoteIdent(in); got != want {
 			t.Errorf("quoteIdent(%q) = %s, want %s", in, got, want)
@@ -62,22 +85,22 @@ func TestQuoteIdent(t *testing.T) {
 	}
 }
 
-func TestTTLClause(t *testing.T) {
+func TestTTLValue(t *testing.T) {
 	for _, c := range []struct{ in, want, err string }{
-		{"", "", ""}, {"30d", " TTL 30 DAYS", ""}, {"2w", " TTL 2 WEEKS", ""}, {"48h", " TTL 48 HOURS", ""},
-		{"6M", " TTL 6 MONTHS", ""}, {"1y", " TTL 1 YEARS", ""},
+		{"", "", ""}, {"30d", "30 DAYS", ""}, {"2w", "2 WEEKS", ""}, {"48h", "48 HOURS", ""},
+		{"6M", "6 MONTHS", ""}, {"1y", "1 YEARS", ""},
 		{"12h", "", "multiple of 24"}, {"0d", "", "positive"}, {"d", "", "positive"}, {"5x", "", "unit"},
 		{"-3d", "", "positive"},
 	} {
-		got, err := ttlClause(c.in)
+		got, err := ttlValue(c.in)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "ttl") {
-				t.Errorf("ttlClause(%q) error = %v, want one naming ttl and %q", c.in, err, c.err)
+				t.Errorf("ttlValue(%q) error = %v, want one naming ttl and %q", c.in, err, c.err)
 			}
 			continue
 		}
 		if err != nil || got != c.want {
-			t.Errorf("ttlClause(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			t.Errorf("ttlValue(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 }

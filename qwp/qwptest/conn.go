@@ -210,14 +210,22 @@ func (c *conn) process(seq int64, data []byte) *StatusError {
 			return err
 		}
 	}
-	if m.Flags&qwp.FlagDeferCommit != 0 {
-		c.deferFrame(seq, m)
-		return nil
-	}
-	c.commit(seq)
-	if m.Flags&flagDurableAckPoll != 0 {
+	switch {
+	case m.Flags&flagDurableAckPoll != 0 && c.deferred:
+		// A poll never commits an open deferred group, nor is it
+		// acknowledged before the group's commit, which covers both
+		// (QwpIngressAckLeapfrogTest.testDurableAckPollMustNotCommitDeferredGroup).
+		c.sendDurable()
+	case m.Flags&flagDurableAckPoll != 0:
+		// On a clean connection the poll's own seq is acknowledged, then
+		// the durable progress it asks for is sent.
+		c.commit(seq)
 		c.flushOK()
 		c.sendDurable()
+	case m.Flags&qwp.FlagDeferCommit != 0:
+		c.deferFrame(seq, m)
+	default:
+		c.commit(seq)
 	}
 	return nil
 }

@@ -34,14 +34,20 @@
 //     its deferred rows reach Options.MaxUncommittedRows; an empty frame
 //     commits;
 //   - header flag 0x02 (durable-ack poll): PARSE_ERROR without a negotiated
-//     durable ack, otherwise the frame is processed and a durable ack sent;
+//     durable ack; otherwise the durable progress is sent and, on a
+//     connection with no open deferred group, the poll's seq is committed
+//     and acknowledged. A poll never commits an open FLAG_DEFER_COMMIT
+//     group: it stays unacknowledged until the group's commit covers it;
 //   - CLOSE 1009 for a frame whose header and payload exceed the receive
 //     buffer, 1003 for TEXT, each after flushing OKs, then FIN and a drain;
 //   - tables in memory (an outage or dropped connection keeps them):
 //     auto-created from the first non-empty block, designated timestamp
 //     stored as "timestamp" (server time when absent or NULL), new columns
 //     added, QuestDB's table and column name rules (0x06 for a new table,
-//     0x09 for a new column), SCHEMA_MISMATCH for incompatible types,
+//     0x09 for a new column), SCHEMA_MISMATCH for incompatible types (the
+//     current server marks a refused type coercion as a schema mismatch,
+//     CairoException.schemaMismatch(), and answers 0x03; an older
+//     QwpWalAppender raised it as a plain engine error, 0x09),
 //     TIMESTAMP <-> TIMESTAMP_NANOS converted, integer and float widening
 //     with range checks, VARCHAR <-> SYMBOL, array dimensions fixed by the
 //     first value (a new all-NULL array column is not created); WRITE_ERROR past 10,000 distinct tables on a connection;
@@ -53,34 +59,47 @@
 //
 // GET /exec?query=<SQL> (same credentials as the QWP endpoints; 503 during
 // an Outage) runs one statement of QuestDB's SQL that a client uses to
-// prepare its tables, answering as QuestDB does: 200 {"ddl":"OK"} for DDL, a
-// dataset for the query, 400 {"query","error","position"} (position in
-// characters) for anything else. Exec does the same without HTTP.
-// Identifiers are bare (case-insensitive) or quoted with " or ' (a doubled
-// quote stands for itself); a trailing ';' is allowed.
+// prepare its tables, parsed in QuestDB's order and answered as QuestDB's
+// JSON query processor answers: 200 {"ddl":"OK"} for DDL, a dataset for
+// the query, 400 {"query","error","position"} (position in characters, at
+// the token refused) for a refused statement. Exec does the same without
+// HTTP. FailExec makes requests fail as QuestDB answers an engine failure
+// (400 with the engine's message at position 0, or 500), optionally after
+// running the statement. Identifiers are bare (case-insensitive) or quoted
+// with " or ' (a doubled quote stands for itself); a trailing ';' is
+// allowed.
 //
-//	CREATE TABLE [IF NOT EXISTS] name (col type, ...)
-//	    [TIMESTAMP(col) [PARTITION BY NONE|YEAR|MONTH|WEEK|DAY|HOUR
-//	    [WAL | BYPASS WAL] [TTL n HOUR[S]|DAY[S]|WEEK[S]|MONTH[S]|YEAR[S]|H|D|W|M|Y]]]
+//	CREATE TABLE [IF NOT EXISTS] name (col type, ...) [TIMESTAMP(col)]
+//	    [PARTITION BY NONE|YEAR|MONTH|WEEK|DAY|HOUR
+//	        [TTL n HOUR[S]|DAY[S]|WEEK[S]|MONTH[S]|YEAR[S] | TTL n{H|D|W|M|Y}]
+//	        [WAL | BYPASS WAL]]
 //	    [DEDUP UPSERT KEYS(col, ...)]
-//	ALTER TABLE name DEDUP ENABLE UPSERT KEYS(col, ...) | DEDUP DISABLE
+//	ALTER TABLE name DEDUP ENABLE UPSERT KEYS(col, ...) | DEDUP DISABLE | SET TTL n unit
 //	SELECT *|col, ... FROM tables()
 //
-// Types: BOOLEAN, BYTE, SHORT, CHAR, INT, LONG, FLOAT, DOUBLE, DATE,
-// TIMESTAMP, TIMESTAMP_NS, SYMBOL, VARCHAR, STRING (stored as VARCHAR),
-// UUID, LONG256, BINARY, IPV4 and DOUBLE[] (more [] for more dimensions,
-// which fixes the column's dimensions). A created table is empty, with the
-// declared columns and designated timestamp, which the empty-name column of
-// QWP blocks maps onto; the usual type checks and column additions apply.
-// A table partitioned by time is WAL unless BYPASS WAL; QWP writes to a
-// non-WAL table get SCHEMA_MISMATCH. QuestDB's rules are checked: an
-// existing table without IF NOT EXISTS, duplicate or invalid names, a
-// designated column that is not a timestamp, a TTL that is not a whole
-// number of partitions, dedup keys on a non-WAL table, keys that omit the
-// designated timestamp, unknown or array keys. IF NOT EXISTS leaves an
-// existing table as it is. tables() has the columns table_name,
-// designatedTimestamp, partitionBy, walEnabled and dedup, one row per
-// table in name order.
+// The clause order is SqlParser.parseCreateTable's: a clause out of order
+// (WAL before TTL, DEDUP before WAL) is left over and refused as
+// "unexpected token [X]". Table and column names that are QuestDB SQL
+// keywords (SqlKeywords: order, limit, from, end, table, ...) must be
+// double-quoted, as must table names holding a '.' (the CREATE TABLE
+// reference) or a space. Types go by QuestDB's names: BOOLEAN, BYTE,
+// SHORT/SMALLINT, CHAR, INT/INTEGER, LONG/BIGINT, FLOAT/REAL, DOUBLE, DATE,
+// TIMESTAMP, TIMESTAMP_NS, SYMBOL, VARCHAR, STRING/TEXT (stored as
+// VARCHAR), UUID, LONG256, BINARY, IPV4 and DOUBLE[] (more [] for more
+// dimensions, which fixes the column's dimensions). A created table is
+// empty, with the declared columns and designated timestamp, which the
+// empty-name column of QWP blocks maps onto; the usual type checks and
+// column additions apply. A table partitioned by time is WAL unless BYPASS
+// WAL; QWP writes to a non-WAL table get SCHEMA_MISMATCH. QuestDB's rules
+// and messages are reproduced: an existing table without IF NOT EXISTS,
+// duplicate or invalid names, PARTITION BY without a designated timestamp,
+// a designated column that is not a timestamp, a TTL that is not a whole
+// number of partitions (PartitionBy.validateTtlGranularity), TTL or WAL on
+// a table not partitioned, dedup keys on a non-WAL table, keys that omit
+// the designated timestamp, repeat a column, are unknown or are arrays. IF
+// NOT EXISTS leaves an existing table as it is. tables() has the columns
+// table_name, designatedTimestamp, partitionBy, walEnabled and dedup, one
+// row per table in name order.
 //
 // # Dedup
 //
@@ -98,7 +117,7 @@
 //
 // Faults (frame counts are across all connections, from the call on):
 // RejectFrame, DropAfter, StallAcks/ReleaseAcks, RefuseUpgrades, Outage,
-// DropConnections. Observability: Connections, Accepted, Frames,
+// DropConnections, FailExec. Observability: Connections, Accepted, Frames,
 // Tables, RowCount, Rows, Snapshot, WaitRows, and AdminHandler's JSON API.
 // Setup: Exec (the /exec statements without HTTP).
 //
@@ -120,6 +139,10 @@
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
 // (kept as plain values); LONG_ARRAY is accepted; seqTxn counts commits
 // only, not schema changes; SQL beyond the statements above (GEOHASH and
-// DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY)
-// and /exec's paging and other parameters.
+// DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY,
+// CREATE TABLE AS/LIKE, the "public." schema prefix) and /exec's paging and
+// other parameters; QuestDB's in-server retry of a busy table before it
+// answers "resource is busy" (FailExec stands for its outcome). Whether
+// QuestDB's lexer accepts an unquoted dotted table name was not verified in
+// its source; the stand-in follows the reference and refuses it.
 package qwptest

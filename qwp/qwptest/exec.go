@@ -30,9 +30,12 @@ type datasetJSON struct {
 	Count     int          `json:"count"`
 }
 
-// serveExec answers GET /exec?query=... like QuestDB: 200 with {"ddl":"OK"}
-// or a dataset, 400 with the error and its position. It requires the same
-// credentials as the QWP endpoints and is down during an Outage.
+// serveExec answers GET /exec?query=... like QuestDB's JsonQueryProcessor:
+// 200 with {"ddl":"OK"} or a dataset; a statement refused by the parser
+// (SqlException) or by the engine (CairoException) is 400 with
+// {"query","error","position"}. It requires the same credentials as the QWP
+// endpoints and is down during an Outage. A failure armed by FailExec is
+// answered as QuestDB answers an engine failure.
 func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	if s.inOutage() {
 		http.Error(w, "server restarting", http.StatusServiceUnavailable)
@@ -48,13 +51,65 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query().Get("query")
+	fail := s.takeExecFailure()
+	if fail != nil && !fail.AfterRun {
+		s.answerExecFailure(w, q, fail)
+		return
+	}
 	reply, err := s.exec(q)
+	if fail != nil {
+		s.answerExecFailure(w, q, fail)
+		return
+	}
 	if err != nil {
 		s.logf("exec %q: %s", q, err)
 		writeJSON(w, http.StatusBadRequest, execErrorJSON{Query: q, Error: err.Msg, Position: err.Position})
 		return
 	}
 	writeJSON(w, http.StatusOK, reply)
+}
+
+// ExecFailure is an /exec request that fails for the moment, as QuestDB
+// answers one: the engine's message, position 0 (an engine error points at
+// no token of the statement) and HTTP 400, or 500 for an unexpected error.
+// QuestDB's own transient answers include "resource is busy and retry queue
+// is full" (a table lock held too long), "timeout, query aborted" and
+// "table name is reserved" (another client creating the same table).
+type ExecFailure struct {
+	Message string
+	// Status is the HTTP status; 0 means 400.
+	Status int
+	// AfterRun runs the statement before answering the failure, as when
+	// QuestDB applied the DDL but the answer timed out.
+	AfterRun bool
+}
+
+// FailExec makes the next n /exec requests fail with f.
+func (s *Server) FailExec(n int, f ExecFailure) {
+	if f.Status == 0 {
+		f.Status = http.StatusBadRequest
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.execFailures = append(s.execFailures, f)
+	}
+}
+
+func (s *Server) takeExecFailure() *ExecFailure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.execFailures) == 0 {
+		return nil
+	}
+	f := s.execFailures[0]
+	s.execFailures = s.execFailures[1:]
+	return &f
+}
+
+func (s *Server) answerExecFailure(w http.ResponseWriter, q string, f *ExecFailure) {
+	s.logf("exec %q: failing with %d %s (fault)", q, f.Status, f.Message)
+	writeJSON(w, f.Status, execErrorJSON{Query: q, Error: f.Message, Position: 0})
 }
 
 // Exec runs one statement as /exec would, without HTTP; a refusal is a
@@ -76,150 +131,84 @@ func (s *Server) exec(q string) (any, *SQLError) {
 	switch st := stmt.(type) {
 	case *createStmt:
 		return ddlJSON{DDL: "OK"}, s.store.create(p, st)
-	case *alterDedupStmt:
-		return ddlJSON{DDL: "OK"}, s.store.alterDedup(p, st)
+	case *alterStmt:
+		return ddlJSON{DDL: "OK"}, s.store.alter(p, st)
 	case *selectTablesStmt:
 		return s.store.selectTables(p, q, st)
 	}
 	panic(fmt.Sprintf("qwptest: unhandled statement %T", stmt))
 }
 
-// create runs CREATE TABLE; the caller holds s.mu.
+// create runs a parsed CREATE TABLE; the caller holds s.mu.
 func (s *store) create(p *parser, st *createStmt) *SQLError {
-	key := strings.ToLower(st.table.text)
+	key := strings.ToLower(st.t.name)
 	if s.tables[key] != nil {
 		if st.ifNotExists {
 			return nil
 		}
-		return p.errAt(st.table.pos, "table already exists")
+		return p.errAt(st.nameTok.pos, "table already exists")
 	}
-	if err := validTableName(st.table.text); err != nil {
-		return p.errAt(st.table.pos, "table name %q %s", st.table.text, err)
+	if err := validTableName(st.t.name); err != nil {
+		return p.errAt(st.nameTok.pos, "table name %q %s", st.t.name, err)
 	}
-	t := &table{name: st.table.text, byName: map[string]int{}, arrayDims: map[int]int{}, designated: -1,
-		partitionBy: st.partitionBy, wal: st.wal}
-	for _, c := range st.columns {
-		if err := validColumnName(c.name.text); err != nil {
-			return p.errAt(c.name.pos, "column name %q %s", c.name.text, err)
-		}
-		lower := strings.ToLower(c.name.text)
-		if _, dup := t.byName[lower]; dup {
-			return p.errAt(c.name.pos, "duplicate column [name=%s]", c.name.text)
-		}
-		t.byName[lower] = len(t.cols)
-		if c.dims > 0 {
-			t.arrayDims[len(t.cols)] = c.dims
-		}
-		t.cols = append(t.cols, ColumnInfo{Name: c.name.text, Type: c.typ})
-	}
-	if d := st.designated; d != nil {
-		j, ok := t.byName[strings.ToLower(d.text)]
-		switch {
-		case !ok:
-			return p.errAt(d.pos, "invalid designated timestamp column [name=%s]", d.text)
-		case !isTimestamp(t.cols[j].Type):
-			return p.errAt(d.pos, "TIMESTAMP column expected [actual=%s]", t.cols[j].Type)
-		}
-		t.designated = j
-	}
-	if st.ttl != nil {
-		if err := checkTTL(p, *st.ttl, st.partitionBy); err != nil {
-			return err
-		}
-		if st.ttl.n > 0 {
-			t.ttl = st.ttl.String()
-		}
-	}
-	if st.dedupKeys != nil {
-		keys, err := dedupColumns(p, t, st.dedupKeys)
-		if err != nil {
-			return err
-		}
-		t.setDedup(keys)
-	}
-	s.tables[key] = t
+	s.tables[key] = st.t
 	return nil
 }
 
-// checkTTL applies QuestDB's rule that a TTL covers whole partitions.
-func checkTTL(p *parser, ttl ttlDef, partitionBy string) *SQLError {
-	hours := map[string]int{"HOURS": 1, "DAYS": 24, "WEEKS": 7 * 24}[ttl.unit] * ttl.n
-	months := map[string]int{"MONTHS": 1, "YEARS": 12}[ttl.unit] * ttl.n
-	var ok bool
-	switch partitionBy {
-	case "NONE":
-		return p.errAt(ttl.pos, "TTL needs a partitioned table")
-	case "HOUR":
-		ok = true
-	case "DAY":
-		ok = ttl.calendar || hours%24 == 0
-	case "WEEK":
-		ok = !ttl.calendar && hours%(7*24) == 0
-	case "MONTH":
-		ok = ttl.calendar
-	case "YEAR":
-		ok = ttl.calendar && months%12 == 0
-	}
-	if !ok {
-		return p.errAt(ttl.pos, "TTL value must be an integer multiple of partition size [ttl=%s, partitionBy=%s]", ttl, partitionBy)
-	}
-	return nil
-}
-
-// dedupColumns resolves DEDUP UPSERT KEYS against the table: a WAL table
-// with a designated timestamp, which must be one of the keys, and no array
-// keys. The designated timestamp comes first in the result.
-func dedupColumns(p *parser, t *table, keys []token) ([]int, *SQLError) {
-	if !t.wal {
-		return nil, p.errAt(keys[0].pos, "deduplication is possible only on WAL tables")
-	}
-	if t.designated < 0 {
-		return nil, p.errAt(keys[0].pos, "deduplication is possible only on tables with a designated timestamp")
-	}
+// dedupColumns resolves DEDUP UPSERT KEYS against the table with QuestDB's
+// messages: keys must exist, appear once, not be arrays, and include the
+// designated timestamp (reported at listPos). The designated timestamp
+// comes first in the result.
+func dedupColumns(p *parser, t *table, keys []token, listPos int) ([]int, *SQLError) {
 	out := []int{t.designated}
+	seen := map[int]bool{}
 	for _, k := range keys {
 		j, ok := t.byName[strings.ToLower(k.text)]
 		switch {
 		case !ok:
 			return nil, p.errAt(k.pos, "deduplicate key column not found [column=%s]", k.text)
+		case seen[j]:
+			return nil, p.errAt(k.pos, "duplicate dedup column [column=%s]", k.text)
 		case t.cols[j].Type == qwp.TypeDoubleArray || t.cols[j].Type == qwp.TypeLongArray:
-			return nil, p.errAt(k.pos, "deduplicate key column cannot be an array [column=%s]", k.text)
-		case j != t.designated && !containsInt(out, j):
+			return nil, p.errAt(k.pos, "dedup key columns cannot include ARRAY [column=%s, type=%s]", k.text, sqlTypeName(t.cols[j].Type, t.arrayDims[j]))
+		}
+		seen[j] = true
+		if j != t.designated {
 			out = append(out, j)
 		}
 	}
-	for _, k := range keys {
-		if t.byName[strings.ToLower(k.text)] == t.designated {
-			return out, nil
-		}
+	if !seen[t.designated] {
+		return nil, p.errAt(listPos, "deduplicate key list must include dedicated timestamp column")
 	}
-	return nil, p.errAt(keys[0].pos, "deduplicate key list must include dedicated timestamp column")
+	return out, nil
 }
 
-func containsInt(list []int, v int) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// alterDedup runs ALTER TABLE ... DEDUP; the caller holds s.mu.
-func (s *store) alterDedup(p *parser, st *alterDedupStmt) *SQLError {
+// alter runs ALTER TABLE ... DEDUP or SET TTL; the caller holds s.mu.
+func (s *store) alter(p *parser, st *alterStmt) *SQLError {
 	t := s.tables[strings.ToLower(st.table.text)]
 	if t == nil {
 		return p.errAt(st.table.pos, "table does not exist [table=%s]", st.table.text)
 	}
-	if !st.enable {
+	switch {
+	case st.ttl != nil:
+		if err := p.checkTTL(*st.ttl, t.partitionBy); err != nil {
+			return err
+		}
+		t.ttl = ""
+		if st.ttl.n > 0 {
+			t.ttl = st.ttl.String()
+		}
+	case !st.enable:
 		t.setDedup(nil)
-		return nil
+	case !t.wal:
+		return p.errAt(st.table.pos, "deduplication is possible only on WAL tables")
+	default:
+		keys, err := dedupColumns(p, t, st.keys, st.listPos)
+		if err != nil {
+			return err
+		}
+		t.setDedup(keys)
 	}
-	keys, err := dedupColumns(p, t, st.keys)
-	if err != nil {
-		return err
-	}
-	t.setDedup(keys)
 	return nil
 }
 

@@ -16,14 +16,14 @@ import (
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
-// Statements exactly as the exporter's createTableSQL writes them (copied
-// from its output; qwptest does not import the exporter).
+// Statements in the form the exporter writes them (qwptest does not import
+// the exporter), in QuestDB's clause order.
 const (
 	gaugeDDL = "CREATE TABLE IF NOT EXISTS otel_metrics_gauge (timestamp TIMESTAMP_NS, service_name SYMBOL, " +
 		"metric_name SYMBOL, metric_unit SYMBOL, metric_description SYMBOL, scope_name SYMBOL, " +
 		"scope_version SYMBOL, resource_attributes SYMBOL, scope_attributes SYMBOL, attributes SYMBOL, " +
 		"series_id LONG, flags INT, value DOUBLE, exemplars VARCHAR, host_name SYMBOL) " +
-		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 30 DAYS DEDUP UPSERT KEYS(timestamp, series_id)"
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 30 DAYS WAL DEDUP UPSERT KEYS(timestamp, series_id)"
 	histogramDDL = "CREATE TABLE IF NOT EXISTS otel_metrics_histogram (timestamp TIMESTAMP_NS, start_timestamp TIMESTAMP_NS, " +
 		"service_name SYMBOL, metric_name SYMBOL, metric_unit SYMBOL, metric_description SYMBOL, scope_name SYMBOL, " +
 		"scope_version SYMBOL, resource_attributes SYMBOL, scope_attributes SYMBOL, attributes SYMBOL, series_id LONG, " +
@@ -33,7 +33,7 @@ const (
 		"service_name SYMBOL, severity_text SYMBOL, severity_number INT, body VARCHAR, trace_id VARCHAR, span_id VARCHAR, " +
 		"trace_flags INT, event_name SYMBOL, scope_name SYMBOL, scope_version SYMBOL, resource_attributes SYMBOL, " +
 		"scope_attributes SYMBOL, attributes VARCHAR, record_id LONG, host_name SYMBOL) " +
-		"TIMESTAMP(timestamp) PARTITION BY DAY WAL TTL 2 WEEKS DEDUP UPSERT KEYS(timestamp, record_id)"
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 2 WEEKS WAL DEDUP UPSERT KEYS(timestamp, record_id)"
 )
 
 // execGet runs GET /exec with the query and header and returns the status
@@ -274,6 +274,7 @@ func TestDedupCreatedTableTakesNewColumnsAndArrays(t *testing.T) {
 }
 
 func TestExecErrors(t *testing.T) {
+	const ts = "CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) "
 	cases := []struct {
 		query string
 		err   string
@@ -281,33 +282,59 @@ func TestExecErrors(t *testing.T) {
 	}{
 		{"", "empty query", 0},
 		{"DROP TABLE x", "unsupported statement", 0},
-		{"CREATE TABLE t (a INT", "')' expected, found end of query", 21},
-		{"CREATE TABLE t (a FOO)", `unsupported column type "FOO"`, 18},
+		{"CREATE TABLE t (a INT", "',' or ')' expected", 21},
+		{"CREATE TABLE t (a FOO)", "unsupported column type: FOO", 18},
+		{"CREATE TABLE t (a INT,)", "missing column definition", 22},
 		{`CREATE TABLE "zé" (a FOO)`, "unsupported column type", 21}, // in characters, not bytes
 		{`CREATE TABLE "t (a INT)`, "unclosed quoted name", 13},
-		{"CREATE TABLE t (a INT) TIMESTAMP(a) PARTITION BY DAY", "TIMESTAMP column expected", 33},
+		{"CREATE TABLE t (a INT) TIMESTAMP(a) PARTITION BY DAY", "TIMESTAMP column expected [actual=INT, columnName=a]", 33},
 		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(x)", "invalid designated timestamp column [name=x]", 40},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts, ts)", "one designated timestamp column", 44},
+		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts, ts)", "')' expected", 42},
 		{"CREATE TABLE t (a INT, A LONG)", "duplicate column [name=A]", 23},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY CENTURY", "partition unit", 57},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY TTL 12 HOURS", "multiple of partition size", 61},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY MONTH TTL 8 WEEKS", "multiple of partition size", 63},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY NONE TTL 1 DAY", "TTL needs a partitioned table", 62},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY TTL 3 FORTNIGHTS", "TTL unit", 67},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY TTL x DAYS", "TTL count expected", 65},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY NONE WAL", "WAL needs a partitioned table", 57},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY BYPASS WAL DEDUP UPSERT KEYS(ts)", "only on WAL tables", 90},
+		{"CREATE TABLE t (a INT) PARTITION BY DAY", "only on tables with designated timestamps", 36},
+		{ts + "PARTITION BY CENTURY", "'NONE', 'HOUR', 'DAY', 'WEEK', 'MONTH' or 'YEAR' expected", 57},
+		{ts + "PARTITION BY DAY TTL 12 HOURS", "TTL value must be an integer multiple of partition size", 64},
+		{ts + "PARTITION BY MONTH TTL 8 WEEKS", "multiple of partition size", 66},
+		{ts + "PARTITION BY YEAR TTL 6 MONTHS", "multiple of partition size", 65},
+		{ts + "PARTITION BY NONE TTL 1 DAY", "cannot set TTL on a non-partitioned table", 65},
+		{ts + "PARTITION BY DAY TTL 3 FORTNIGHTS", "invalid unit, expected 'HOUR(S)', 'DAY(S)', 'WEEK(S)', 'MONTH(S)' or 'YEAR(S)', but was 'FORTNIGHTS'", 67},
+		{ts + "PARTITION BY DAY TTL 3", "missing unit", 66},
+		{ts + "PARTITION BY DAY TTL 3x", "invalid time unit, expecting 'H', 'D', 'W', 'M' or 'Y', but was 'x'", 66},
+		{ts + "PARTITION BY DAY TTL x DAYS", "invalid syntax, should be <number> <unit> but was x", 65},
+		{ts + "PARTITION BY NONE WAL", "WAL Write Mode can only be used on partitioned tables", 62},
+		{ts + "PARTITION BY DAY BYPASS", "should be BYPASS WAL", 67},
+		// the exporter's old clause order: QuestDB reads no TTL after WAL
+		{ts + "PARTITION BY DAY WAL TTL 30 DAYS DEDUP UPSERT KEYS(ts)", "unexpected token [TTL]", 65},
+		{ts + "WAL", "unexpected token [WAL]", 44},
+		{ts + "TTL 1 DAY", "unexpected token [TTL]", 44},
+		{ts + "DEDUP UPSERT KEYS(ts) PARTITION BY DAY", "deduplication is possible only on WAL tables", 49},
+		{ts + "PARTITION BY DAY DEDUP UPSERT KEYS(ts) WAL", "unexpected token [WAL]", 83},
+		{ts + "PARTITION BY DAY IN VOLUME v", "IN clauses are not supported by this test server", 61},
+		{ts + "PARTITION BY DAY BYPASS WAL DEDUP UPSERT KEYS(ts)", "deduplication is possible only on WAL tables", 77},
 		{"CREATE TABLE t (ts TIMESTAMP, k LONG) TIMESTAMP(ts) PARTITION BY DAY DEDUP UPSERT KEYS(k)", "must include dedicated timestamp", 87},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY DEDUP UPSERT KEYS(ts, nope)", "key column not found [column=nope]", 83},
-		{"CREATE TABLE t (ts TIMESTAMP, a DOUBLE[]) TIMESTAMP(ts) PARTITION BY DAY DEDUP UPSERT KEYS(ts, a)", "cannot be an array", 95},
-		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY DEDUP KEYS(ts)", "'upsert' expected", 67},
-		{"CREATE TABLE t (a LONG[])", "only DOUBLE[]", 18},
+		{ts + "PARTITION BY DAY DEDUP UPSERT KEYS(ts, nope)", "deduplicate key column not found [column=nope]", 83},
+		{ts + "PARTITION BY DAY DEDUP UPSERT KEYS(ts, TS)", "duplicate dedup column [column=TS]", 83},
+		{"CREATE TABLE t (ts TIMESTAMP, a DOUBLE[]) TIMESTAMP(ts) PARTITION BY DAY DEDUP UPSERT KEYS(ts, a)", "dedup key columns cannot include ARRAY [column=a, type=DOUBLE[]]", 95},
+		{ts + "PARTITION BY DAY DEDUP KEYS(ts)", "expected 'upsert'", 67},
+		{ts + "PARTITION BY DAY DEDUP UPSERT ts", "expected 'keys'", 74},
+		{ts + "PARTITION BY DAY DEDUP UPSERT KEYS ts", "column list expected", 79},
+		{"CREATE TABLE t (a LONG[])", "unsupported column type: LONG[]", 18},
 		{"CREATE TABLE t (a DOUBLE[)", "']' expected", 25},
-		{"CREATE TABLE t (a INT) garbage", `unexpected token "garbage"`, 23},
-		{"CREATE TABLE t (a INT); x", `unexpected token "x"`, 24},
+		{"CREATE TABLE t (a INT) garbage", "unexpected token [garbage]", 23},
+		{"CREATE TABLE t (a INT); x", "unexpected token [x]", 24},
 		{"CREATE TABLE t (a INT) @", "unexpected character '@'", 23},
+		// SQL keywords as bare names: QuestDB wants them double-quoted
+		{"CREATE TABLE t (order SYMBOL)", `table and column names that are SQL keywords have to be enclosed in double quotes, such as "order"`, 16},
+		{"CREATE TABLE t (ts TIMESTAMP, Limit SYMBOL)", `such as "Limit"`, 30},
+		{"CREATE TABLE from (a INT)", `such as "from"`, 13},
+		{"CREATE TABLE IF NOT EXISTS end (a INT)", `such as "end"`, 27},
+		{"CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(table)", `such as "table"`, 40},
+		// a '.' or a space in a name needs quotes
+		{"CREATE TABLE team.logs (a INT)", "table names containing '.' have to be enclosed in double quotes", 13},
+		{"CREATE TABLE my table (a INT)", "'(' expected", 16},
+		{"CREATE TABLE t (host.name SYMBOL)", "new column name contains invalid characters", 16},
 		{`CREATE TABLE "a""b" (x INT)`, `table name "a\"b" contains the forbidden character '"'`, 13},
-		{`CREATE TABLE t ("x-y" INT)`, `column name "x-y" contains the forbidden character '-'`, 16},
+		{`CREATE TABLE t ("x-y" INT)`, "new column name contains invalid characters", 16},
 		{"CREATE TABLE IF EXISTS t (a INT)", "'not' expected", 16},
 		{"CREATE TABLE (a INT)", "table name expected", 13},
 		{"CREATE INDEX", "'table' expected", 7},
@@ -315,7 +342,9 @@ func TestExecErrors(t *testing.T) {
 		{"SELECT table_name FROM otel_logs", "tables() only", 23},
 		{"SELECT table_name FROM tables(", "')' expected", 30},
 		{"ALTER TABLE nope DEDUP DISABLE", "table does not exist [table=nope]", 12},
-		{"ALTER TABLE t DEDUP ENABLE KEYS(ts)", "'upsert' expected", 27},
+		{"ALTER TABLE t DEDUP ENABLE KEYS(ts)", "expected 'upsert'", 27},
+		{"ALTER TABLE select DEDUP DISABLE", `such as "select"`, 12},
+		{"ALTER TABLE t SET PARAM x", "'ttl' expected", 18},
 	}
 	s := newServer(t, Options{})
 	for _, tc := range cases {
@@ -470,7 +499,9 @@ func TestExecTTLForms(t *testing.T) {
 		{"WEEK", "TTL 14 DAYS", "14 DAYS"},
 		{"MONTH", "TTL 1y", "1 YEARS"},
 		{"YEAR", "TTL 2 YEARS", "2 YEARS"},
-		{"DAY WAL", "TTL 30 DAYS", "30 DAYS"},
+		{"WEEK", "TTL 1 MONTH", "1 MONTHS"},
+		{"DAY", "TTL 30 DAYS WAL", "30 DAYS"},
+		{"DAY", "TTL 3d BYPASS WAL", "3 DAYS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.partition+" "+tc.ttl, func(t *testing.T) {
@@ -481,8 +512,67 @@ func TestExecTTLForms(t *testing.T) {
 		})
 	}
 	s := newServer(t, Options{})
-	for _, refused := range []string{"YEAR TTL 6 MONTHS", "WEEK TTL 1 MONTH", "WEEK TTL 10 DAYS", "MONTH TTL 30 DAYS"} {
+	for _, refused := range []string{"YEAR TTL 6 MONTHS", "YEAR TTL 48 HOURS", "WEEK TTL 10 DAYS", "MONTH TTL 30 DAYS"} {
 		err := s.Exec("CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY " + refused)
 		assert.ErrorContains(t, err, "multiple of partition size", refused)
 	}
+}
+
+func TestExecQuotedKeywordsAndNames(t *testing.T) {
+	s := newServer(t, Options{})
+	mustExec(t, s, `CREATE TABLE IF NOT EXISTS "order" (timestamp TIMESTAMP_NS, "limit" SYMBOL, "From" SYMBOL, "end" LONG) `+
+		`TIMESTAMP(timestamp) PARTITION BY DAY TTL 1 YEARS WAL DEDUP UPSERT KEYS(timestamp, "end")`)
+	mustExec(t, s, `CREATE TABLE "team.logs" (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY`)
+	mustExec(t, s, `CREATE TABLE "my logs" (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY`)
+	td, ok := s.Rows("order")
+	require.True(t, ok)
+	assert.Equal(t, []ColumnInfo{{"timestamp", qwp.TypeTimestampNanos}, {"limit", qwp.TypeSymbol}, {"From", qwp.TypeSymbol}, {"end", qwp.TypeLong}}, td.Columns)
+	assert.Equal(t, []string{"timestamp", "end"}, td.DedupKeys)
+	assert.Equal(t, "1 YEARS", td.TTL)
+	assert.ElementsMatch(t, []string{"order", "team.logs", "my logs"}, s.TableNames())
+	mustExec(t, s, `ALTER TABLE "order" DEDUP DISABLE`)
+	td, _ = s.Rows("order")
+	assert.Nil(t, td.DedupKeys)
+}
+
+func TestExecAlterSetTTL(t *testing.T) {
+	s := newServer(t, Options{})
+	mustExec(t, s, "CREATE TABLE t (ts TIMESTAMP) TIMESTAMP(ts) PARTITION BY DAY WAL")
+	mustExec(t, s, "ALTER TABLE t SET TTL 30 DAYS")
+	td, _ := s.Rows("t")
+	assert.Equal(t, "30 DAYS", td.TTL)
+	mustExec(t, s, "ALTER TABLE t SET TTL 2w")
+	td, _ = s.Rows("t")
+	assert.Equal(t, "2 WEEKS", td.TTL)
+	err := s.Exec("ALTER TABLE t SET TTL 12 HOURS")
+	assert.ErrorContains(t, err, "multiple of partition size")
+	mustExec(t, s, "ALTER TABLE t SET TTL 0 DAYS")
+	td, _ = s.Rows("t")
+	assert.Empty(t, td.TTL, "0 removes the TTL")
+}
+
+func TestFaultFailExec(t *testing.T) {
+	s := newServer(t, Options{})
+	s.FailExec(1, ExecFailure{Message: "resource is busy and retry queue is full"})
+	s.FailExec(1, ExecFailure{Message: "timeout, query aborted", AfterRun: true})
+	s.FailExec(1, ExecFailure{Message: "unexpected", Status: http.StatusInternalServerError})
+
+	code, body := execGet(t, s, metricsDDL, nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	var doc execErrorJSON
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	assert.Equal(t, execErrorJSON{Query: metricsDDL, Error: "resource is busy and retry queue is full"}, doc)
+	assert.Empty(t, s.Tables(), "not run")
+
+	code, body = execGet(t, s, metricsDDL, nil)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, `"error":"timeout, query aborted","position":0`)
+	assert.Equal(t, map[string]int64{"m": 0}, s.Tables(), "run, but the answer is the failure")
+
+	code, _ = execGet(t, s, "SELECT * FROM tables()", nil)
+	assert.Equal(t, http.StatusInternalServerError, code)
+
+	code, body = execGet(t, s, strings.Replace(metricsDDL, "TABLE m", "TABLE IF NOT EXISTS m", 1), nil)
+	assert.Equal(t, http.StatusOK, code, "faults used up; IF NOT EXISTS finds the table")
+	assert.JSONEq(t, `{"ddl":"OK"}`, body)
 }

@@ -89,16 +89,17 @@ type Server struct {
 	frames   atomic.Int64
 	accepted atomic.Int64
 
-	mu          sync.Mutex
-	closed      bool
-	conns       map[*conn]struct{}
-	nextConnID  int
-	wg          sync.WaitGroup
-	rejects     []*frameFault
-	drops       []*frameFault
-	stalled     bool
-	refusals    []*refusalFault
-	outageUntil time.Time
+	mu           sync.Mutex
+	closed       bool
+	conns        map[*conn]struct{}
+	nextConnID   int
+	wg           sync.WaitGroup
+	rejects      []*frameFault
+	drops        []*frameFault
+	stalled      bool
+	refusals     []*refusalFault
+	execFailures []ExecFailure
+	outageUntil  time.Time
 }
 
 type frameFault struct {

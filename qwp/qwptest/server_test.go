@@ -263,6 +263,24 @@ func TestDurableAcks(t *testing.T) {
 		assert.Equal(t, qwp.StatusDurableAck, r.Status)
 		assert.Equal(t, []qwp.TableTxn{{Name: "t", SeqTxn: 1}}, r.Tables, "never past the durable seqTxn")
 	})
+	t.Run("poll frame inside a deferred group", func(t *testing.T) {
+		s := newServer(t, Options{DurableAck: true})
+		c := dial(t, s, http.Header{"X-QWP-Request-Durable-Ack": {"true"}})
+		c.send(longRows(qwp.FlagDeferCommit, "t", 1), message(flagDurableAckPoll, 0, nil))
+		c.ping()
+		c.expect("pong") // no OK: the poll neither commits nor is acknowledged
+		assert.Zero(t, s.RowCount("t"), "the deferred rows stay uncommitted")
+		c.send(longRows(0, "t", 1))
+		c.ackedThrough(2) // the group's commit covers the deferred frame and the poll
+		assert.Equal(t, int64(2), s.RowCount("t"))
+	})
+	t.Run("header-only poll frame on a clean connection", func(t *testing.T) {
+		s := newServer(t, Options{DurableAck: true})
+		c := dial(t, s, http.Header{"X-QWP-Request-Durable-Ack": {"true"}})
+		c.send(longRows(0, "t", 1), message(flagDurableAckPoll, 0, nil))
+		c.ackedThrough(1) // the poll's own seq is acknowledged
+		assert.Equal(t, int64(1), s.RowCount("t"))
+	})
 }
 
 func TestCloseCodes(t *testing.T) {
