@@ -483,7 +483,7 @@ func (r *Encoder) beginScope(scope pcommon.InstrumentationScope) {
 }
 
 // setResourceScope writes the scope and resource attribute columns of a
-// log row (service_name is set earlier, for the schema order).
+// log or span row (service_name is set earlier, for the schema order).
 func (r *Encoder) setResourceScope(tb *table) {
 	if r.keyedFor != r.scopeKey || r.keyedTable != tb {
 		r.beginKeyed(tb, r.scopeKey)
