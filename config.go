@@ -554,6 +554,7 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 		OnFull:          onFull,
 		AppendDeadline:  c.SFAppendDeadline,
 		SymbolUse:       payloadSymbolUse,
+		SymbolDefs:      payloadSymbolDefs,
 		Logger:          logger,
 	}
 }

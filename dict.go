@@ -42,6 +42,21 @@ func payloadSymbolUse(payload []byte) (gen uint32, maxID int64) {
 	return gen, int64(end) - 1
 }
 
+// payloadSymbolDefs returns the dictionary entries a stored payload defines
+// in its delta section (ids first..), so that recovery can rebuild entries
+// a damaged .symbol-dict lost.
+func payloadSymbolDefs(payload []byte) (gen uint32, first int, entries [][]byte) {
+	gen, msg, err := splitPayload(payload)
+	if err != nil {
+		return 0, 0, nil
+	}
+	first, entries, err = qwp.DeltaDictEntries(msg)
+	if err != nil {
+		return gen, 0, nil
+	}
+	return gen, first, entries
+}
+
 // symbolStore is the part of the SF queue that persists the dictionary
 // (sfqueue.Queue satisfies it).
 type symbolStore interface {

@@ -177,6 +177,30 @@ func TestPayloadSymbolUse(t *testing.T) {
 	}
 }
 
+func TestPayloadSymbolDefs(t *testing.T) {
+	dict := qwp.NewMemDict()
+	dict.ID([]byte("old"))
+	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{DeltaSymbolDict: true})
+	tb, _ := enc.Table("t")
+	c, _ := tb.Column("s", qwp.TypeSymbol)
+	for _, s := range []string{"old", "a", "b"} {
+		tb.SymbolString(c, s)
+		if err := tb.EndRow(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen, first, entries := payloadSymbolDefs(append(appendGenPrefix(nil, 4), enc.Finish(nil)...))
+	if gen != 4 || first != 1 || len(entries) != 2 || string(entries[0]) != "a" || string(entries[1]) != "b" {
+		t.Fatalf("payloadSymbolDefs = %d, %d, %q; want 4, 1, [a b]", gen, first, entries)
+	}
+	if _, _, entries := payloadSymbolDefs([]byte{1}); entries != nil {
+		t.Fatalf("short payload defines %q", entries)
+	}
+	if _, _, entries := payloadSymbolDefs(append(appendGenPrefix(nil, 3), 1, 2, 3)); entries != nil {
+		t.Fatalf("a payload that is no QWP message defines %q", entries)
+	}
+}
+
 func TestGenDictThroughSFQueue(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *sfqueue.Queue {
