@@ -98,6 +98,12 @@ func (t *telemetry) skipped(stats datamodel.Stats) {
 	}
 }
 
+// ddlRefused counts a CREATE TABLE QuestDB refused.
+func (t *telemetry) ddlRefused(table string) {
+	t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1,
+		metric.WithAttributes(attribute.String("table", table)))
+}
+
 func (t *telemetry) groupAppended(_, frames, rows int) {
 	ctx := context.Background()
 	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames))
