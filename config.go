@@ -100,7 +100,7 @@ type Config struct {
 	// MetricAttributesType is the column type of a metric point's
 	// attributes JSON: symbol or varchar.
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
-	// CreateTables makes the exporter create its six tables, with DEDUP
+	// CreateTables makes the exporter create its seven tables, with DEDUP
 	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection, so a
 	// replay after a reconnect or restart never doubles a row. Off leaves
 	// the tables to QWP's auto-create, which gives them no dedup keys.
@@ -121,6 +121,7 @@ type TablesConfig struct {
 	ExponentialHistogram string `mapstructure:"exponential_histogram"`
 	Summary              string `mapstructure:"summary"`
 	Logs                 string `mapstructure:"logs"`
+	Traces               string `mapstructure:"traces"`
 }
 
 // Limits and defaults that Validate and createDefaultConfig share.
@@ -445,6 +446,7 @@ func (c *Config) tableKeys() []struct{ key, name string } {
 	return []struct{ key, name string }{
 		{"gauge", t.Gauge}, {"sum", t.Sum}, {"histogram", t.Histogram},
 		{"exponential_histogram", t.ExponentialHistogram}, {"summary", t.Summary}, {"logs", t.Logs},
+		{"traces", t.Traces},
 	}
 }
 
@@ -484,7 +486,7 @@ func (c *Config) rowEncoderConfig(logger *zap.Logger) datamodel.EncoderConfig {
 	return datamodel.EncoderConfig{
 		Tables: datamodel.Tables{
 			Gauge: t.Gauge, Sum: t.Sum, Histogram: t.Histogram,
-			ExponentialHistogram: t.ExponentialHistogram, Summary: t.Summary, Logs: t.Logs,
+			ExponentialHistogram: t.ExponentialHistogram, Summary: t.Summary, Logs: t.Logs, Traces: t.Traces,
 		},
 		Promoted:          c.promotedColumns(),
 		AttributesVarchar: c.MetricAttributesType == "varchar",

@@ -65,7 +65,7 @@ func TestConfigLoad(t *testing.T) {
 	full.SymbolDictMaxEntries = 250000
 	full.Tables = TablesConfig{
 		Gauge: "gauges", Sum: "sums", Histogram: "histograms",
-		ExponentialHistogram: "exp_histograms", Summary: "summaries", Logs: "logs",
+		ExponentialHistogram: "exp_histograms", Summary: "summaries", Logs: "logs", Traces: "spans",
 	}
 	full.AttributesAsSymbols = []string{"host.name", "k8s.pod.name"}
 	full.MetricAttributesType = "varchar"
@@ -185,6 +185,8 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"table with BOM", func(c *Config) { c.Tables.Logs = "lo\ufeffgs" }, "tables::logs", "control"},
 		{"table name too long", func(c *Config) { c.Tables.Logs = strings.Repeat("t", 128) }, "tables::logs", "127"},
 		{"tables not distinct", func(c *Config) { c.Tables.Sum = "OTEL_METRICS_GAUGE" }, "tables::sum", "tables::gauge"},
+		{"traces table empty", func(c *Config) { c.Tables.Traces = "" }, "tables::traces", "0 bytes"},
+		{"traces table shared with logs", func(c *Config) { c.Tables.Traces = "otel_logs" }, "tables::traces", "tables::logs"},
 		{"promoted collides with built-in", func(c *Config) { c.AttributesAsSymbols = []string{"service.name"} }, "attributes_as_symbols", "service_name"},
 		{"promoted collides with timestamp", func(c *Config) { c.AttributesAsSymbols = []string{"timestamp"} }, "attributes_as_symbols", "timestamp"},
 		{"promoted keys collide", func(c *Config) { c.AttributesAsSymbols = []string{"host.name", "host-name"} }, "attributes_as_symbols", "host.name"},
@@ -396,11 +398,13 @@ func TestConfigQueueOptions(t *testing.T) {
 func TestConfigRowEncoderConfig(t *testing.T) {
 	cfg := defaultConfig(t)
 	cfg.Tables.Logs = "my_logs"
+	cfg.Tables.Traces = "my_spans"
 	cfg.AttributesAsSymbols = []string{"host.name"}
 	cfg.MetricAttributesType = "varchar"
 	require.NoError(t, cfg.Validate())
 	rc := cfg.rowEncoderConfig(zap.NewNop())
 	assert.Equal(t, "my_logs", rc.Tables.Logs)
+	assert.Equal(t, "my_spans", rc.Tables.Traces)
 	assert.Equal(t, "otel_metrics_exp_histogram", rc.Tables.ExponentialHistogram)
 	assert.Equal(t, []datamodel.PromotedColumn{{Key: "host.name", Column: "host_name"}}, rc.Promoted)
 	assert.Equal(t, cfg.promotedColumns(), rc.Promoted)

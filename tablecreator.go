@@ -286,6 +286,15 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 	return refused, nil
 }
 
+// tables are the names of the tables the creator makes.
+func (tc *tableCreator) tables() []string {
+	out := make([]string, len(tc.ddl))
+	for i, d := range tc.ddl {
+		out[i] = d.Table
+	}
+	return out
+}
+
 // firstTime reports whether table is new to seen, and records it.
 func (tc *tableCreator) firstTime(seen map[string]bool, table string) bool {
 	tc.mu.Lock()

@@ -17,10 +17,14 @@ import (
 // makes tables without dedup keys.
 
 // dedupKey is the column that, with the designated timestamp, identifies a
-// row of a table: series_id for metrics, record_id for logs.
+// row of a table: series_id for metrics, record_id for logs, span_key for
+// traces.
 func (k tableKind) dedupKey() string {
-	if k == tableLogs {
+	switch k {
+	case tableLogs:
 		return colRecordID
+	case tableTraces:
+		return colSpanKey
 	}
 	return colSeriesID
 }

@@ -23,6 +23,23 @@ func TestCreateTableSQLGauge(t *testing.T) {
 	}
 }
 
+func TestCreateTableSQLTraces(t *testing.T) {
+	got, err := createTableSQL("otel_traces", tableTraces, qwp.TypeSymbol, nil, "7d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "CREATE TABLE IF NOT EXISTS otel_traces (timestamp TIMESTAMP_NS, end_timestamp TIMESTAMP_NS, " +
+		"duration LONG, service_name SYMBOL, span_name SYMBOL, span_kind SYMBOL, trace_id VARCHAR, " +
+		"span_id VARCHAR, parent_span_id VARCHAR, trace_state VARCHAR, status_code SYMBOL, " +
+		"status_message VARCHAR, scope_name SYMBOL, scope_version SYMBOL, resource_attributes SYMBOL, " +
+		"scope_attributes SYMBOL, attributes VARCHAR, events VARCHAR, links VARCHAR, flags INT, " +
+		"dropped_attributes_count INT, dropped_events_count INT, dropped_links_count INT, span_key LONG) " +
+		"TIMESTAMP(timestamp) PARTITION BY DAY TTL 7 DAYS WAL DEDUP UPSERT KEYS(timestamp, span_key)"
+	if got != want {
+		t.Fatalf("statement:\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestCreateTableSQLEveryTable(t *testing.T) {
 	for k := range numTables {
 		name := DefaultTables().of(k)
@@ -30,16 +47,21 @@ func TestCreateTableSQLEveryTable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		key := "series_id"
-		if k == tableLogs {
-			key = "record_id"
+		key := map[tableKind]string{tableLogs: "record_id", tableTraces: "span_key"}[k]
+		if key == "" {
+			key = "series_id"
 		}
 		if !strings.HasSuffix(stmt, "DEDUP UPSERT KEYS(timestamp, "+key+")") || strings.Contains(stmt, " TTL ") {
 			t.Errorf("%s: %s", name, stmt)
 		}
 		// Every column the row encoder writes is declared, with its type.
 		tb := table{kind: k}
+		seen := map[string]bool{}
 		for _, c := range tb.columns(qwp.TypeVarchar) {
+			if seen[c.name] {
+				t.Errorf("%s: column %q declared twice", name, c.name)
+			}
+			seen[c.name] = true
 			if c.name == "" {
 				continue
 			}

@@ -15,6 +15,7 @@
 //	                            positive_/negative_bucket_counts DOUBLE[], temporality, exemplars
 //	otel_metrics_summary        count, sum, quantiles and quantile_values DOUBLE[]
 //	otel_logs                   see below
+//	otel_traces                 see below
 //
 // Every metric table also has, with its source:
 //
@@ -41,8 +42,20 @@
 // attributes VARCHAR (JSON), record_id LONG (XXH64 of the record: the dedup
 // key), and the promoted columns.
 //
+// otel_traces: timestamp (the span's start, else its end, else export time),
+// end_timestamp, duration LONG (end - start in ns, NULL when either is unset
+// or the end precedes the start), service_name, span_name and span_kind
+// SYMBOL, trace_id, span_id and parent_span_id VARCHAR (hex as in otel_logs,
+// NULL when zero), trace_state VARCHAR, status_code SYMBOL, status_message
+// VARCHAR, scope_name, scope_version, resource_attributes, scope_attributes,
+// attributes VARCHAR (JSON), events and links VARCHAR (JSON arrays, times as
+// integer nanoseconds), flags and dropped_{attributes,events,links}_count
+// INT, span_key LONG (XXH64 of the span: the dedup key), and the promoted
+// columns.
+//
 // Files: rows.go (the Encoder, table and column declarations, the row size
-// bound), metrics.go and logs.go (one writer per signal), attrjson.go
+// bound), metrics.go, logs.go and traces.go (one writer per signal; traces.go
+// also documents span_key), attrjson.go
 // (attribute maps as sorted-key JSON), hash.go (series and record ids),
 // sanitize.go (UTF-8 repair and promoted column names), ddl.go (the DDL).
 //

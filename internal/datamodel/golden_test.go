@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 )
@@ -176,6 +177,80 @@ func goldenLogs() plog.Logs {
 	return ld
 }
 
+// goldenTraces is the fixed traces batch of the golden test: every span
+// field, an exact repeat, bad input (zero ids, end before start, invalid
+// UTF-8, a nameless event), kinds and status codes outside the enums, and a
+// resource without attributes.
+func goldenTraces() ptrace.Traces {
+	const t1 = 1_700_000_000_000_000_000
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	rs.Resource().Attributes().PutStr("host.name", "h1")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("io.otel.http")
+	ss.Scope().SetVersion("1.2.3")
+	ss.Scope().Attributes().PutStr("lib", "x")
+	sp := ss.Spans().AppendEmpty()
+	sp.SetTraceID(pcommon.TraceID{0xde, 0xad, 0xbe, 0xef, 15: 0x01})
+	sp.SetSpanID(pcommon.SpanID{0xca, 0xfe, 7: 0x02})
+	sp.SetParentSpanID(pcommon.SpanID{0xba, 0xbe, 7: 0x03})
+	sp.TraceState().FromRaw("congo=t61rcWkgMzE")
+	sp.SetFlags(0x101)
+	sp.SetName("GET /api/items/{id}")
+	sp.SetKind(ptrace.SpanKindServer)
+	sp.SetStartTimestamp(t1)
+	sp.SetEndTimestamp(t1 + 2_500_001)
+	sp.Attributes().PutStr("http.request.method", "GET")
+	sp.Attributes().PutInt("http.status_code", 503)
+	sp.Attributes().PutDouble("ratio", 0.5)
+	sp.SetDroppedAttributesCount(1)
+	ev := sp.Events().AppendEmpty()
+	ev.SetTimestamp(t1 + 123_456_789)
+	ev.SetName("exception")
+	ev.Attributes().PutStr("exception.message", "line1\nline2")
+	ev.SetDroppedAttributesCount(1)
+	sp.Events().AppendEmpty().SetTimestamp(t1 + 2) // a nameless event
+	sp.SetDroppedEventsCount(2)
+	l := sp.Links().AppendEmpty()
+	l.SetTraceID(pcommon.TraceID{0x11, 15: 0x22})
+	l.SetSpanID(pcommon.SpanID{0x33, 7: 0x44})
+	l.TraceState().FromRaw("a=1")
+	l.Attributes().PutStr("link.kind", "follows")
+	l.SetFlags(0x301)
+	sp.SetDroppedLinksCount(3)
+	sp.Status().SetCode(ptrace.StatusCodeError)
+	sp.Status().SetMessage("upstream unavailable")
+	sp.CopyTo(ss.Spans().AppendEmpty()) // a genuine repeat: another span_key
+
+	sp = ss.Spans().AppendEmpty() // zero ids, end before start, bad UTF-8
+	sp.SetName("bad\xffname")
+	sp.SetKind(ptrace.SpanKindClient)
+	sp.SetStartTimestamp(t1 + 10)
+	sp.SetEndTimestamp(t1 + 5)
+	sp.Attributes().PutStr("q", "\xfe")
+	sp.Status().SetCode(ptrace.StatusCodeOk)
+	sp = ss.Spans().AppendEmpty() // only an end: it is the designated timestamp
+	sp.SetName("late")
+	sp.SetKind(ptrace.SpanKindConsumer)
+	sp.SetEndTimestamp(t1 + 20)
+	ss.Spans().AppendEmpty() // nothing set: export time, NULLs
+
+	rs2 := td.ResourceSpans().AppendEmpty() // no resource attributes, an empty scope
+	sp = rs2.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetName("wire")
+	sp.SetKind(42)
+	sp.Status().SetCode(7)
+	sp.SetStartTimestamp(t1 + 30)
+	sp.SetEndTimestamp(t1 + 31)
+	sp = rs2.ScopeSpans().At(0).Spans().AppendEmpty()
+	sp.SetName("producer")
+	sp.SetKind(ptrace.SpanKindProducer)
+	sp.SetStartTimestamp(t1 + 40)
+	sp.Attributes().PutInt("http.status_code", 200) // promoted
+	return td
+}
+
 // goldenValue makes a decoded value JSON-representable: NaN and ±Inf as
 // strings, arrays as their values.
 func goldenValue(v any) any {
@@ -210,6 +285,9 @@ func TestGoldenTables(t *testing.T) {
 		t.Fatalf("stats = %+v, want the nameless metric skipped", st)
 	}
 	h.logs(goldenLogs())
+	if st := h.traces(goldenTraces()); st.Rows[tableTraces] != 7 {
+		t.Fatalf("trace stats = %+v, want 7 spans", st)
+	}
 	names := DefaultTables()
 	for k := range numTables {
 		name := names.of(k)

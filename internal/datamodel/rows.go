@@ -13,7 +13,7 @@ import (
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
-// tableKind indexes the six tables of the data model.
+// tableKind indexes the seven tables of the data model.
 type tableKind int
 
 const (
@@ -23,12 +23,13 @@ const (
 	tableExpHistogram
 	tableSummary
 	tableLogs
+	tableTraces
 	numTables
 )
 
 // Tables are the QuestDB table names of the data model.
 type Tables struct {
-	Gauge, Sum, Histogram, ExponentialHistogram, Summary, Logs string
+	Gauge, Sum, Histogram, ExponentialHistogram, Summary, Logs, Traces string
 }
 
 // DefaultTables are the names DESIGN.md gives the tables.
@@ -40,11 +41,12 @@ func DefaultTables() Tables {
 		ExponentialHistogram: "otel_metrics_exp_histogram",
 		Summary:              "otel_metrics_summary",
 		Logs:                 "otel_logs",
+		Traces:               "otel_traces",
 	}
 }
 
 func (n Tables) of(k tableKind) string {
-	return [numTables]string{n.Gauge, n.Sum, n.Histogram, n.ExponentialHistogram, n.Summary, n.Logs}[k]
+	return [numTables]string{n.Gauge, n.Sum, n.Histogram, n.ExponentialHistogram, n.Summary, n.Logs, n.Traces}[k]
 }
 
 // SkipReason says why a data point or log record was not written. A skip
@@ -63,7 +65,7 @@ func (r SkipReason) String() string {
 	return [NumSkipReasons]string{"empty_metric_name", "row_too_large"}[r]
 }
 
-// Stats counts what one EncodeMetrics or EncodeLogs call did.
+// Stats counts what one EncodeMetrics, EncodeLogs or EncodeTraces call did.
 type Stats struct {
 	Rows    [numTables]int      // rows written, per table
 	Skipped [NumSkipReasons]int // rows dropped, per reason
@@ -155,6 +157,8 @@ type Encoder struct {
 	shape    [1]int32
 	traceHex [32]byte
 	spanHex  [16]byte
+
+	span spanScratch // EncodeTraces' per-span buffers (traces.go)
 }
 
 // table holds one table's handles. Handles stay valid across frames; a
@@ -176,6 +180,8 @@ type table struct {
 	quantiles, quantileValues qwp.Col
 
 	observed, severityText, severityNumber, body, traceID, spanID, traceFlags, eventName, recordID qwp.Col
+
+	spanCols spanColumns // otel_traces only (traces.go)
 
 	promoted []qwp.Col
 }
@@ -242,6 +248,10 @@ func (tb *table) columns(attrsType qwp.ColumnType) []column {
 		cols = append(cols, column{h, name, typ})
 	}
 	add(&tb.time, "", qwp.TypeTimestampNanos)
+	if tb.kind == tableTraces {
+		tb.declareSpanColumns(add)
+		return cols
+	}
 	if tb.kind == tableLogs {
 		add(&tb.observed, colObservedTimestamp, qwp.TypeTimestampNanos)
 		add(&tb.service, colServiceName, qwp.TypeSymbol)
@@ -400,7 +410,7 @@ func NewEncoder(enc *qwp.Encoder, cfg EncoderConfig) (*Encoder, error) {
 }
 
 func kindLabel(k tableKind) string {
-	return [numTables]string{"gauge", "sum", "histogram", "exponential histogram", "summary", "logs"}[k]
+	return [numTables]string{"gauge", "sum", "histogram", "exponential histogram", "summary", "logs", "traces"}[k]
 }
 
 // Flush emits the current frame, if it holds any rows.
