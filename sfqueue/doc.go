@@ -79,8 +79,15 @@
 //
 // where each id is the next id of its generation. AddSymbols appends before
 // the frames using the ids are appended, and in periodic and flush
-// durability fsyncs before it returns. DropSymbolGenerationsBelow rewrites
-// the file through temp + rename.
+// durability fsyncs before it returns. With Options.SymbolUse set, a
+// generation is deleted once no unacknowledged frame uses it and it is not
+// the newest (generations.go): acks or evictions passing its last frame
+// wake the background goroutine, which writes .ack-watermark first (so a
+// crash never finds unacked frames whose dictionary is gone) and then
+// rewrites the file through temp + rename with the queue's lock released
+// (AddSymbols meanwhile appends to the old file, a superset, and hands its
+// records to the rewrite). DropSymbolGenerationsBelow does the same on
+// demand.
 //
 // # Durability
 //

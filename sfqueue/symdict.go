@@ -255,6 +255,7 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	if err := q.usableLocked(); err != nil {
 		return err
 	}
+	q.gens.newest = max(q.gens.newest, gen)
 	op, err := q.dict.add(gen, firstID, entries)
 	if err != nil {
 		if op == "" {
@@ -315,6 +316,10 @@ func (q *Queue) SymbolGenerations() []uint32 {
 func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.dropSymbolsBelowLocked(gen)
+}
+
+func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
 	for q.dict.rewriting && !q.closed {
 		q.syncDone.Wait()
 	}
