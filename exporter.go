@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 
 	"github.com/questdbexporter/questdbexporter/internal/datamodel"
@@ -413,6 +414,15 @@ func (e *questdbExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
 	return receiverError(e.afterWrite(ctx, s, fsn, err))
 }
 
+func (e *questdbExporter) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	w, s, err := e.components()
+	if err != nil {
+		return receiverError(err)
+	}
+	fsn, err := w.writeTraces(ctx, td)
+	return receiverError(e.afterWrite(ctx, s, fsn, err))
+}
+
 // components returns the writer and sender of a started instance, or why
 // there are none. A sender that stopped for good refuses new data: it would
 // only pile up behind the frame the server refuses.
@@ -454,15 +464,22 @@ type rowBatchEncoder struct {
 }
 
 func (b *rowBatchEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeMetrics(md, emit))
+	st, err := b.rows.EncodeMetrics(md, emit)
+	return b.done(signalMetrics, st, err)
 }
 
 func (b *rowBatchEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeLogs(ld, emit))
+	st, err := b.rows.EncodeLogs(ld, emit)
+	return b.done(signalLogs, st, err)
 }
 
-func (b *rowBatchEncoder) done(st datamodel.Stats, err error) (int, error) {
-	b.tel.skipped(st)
+func (b *rowBatchEncoder) encodeTraces(td ptrace.Traces, emit func([]byte) error) (int, error) {
+	st, err := b.rows.EncodeTraces(td, emit)
+	return b.done(signalTraces, st, err)
+}
+
+func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, error) {
+	b.tel.skipped(sig, st)
 	rows := 0
 	for _, n := range st.Rows {
 		rows += n
