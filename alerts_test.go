@@ -31,6 +31,10 @@ func TestLevelAlerter(t *testing.T) {
 				{sample: queueSample{Used: 800, Capacity: capB}, level: levelHigh, logged: zapcore.WarnLevel},
 				{sample: queueSample{Used: 900, Capacity: capB}, level: levelHigh, logged: none},
 				{sample: queueSample{Used: 1000, Capacity: capB}, level: levelFull, logged: zapcore.ErrorLevel},
+				// Hysteresis: full holds until below 80 %, never falling back to high.
+				{sample: queueSample{Used: 850, Capacity: capB}, level: levelFull, logged: none},
+				{sample: queueSample{Used: 800, Capacity: capB}, level: levelFull, logged: none},
+				{sample: queueSample{Used: 799, Capacity: capB}, level: levelOK, logged: zapcore.InfoLevel},
 				{sample: queueSample{Used: 850, Capacity: capB}, level: levelHigh, logged: zapcore.WarnLevel},
 				{sample: queueSample{Used: 10, Capacity: capB}, level: levelOK, logged: zapcore.InfoLevel},
 				{sample: queueSample{Used: 0, Capacity: capB}, level: levelOK, logged: none},
@@ -48,6 +52,17 @@ func TestLevelAlerter(t *testing.T) {
 			},
 		},
 		{
+			name: "refusing, draining a little and refusing again is one full alert",
+			steps: []step{
+				{sample: queueSample{Used: 700, Capacity: capB}, level: levelOK, logged: none},
+				{advance: time.Second, sample: queueSample{Used: 810, Capacity: capB, AtCap: true, Refused: 1}, level: levelFull, logged: zapcore.ErrorLevel},
+				{advance: time.Second, sample: queueSample{Used: 820, Capacity: capB, Refused: 1}, level: levelFull, logged: none},
+				{advance: 5 * time.Second, sample: queueSample{Used: 830, Capacity: capB, AtCap: true, Refused: 2}, level: levelFull, logged: none},
+				{advance: time.Second, sample: queueSample{Used: 900, Capacity: capB, Refused: 2}, level: levelFull, logged: none},
+				{advance: time.Second, sample: queueSample{Used: 100, Capacity: capB, Refused: 2}, level: levelOK, logged: zapcore.InfoLevel},
+			},
+		},
+		{
 			name: "a refusal since the last check is full even below the cap",
 			steps: []step{
 				{sample: queueSample{Used: 500, Capacity: capB, Refused: 3}, level: levelOK, logged: none},
@@ -61,7 +76,8 @@ func TestLevelAlerter(t *testing.T) {
 			steps: []step{
 				{sample: queueSample{Used: 900, Capacity: capB}, level: levelHigh, logged: zapcore.WarnLevel},
 				{sample: queueSample{Used: 900, Capacity: capB, Evicted: 2}, level: levelFull, logged: zapcore.ErrorLevel},
-				{sample: queueSample{Used: 900, Capacity: capB, Evicted: 2}, level: levelHigh, logged: zapcore.WarnLevel},
+				{sample: queueSample{Used: 900, Capacity: capB, Evicted: 2}, level: levelFull, logged: none},
+				{sample: queueSample{Used: 700, Capacity: capB, Evicted: 2}, level: levelOK, logged: zapcore.InfoLevel},
 			},
 		},
 		{
@@ -110,6 +126,31 @@ func TestLevelAlerterFullWording(t *testing.T) {
 		}
 		if logs.FilterMessageSnippet(want).Len() != 1 {
 			t.Fatalf("evict=%v: full alert %v does not say %q", evict, logs.All(), want)
+		}
+	}
+}
+
+// TestEvictionSummary: a queue evicting for nearly every append logs the
+// full alert once and then one summary per evictionSummaryInterval, with the
+// frames and bytes evicted since the previous line.
+func TestEvictionSummary(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newLevelAlerter(zap.New(core), func() time.Time { return now }, true)
+	var evicted uint64
+	for range 150 { // 150 s of one eviction of 10 frames (1000 bytes) per second
+		evicted += 10
+		a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: evicted, EvictedBytes: evicted * 100})
+		now = now.Add(time.Second)
+	}
+	all := logs.AllUntimed()
+	if len(all) != 3 || all[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("150 s of evictions logged %d lines %v; want the full alert and two summaries", len(all), all)
+	}
+	for i, e := range all[1:] {
+		m := e.ContextMap()
+		if e.Level != zapcore.WarnLevel || m["frames"] != uint64(600) || m["payload_bytes"] != uint64(60000) || m["over"] != time.Minute {
+			t.Fatalf("summary %d: %v %v; want a warn with 600 frames, 60000 bytes over 1m", i, e.Level, m)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -77,6 +78,44 @@ func receiverError(err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	return retryStatus(codes.Unavailable, retryAfterUnavailable, "questdb exporter: %v", err)
+}
+
+// reportedOnce tells the errors of the write path that the exporter already
+// reports once per condition — a full queue (the level alert and the
+// component status), a stopped sender (its error log and status), a queue
+// latched by an I/O failure (its error log), the exporter shutting down, a
+// caller that gave up — from those nothing else logs. A refused request is
+// not logged per request (see helperSettings).
+func reportedOnce(err error) bool {
+	var full *sfqueue.FullError
+	var term *sender.TerminalError
+	var fatal *sfqueue.FatalError
+	return errors.As(err, &full) || errors.As(err, &term) || errors.As(err, &fatal) ||
+		errors.Is(err, sfqueue.ErrClosed) || errors.Is(err, errWriterClosed) || errors.Is(err, errShutDown) ||
+		errors.Is(err, errNotStarted) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// logLimiter lets a line through at most once per interval and counts the
+// ones it held back. Safe for concurrent use.
+type logLimiter struct {
+	interval time.Duration
+	mu       sync.Mutex
+	last     time.Time
+	held     int
+}
+
+// allow reports whether a line may be logged at now, and how many were held
+// back since the last one.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.interval {
+		l.held++
+		return false, 0
+	}
+	held := l.held
+	l.last, l.held = now, 0
+	return true, held
 }
 
 // retryStatus is a gRPC status error carrying RetryInfo.

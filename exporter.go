@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/questdbexporter/questdbexporter/internal/datamodel"
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
@@ -45,6 +46,7 @@ type questdbExporter struct {
 	tel      *telemetry
 	tb       *metadata.TelemetryBuilder
 	now      func() time.Time
+	errLog   logLimiter // for refuse
 
 	mu       sync.RWMutex // the components below, replaced only by Start and Shutdown
 	queue    *sfqueue.Queue
@@ -68,18 +70,22 @@ func newInstance(cfg *Config, set exporter.Settings) (instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
 	}
-	tel, err := newTelemetry(tb, set.Logger)
+	// Everything this exporter logs at Error is a condition it expects and
+	// explains (a full queue, DATA_LOSS, a refused login): no stack traces.
+	logger := set.Logger.WithOptions(zap.AddStacktrace(zapcore.FatalLevel))
+	tel, err := newTelemetry(tb, logger, set.ID)
 	if err != nil {
 		tb.Shutdown()
 		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
 	}
 	e := &questdbExporter{
 		cfg:      cfg,
-		logger:   set.Logger,
+		logger:   logger,
 		senderID: cfg.senderID(set.ID),
 		tel:      tel,
 		tb:       tb,
 		now:      time.Now,
+		errLog:   logLimiter{interval: unreportedErrorInterval},
 	}
 	e.slot = "memory:" + e.senderID
 	if cfg.SFDir != "" {
@@ -124,6 +130,7 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 		return errors.Join(fmt.Errorf("questdb exporter: starting the sender: %w", err), q.Close())
 	}
 	e.queue, e.writer, e.sender, e.status = q, w, s, status
+	e.tel.attachQueue(q)
 	e.stop, e.stopped = make(chan struct{}), make(chan struct{})
 	go e.monitor(newLevelAlerter(e.logger, e.now, e.cfg.OnFull == "evict_oldest"))
 	e.startDrainers(ctx)
@@ -356,8 +363,7 @@ func (e *questdbExporter) monitor(alerts *levelAlerter) {
 func (e *questdbExporter) sampleQueue(alerts *levelAlerter) {
 	s := e.queue.Stats()
 	e.tel.observeQueue(s)
-	level := alerts.observe(queueSample{Used: s.UsedBytes, Capacity: s.CapacityBytes, Refused: s.FullErrors, Evicted: s.FramesEvicted})
-	e.status.queueLevel(level)
+	e.status.queueLevel(alerts.observe(sampleQueue(s)))
 }
 
 // Shutdown stops accepting data, lets the writer finish the calls it
@@ -382,10 +388,9 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	e.writer.close()
 	var errs []error
 	if err := e.sender.Close(ctx); err != nil {
-		// Close logged the remainder; in SF mode it stays for the next start.
-		e.logger.Warn("questdb exporter shut down with unacknowledged frames", zap.Error(err),
-			zap.Bool("kept_on_disk", e.cfg.SFDir != ""))
+		e.logUnacknowledged(err)
 	}
+	e.tel.attachQueue(nil)
 	if err := e.queue.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("questdb exporter: closing the queue: %w", err))
 	}
@@ -396,32 +401,68 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *questdbExporter) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	w, s, err := e.components()
-	if err != nil {
-		return receiverError(err)
+// logUnacknowledged tells the operator what Shutdown leaves behind: how
+// many frames (QWP batches) and bytes QuestDB has not acknowledged, where
+// they are, and the key that bounded the wait.
+func (e *questdbExporter) logUnacknowledged(cause error) {
+	s := e.queue.Stats()
+	fields := []zap.Field{
+		zap.Uint64("frames", s.PublishedFSN-s.AckedFSN), zap.Int64("bytes", s.UnackedBytes),
+		zap.Duration("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
 	}
-	fsn, err := w.writeMetrics(ctx, md)
-	return receiverError(e.afterWrite(ctx, s, fsn, err))
+	waited := fmt.Sprintf("waited close_flush_timeout (%v)", e.cfg.CloseFlushTimeout)
+	if e.cfg.CloseFlushTimeout == 0 {
+		waited = "did not wait (close_flush_timeout: 0)"
+	}
+	if e.cfg.SFDir == "" {
+		e.logger.Error(fmt.Sprintf("QuestDB exporter stopped; %s; %d frames (%d bytes) QuestDB has not acknowledged are LOST: memory-only mode (sf_dir is empty) keeps nothing across a restart; raise close_flush_timeout or set sf_dir",
+			waited, s.PublishedFSN-s.AckedFSN, s.UnackedBytes), fields...)
+		return
+	}
+	e.logger.Warn(fmt.Sprintf("QuestDB exporter stopped; %s; %d frames (%d bytes) QuestDB has not acknowledged stay in %s and are sent at the next start",
+		waited, s.PublishedFSN-s.AckedFSN, s.UnackedBytes, e.slot), fields...)
+}
+
+func (e *questdbExporter) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeMetrics(ctx, md) })
 }
 
 func (e *questdbExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
-	w, s, err := e.components()
-	if err != nil {
-		return receiverError(err)
-	}
-	fsn, err := w.writeLogs(ctx, ld)
-	return receiverError(e.afterWrite(ctx, s, fsn, err))
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeLogs(ctx, ld) })
 }
 
 func (e *questdbExporter) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeTraces(ctx, td) })
+}
+
+// consume is what every consume call does: hand the batch to the writer
+// (write) and apply wait_for_ack, or say why the instance takes no data.
+func (e *questdbExporter) consume(ctx context.Context, write func(w *writer) (uint64, error)) error {
 	w, s, err := e.components()
 	if err != nil {
 		return receiverError(err)
 	}
-	fsn, err := w.writeTraces(ctx, td)
-	return receiverError(e.afterWrite(ctx, s, fsn, err))
+	fsn, err := write(w)
+	return e.refuse(e.afterWrite(ctx, s, fsn, err))
 }
+
+// refuse is the error a consume call returns for err (receiverError),
+// logging, at most every unreportedErrorInterval, the errors that no alert,
+// status or earlier log line covers.
+func (e *questdbExporter) refuse(err error) error {
+	if err == nil {
+		return nil
+	}
+	if !reportedOnce(err) {
+		if ok, held := e.errLog.allow(e.now()); ok {
+			e.logger.Error("QuestDB exporter could not store a batch; the source was told", zap.Error(err), zap.Int("similar_lines_held_back", held))
+		}
+	}
+	return receiverError(err)
+}
+
+// unreportedErrorInterval bounds how often refuse logs.
+const unreportedErrorInterval = 10 * time.Second
 
 // components returns the writer and sender of a started instance, or why
 // there are none. A sender that stopped for good refuses new data: it would

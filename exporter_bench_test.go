@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
@@ -101,7 +102,7 @@ func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tel, err := newTelemetry(tb, zap.NewNop())
+	tel, err := newTelemetry(tb, zap.NewNop(), component.MustNewID("questdb"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -12,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 )
@@ -90,6 +93,40 @@ func (f *factory) helperOptions(h *handle) []exporterhelper.Option {
 	}
 }
 
+// helperSettings is set for exporterhelper, whose logger drops the Error
+// line exporterhelper writes for every request the exporter returns an
+// error for ("Exporting failed. Rejecting data." with advice to enable
+// retry_on_failure and sending_queue, which this exporter refuses by
+// design). A refusal is the backpressure that makes a source keep its data;
+// the exporter reports it once per condition (the queue-full alert, the
+// component status, a stopped sender's error) instead of once per request.
+// exporterhelper still counts each refused request in the collector's
+// otelcol_exporter_send_failed_* metrics, with error.type from the gRPC code
+// (ResourceExhausted for a full queue).
+func helperSettings(set exporter.Settings) exporter.Settings {
+	set.Logger = set.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return dropRejectLine{c} }))
+	return set
+}
+
+// rejectLinePrefix starts exporterhelper's per-request failure line
+// (exporterhelper v0.165.0, internal/base_exporter.go).
+const rejectLinePrefix = "Exporting failed. Rejecting data."
+
+// dropRejectLine is a zap core that drops exporterhelper's per-request
+// failure line and passes everything else through.
+type dropRejectLine struct{ zapcore.Core }
+
+func (d dropRejectLine) With(fields []zapcore.Field) zapcore.Core {
+	return dropRejectLine{d.Core.With(fields)}
+}
+
+func (d dropRejectLine) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.HasPrefix(e.Message, rejectLinePrefix) {
+		return ce
+	}
+	return d.Core.Check(e, ce)
+}
+
 func (f *factory) acquire(set exporter.Settings, cfg component.Config) (*handle, error) {
 	if err := checkPlatform(); err != nil {
 		return nil, err
@@ -111,7 +148,7 @@ func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg 
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewMetrics(ctx, set, cfg, h.consumeMetrics, f.helperOptions(h)...)
+	exp, err := exporterhelper.NewMetrics(ctx, helperSettings(set), cfg, h.consumeMetrics, f.helperOptions(h)...)
 	if err != nil {
 		return nil, releaseAfter(ctx, h, err)
 	}
@@ -123,7 +160,7 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporterhelper.NewLogs(ctx, set, cfg, h.consumeLogs, f.helperOptions(h)...)
+	exp, err := exporterhelper.NewLogs(ctx, helperSettings(set), cfg, h.consumeLogs, f.helperOptions(h)...)
 	if err != nil {
 		return nil, releaseAfter(ctx, h, err)
 	}

@@ -326,9 +326,11 @@ func TestReplayServerRestartMidStream(t *testing.T) {
 			// 64 KiB, which the in-process server (typed rows, dedup index)
 			// takes several minutes to absorb: the budget is time to drain,
 			// not an assertion.
+			drainStart, backlog := time.Now(), e.queue.PublishedFSN()-e.queue.AckedFSN()
 			waitUntil(t, proofDuration(time.Minute, time.Minute, 15*time.Minute), "every frame acknowledged", func() bool {
 				return e.queue.AckedFSN() == e.queue.PublishedFSN()
 			})
+			t.Logf("%s: a backlog of %d frames drained in %v", tc.name, backlog, time.Since(drainStart).Round(time.Millisecond))
 			res := l.check(t, srv)
 			checkDedupKeys(t, srv, tc.createTables)
 			t.Logf("%s: %d rows acked, %d distinct stored, %d duplicates; %d drops armed, %d outages, %d connections",

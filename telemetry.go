@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -20,14 +21,24 @@ import (
 
 // telemetry forwards the writer's, the queue's and the sender's counters to
 // the component's own metrics (internal/metadata). It is the writer's
-// observer and the sender's Observer; the queue is sampled by the monitor.
+// observer and the sender's Observer; the queue is read by the gauges when
+// they are collected and sampled by the monitor for the counters it keeps as
+// totals.
+//
+// Every measurement carries the attribute exporter=<component ID>, as the
+// collector's own otelcol_exporter_* metrics do, so two questdb exporters
+// in one collector are two series. Every counter is recorded as 0 when the
+// instance is built, so rate() and absent() see a series from the start.
 type telemetry struct {
 	tb     *metadata.TelemetryBuilder
 	logger *zap.Logger
+	id     attribute.KeyValue       // exporter=<component ID>
+	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen atomic.Int64 // entries of the current dictionary generation
-	stats   atomic.Pointer[sfqueue.Stats]
+	dictLen atomic.Int64                  // entries of the current dictionary generation
+	queue   atomic.Pointer[sfqueue.Queue] // the started queue, read live
+	last    atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
@@ -42,48 +53,103 @@ var (
 	_ sender.DrainInterruptObserver = (*telemetry)(nil)
 )
 
-func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger) (*telemetry, error) {
-	t := &telemetry{tb: tb, logger: logger}
-	t.stats.Store(&sfqueue.Stats{})
+// exporterAttributeKey is the attribute exporterhelper puts on the
+// collector's own otelcol_exporter_* metrics; ours use the same.
+const exporterAttributeKey = "exporter"
+
+func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id component.ID) (*telemetry, error) {
+	kv := attribute.String(exporterAttributeKey, id.String())
+	t := &telemetry{tb: tb, logger: logger, id: kv, attrs: metric.WithAttributeSet(attribute.NewSet(kv))}
+	t.last.Store(&queueSample{})
 	err := errors.Join(
 		tb.RegisterExporterQuestdbQueueBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(t.stats.Load().UsedBytes)
+			o.Observe(t.sample().Used, t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbQueueCapacityCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(t.stats.Load().CapacityBytes)
+			o.Observe(t.sample().Capacity, t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbQueueFillRatioCallback(func(_ context.Context, o metric.Float64Observer) error {
-			s := t.stats.Load()
-			o.Observe(fillRatio(s.UsedBytes, s.CapacityBytes))
+			o.Observe(t.sample().FillRatio(), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionarySizeCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(t.dictLen.Load())
+			o.Observe(t.dictLen.Load(), t.attrs)
 			return nil
 		}),
 	)
+	t.zeroCounters()
 	return t, err
 }
 
-// observeQueue records one queue sample: gauges read the latest, and the
-// counters the queue keeps as totals advance by the difference. The queue
-// reports fsyncs as a count and a total duration, so each fsync of the
-// interval is recorded at the interval's mean latency.
+// zeroCounters records 0 on every counter and every attribute value the
+// exporter knows in advance.
+func (t *telemetry) zeroCounters() {
+	ctx := context.Background()
+	for _, c := range []metric.Int64Counter{
+		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
+		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
+		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
+		t.tb.ExporterQuestdbRowsAppended,
+	} {
+		c.Add(ctx, 0, t.attrs)
+	}
+	t.tb.ExporterQuestdbDrainersActive.Add(ctx, 0, t.attrs)
+	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
+		t.tb.ExporterQuestdbServerErrors.Add(ctx, 0, t.with(attribute.String("category", categoryName(c))))
+	}
+	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
+		t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
+	}
+}
+
+// with is the exporter attribute and kvs.
+func (t *telemetry) with(kvs ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append([]attribute.KeyValue{t.id}, kvs...)...)
+}
+
+// categoryName is a server error category as the category attribute
+// spells it.
+func categoryName(c qwp.Category) string { return strings.ToLower(c.String()) }
+
+// attachQueue makes the gauges read q live (Start), or, with nil, the last
+// sample taken (Shutdown).
+func (t *telemetry) attachQueue(q *sfqueue.Queue) {
+	if q == nil {
+		if old := t.queue.Swap(nil); old != nil {
+			s := sampleQueue(old.Stats())
+			t.last.Store(&s)
+		}
+		return
+	}
+	t.queue.Store(q)
+}
+
+// sample is the queue's state now, for the gauges.
+func (t *telemetry) sample() queueSample {
+	if q := t.queue.Load(); q != nil {
+		return sampleQueue(q.Stats())
+	}
+	return *t.last.Load()
+}
+
+// observeQueue advances the counters the queue keeps as totals by the
+// difference from the previous sample. The queue reports fsyncs as a count
+// and a total duration, so each fsync of the interval is recorded at the
+// interval's mean latency.
 func (t *telemetry) observeQueue(s sfqueue.Stats) {
-	t.stats.Store(&s)
 	ctx := context.Background()
 	if s.Fsyncs > t.prevFsyncs {
 		n := s.Fsyncs - t.prevFsyncs
 		mean := (s.FsyncTotal - t.prevFsyncNs).Seconds() / float64(n)
 		for range min(n, 1000) {
-			t.tb.ExporterQuestdbFsyncLatency.Record(ctx, mean)
+			t.tb.ExporterQuestdbFsyncLatency.Record(ctx, mean, t.attrs)
 		}
 	}
 	t.prevFsyncs, t.prevFsyncNs = s.Fsyncs, s.FsyncTotal
 	if s.FramesEvicted > t.prevEvicted {
-		t.tb.ExporterQuestdbFramesEvicted.Add(ctx, int64(s.FramesEvicted-t.prevEvicted))
+		t.tb.ExporterQuestdbFramesEvicted.Add(ctx, int64(s.FramesEvicted-t.prevEvicted), t.attrs)
 	}
 	t.prevEvicted = s.FramesEvicted
 }
@@ -94,20 +160,19 @@ func (t *telemetry) skipped(sig signal, stats datamodel.Stats) {
 	for reason, n := range stats.Skipped {
 		if n > 0 {
 			t.tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), int64(n),
-				metric.WithAttributes(attribute.String("reason", datamodel.SkipReason(reason).String()),
-					attribute.String("signal", sig.String())))
+				t.with(attribute.String("reason", datamodel.SkipReason(reason).String()), attribute.String("signal", sig.String())))
 		}
 	}
 }
 
 func (t *telemetry) groupAppended(_, frames, rows int) {
 	ctx := context.Background()
-	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames))
-	t.tb.ExporterQuestdbRowsAppended.Add(ctx, int64(rows))
+	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames), t.attrs)
+	t.tb.ExporterQuestdbRowsAppended.Add(ctx, int64(rows), t.attrs)
 }
 
 func (t *telemetry) groupStalled() {
-	t.tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1, t.attrs)
 }
 
 func (t *telemetry) groupFailed(callers int, err error) {
@@ -119,30 +184,29 @@ func (t *telemetry) groupFailed(callers int, err error) {
 func (t *telemetry) FramesSent(int) {}
 
 func (t *telemetry) FramesReplayed(n int) {
-	t.tb.ExporterQuestdbFramesReplayed.Add(context.Background(), int64(n))
+	t.tb.ExporterQuestdbFramesReplayed.Add(context.Background(), int64(n), t.attrs)
 }
 
 func (t *telemetry) FramesAcked(n int) {
-	t.tb.ExporterQuestdbFramesAcked.Add(context.Background(), int64(n))
+	t.tb.ExporterQuestdbFramesAcked.Add(context.Background(), int64(n), t.attrs)
 }
 
 func (t *telemetry) AckLatency(d time.Duration) {
-	t.tb.ExporterQuestdbAckLatency.Record(context.Background(), d.Seconds())
+	t.tb.ExporterQuestdbAckLatency.Record(context.Background(), d.Seconds(), t.attrs)
 }
 
 func (t *telemetry) InFlight(int) {}
 
 func (t *telemetry) ReconnectAttempt() {
-	t.tb.ExporterQuestdbReconnectAttempts.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbReconnectAttempts.Add(context.Background(), 1, t.attrs)
 }
 
 func (t *telemetry) ReconnectSuccess() {
-	t.tb.ExporterQuestdbReconnectSuccesses.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbReconnectSuccesses.Add(context.Background(), 1, t.attrs)
 }
 
 func (t *telemetry) ServerError(c qwp.Category) {
-	t.tb.ExporterQuestdbServerErrors.Add(context.Background(), 1,
-		metric.WithAttributes(attribute.String("category", strings.ToLower(c.String()))))
+	t.tb.ExporterQuestdbServerErrors.Add(context.Background(), 1, t.with(attribute.String("category", categoryName(c))))
 }
 
 // DictionarySize is the dictionary a connection registered; the gauge shows
@@ -150,21 +214,21 @@ func (t *telemetry) ServerError(c qwp.Category) {
 func (t *telemetry) DictionarySize(int) {}
 
 func (t *telemetry) DrainerStarted() {
-	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), 1, t.attrs)
 }
 
 func (t *telemetry) DrainerSucceeded() {
-	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1)
-	t.tb.ExporterQuestdbDrainersSucceeded.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1, t.attrs)
+	t.tb.ExporterQuestdbDrainersSucceeded.Add(context.Background(), 1, t.attrs)
 }
 
 func (t *telemetry) DrainerFailed() {
-	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1)
-	t.tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1)
+	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1, t.attrs)
+	t.tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1, t.attrs)
 }
 
 // DrainerInterrupted: a drainer stopped by Shutdown before its slot was
 // empty; the slot keeps its frames for the next start.
 func (t *telemetry) DrainerInterrupted() {
-	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1)
+	t.tb.ExporterQuestdbDrainersActive.Add(context.Background(), -1, t.attrs)
 }

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -45,18 +47,24 @@ func metricTotal(t *testing.T, tt *componenttest.Telemetry, name string, attrs .
 		}
 	case metricdata.Gauge[int64]:
 		for _, dp := range d.DataPoints {
-			total += float64(dp.Value)
-			found = true
+			if match(dp.Attributes) {
+				total += float64(dp.Value)
+				found = true
+			}
 		}
 	case metricdata.Gauge[float64]:
 		for _, dp := range d.DataPoints {
-			total += dp.Value
-			found = true
+			if match(dp.Attributes) {
+				total += dp.Value
+				found = true
+			}
 		}
 	case metricdata.Histogram[float64]:
 		for _, dp := range d.DataPoints {
-			total += float64(dp.Count)
-			found = true
+			if match(dp.Attributes) {
+				total += float64(dp.Count)
+				found = true
+			}
 		}
 	default:
 		t.Fatalf("%s: unexpected data %T", name, m.Data)
@@ -183,5 +191,130 @@ func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
 	waitFor(t, func() bool { return logs.FilterMessageSnippet("evicting the oldest records").Len() > 0 })
 	if got, _ := metricTotal(t, tt, "otelcol_exporter_questdb_backpressure_stalls"); got != 0 {
 		t.Fatalf("evict_oldest counted %v backpressure stalls; evicting is not stalling", got)
+	}
+}
+
+// startWithTelemetry builds and starts an instance with the component ID
+// id whose own metrics go to tt; it is shut down at the end of the test.
+func startWithTelemetry(t *testing.T, tt *componenttest.Telemetry, id string, cfg *Config) *questdbExporter {
+	t.Helper()
+	set := metadatatest.NewSettings(tt)
+	if err := set.ID.UnmarshalText([]byte(id)); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := newInstance(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return e
+}
+
+// TestTwoExportersAreTwoSeries: questdb/a and questdb/b in one collector
+// report their own queue: b filling during an outage shows on b's series,
+// a's stays empty, and each capacity is its own.
+func TestTwoExportersAreTwoSeries(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	dead := closedPort(t)
+	cfgA, cfgB := testConfig(t, dead), testConfig(t, dead)
+	cfgA.SFMaxTotalBytes, cfgB.SFMaxTotalBytes = 4<<20, 10<<20
+	startWithTelemetry(t, tt, "questdb/a", cfgA)
+	b := startWithTelemetry(t, tt, "questdb/b", cfgB)
+	if err := b.consumeMetrics(context.Background(), gaugeBatch(0, 200)); err != nil {
+		t.Fatal(err)
+	}
+	a, bb := attribute.String("exporter", "questdb/a"), attribute.String("exporter", "questdb/b")
+	for _, c := range []struct {
+		name string
+		attr attribute.KeyValue
+		want func(float64) bool
+		what string
+	}{
+		{"otelcol_exporter_questdb_queue_capacity", a, func(v float64) bool { return v == 4<<20 }, "4 MiB"},
+		{"otelcol_exporter_questdb_queue_capacity", bb, func(v float64) bool { return v == 10<<20 }, "10 MiB"},
+		{"otelcol_exporter_questdb_queue_bytes", a, func(v float64) bool { return v == 0 }, "0"},
+		{"otelcol_exporter_questdb_queue_bytes", bb, func(v float64) bool { return v > 0 }, "> 0"},
+		{"otelcol_exporter_questdb_rows_appended", a, func(v float64) bool { return v == 0 }, "0"},
+		{"otelcol_exporter_questdb_rows_appended", bb, func(v float64) bool { return v == 200 }, "200"},
+	} {
+		got, ok := metricTotal(t, tt, c.name, c.attr)
+		if !ok || !c.want(got) {
+			t.Errorf("%s{%s}: %v (present %v), want %s", c.name, c.attr.Value.AsString(), got, ok, c.what)
+		}
+	}
+}
+
+// TestCountersStartAtZero: every counter has a series from the start, at 0,
+// server errors for every category and skipped points for every reason.
+func TestCountersStartAtZero(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	startWithTelemetry(t, tt, "questdb", testConfig(t, closedPort(t)))
+	id := attribute.String("exporter", "questdb")
+	for _, name := range []string{
+		"backpressure_stalls", "drainers_active", "drainers_failed", "drainers_succeeded", "frames_acked",
+		"frames_appended", "frames_evicted", "frames_replayed", "reconnect_successes", "rows_appended",
+	} {
+		if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name, id); !ok || got != 0 {
+			t.Errorf("%s: %v (present %v), want a series at 0 before any data", name, got, ok)
+		}
+	}
+	for _, cat := range []string{"schema_mismatch", "parse_error", "internal_error", "security_error", "write_error",
+		"dictionary_gap", "not_writable", "unknown", "protocol_violation", "data_loss"} {
+		if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_server_errors", id, attribute.String("category", cat)); !ok || got != 0 {
+			t.Errorf("server_errors{category=%s}: %v (present %v), want 0", cat, got, ok)
+		}
+	}
+	if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_skipped_data_points", id, attribute.String("reason", "empty_metric_name")); !ok || got != 0 {
+		t.Errorf("skipped_data_points{reason=empty_metric_name}: %v (present %v), want 0", got, ok)
+	}
+}
+
+// TestFillRatioIsOneAtTheFirstRefusal: when the first call is refused
+// (ResourceExhausted, HTTP 429), fill_ratio reads 1 at once, though the
+// unacknowledged bytes are short of the cap; queue_bytes drops to 0 once
+// QuestDB acknowledged everything, though the live segment keeps the bytes.
+func TestFillRatioIsOneAtTheFirstRefusal(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	srv := newServer(t, qwptest.Options{})
+	srv.Outage(time.Hour)
+	cfg := testConfig(t, srv.Addr())
+	cfg.SFDir = t.TempDir()
+	cfg.MaxBatchBytes = minMaxBatchBytes
+	cfg.SFMaxSegmentBytes = 256 << 10
+	cfg.SFMaxTotalBytes = 1 << 20
+	cfg.SFAppendDeadline = 10 * time.Millisecond
+	e := startWithTelemetry(t, tt, "questdb", cfg)
+	ratio := func() float64 {
+		v, _ := metricTotal(t, tt, "otelcol_exporter_questdb_queue_fill_ratio")
+		return v
+	}
+	var refused error
+	for i := 0; i < 500 && refused == nil; i++ {
+		if r := ratio(); r >= 1 {
+			t.Fatalf("fill_ratio %v before any refusal", r)
+		}
+		refused = e.consumeMetrics(context.Background(), gaugeBatch(i*1000, 300))
+	}
+	if status.Code(refused) != codes.ResourceExhausted {
+		t.Fatalf("filling the queue ended with %v, want ResourceExhausted", refused)
+	}
+	used, _ := metricTotal(t, tt, "otelcol_exporter_questdb_queue_bytes")
+	if r := ratio(); r != 1 || used >= float64(cfg.SFMaxTotalBytes) {
+		t.Fatalf("at the first refusal: fill_ratio %v, queue_bytes %v; want 1 with the bytes short of the %d cap", r, used, cfg.SFMaxTotalBytes)
+	}
+	srv.Outage(0)
+	waitFor(t, func() bool {
+		v, _ := metricTotal(t, tt, "otelcol_exporter_questdb_queue_bytes")
+		return v == 0 && ratio() == 0
+	})
+	if st := e.queue.Stats(); st.UsedBytes == 0 {
+		t.Fatalf("the live segment holds no bytes (%+v): the test does not show acknowledged bytes are left out", st)
 	}
 }

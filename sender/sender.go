@@ -62,22 +62,36 @@ type Sender struct {
 	started bool
 	closed  bool
 
+	// The dropper goroutine deletes old dictionary generations: a watermark
+	// write and a .symbol-dict rewrite, a few fsyncs that must not delay the
+	// first frame of a new generation. dropBelow is the latest request.
+	dropMu     sync.Mutex
+	dropBelow  uint32
+	dropWake   chan struct{}
+	dropperEnd chan struct{}
+
 	mu      sync.Mutex
 	ackCh   chan struct{} // closed and replaced when ackedFSN advances or the sender stops
 	termErr *TerminalError
 	stopped bool // the loop has exited
 
 	// Owned by the I/O goroutine.
-	cursor       *sfqueue.Cursor
-	bo           *backoff
-	endpoint     int    // index into o.Endpoints
-	acked        uint64 // ackedFSN as this sender last set it
-	maxSent      uint64 // highest FSN ever sent, to count replays
-	droppedBelow uint32 // generations below this were dropped from the dictionary
-	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects      int    // consecutive rejections of rejectFSN with no ack of it
-	attempts     int    // failed attempts since the last connection
-	outageStart  time.Time
+	cursor   *sfqueue.Cursor
+	bo       *backoff
+	endpoint int    // index into o.Endpoints
+	acked    uint64 // ackedFSN as this sender last set it
+	// maxSent is the highest FSN sent, to count replays; it starts at the
+	// frames recovered from the slot, which an earlier process stored and
+	// sending now is a replay too.
+	maxSent uint64
+	// everConnected: a connection was established since Start, so a
+	// failure is a lost connection rather than a first one never made.
+	everConnected bool
+	dropPosted    uint32 // generations below this are posted to the dropper
+	rejectFSN     uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects       int    // consecutive rejections of rejectFSN with no ack of it
+	attempts      int    // failed attempts since the last connection
+	outageStart   time.Time
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
@@ -96,6 +110,8 @@ func New(q *sfqueue.Queue, o Options) (*Sender, error) {
 		dispatchStop: make(chan struct{}),
 		dispatchDone: make(chan struct{}),
 		ackCh:        make(chan struct{}),
+		dropWake:     make(chan struct{}, 1),
+		dropperEnd:   make(chan struct{}),
 		bo:           newBackoff(o.InitialBackoff, o.MaxBackoff),
 	}
 	if s.o.ErrorHandler == nil {
@@ -121,6 +137,7 @@ func (s *Sender) Start() error {
 		s.box.put(Event{Time: time.Now(), Kind: EventDataLoss, Category: qwp.CategoryDataLoss, Err: dl})
 	}
 	s.acked = s.q.AckedFSN()
+	s.maxSent = s.q.Recovery().PublishedFSN
 	s.cursor = s.q.NewCursor()
 	go func() {
 		defer close(s.dispatchDone)
@@ -129,7 +146,51 @@ func (s *Sender) Start() error {
 		})
 	}()
 	go s.run()
+	go s.dropper()
 	return nil
+}
+
+// dropper deletes the dictionary generations the I/O goroutine found
+// acknowledged (postDrop) until the sender closes.
+func (s *Sender) dropper() {
+	defer close(s.dropperEnd)
+	var done uint32
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.dropWake:
+		}
+		s.dropMu.Lock()
+		gen := s.dropBelow
+		s.dropMu.Unlock()
+		if gen <= done {
+			continue
+		}
+		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
+			}
+			continue
+		}
+		done = gen
+	}
+}
+
+// postDrop asks the dropper to delete the generations below gen, without
+// waiting for it.
+func (s *Sender) postDrop(gen uint32) {
+	if gen <= s.dropPosted {
+		return
+	}
+	s.dropPosted = gen
+	s.dropMu.Lock()
+	s.dropBelow = gen
+	s.dropMu.Unlock()
+	select {
+	case s.dropWake <- struct{}{}:
+	default: // a wake-up is pending and will read the latest request
+	}
 }
 
 // Err returns the terminal error once the sender has stopped sending, else
@@ -199,12 +260,13 @@ func (s *Sender) Close(ctx context.Context) error {
 	}
 	s.cancel()
 	<-s.loopDone
+	<-s.dropperEnd
 	close(s.dispatchStop)
 	<-s.dispatchDone
 	return err
 }
 
-// unflushed describes the frames Close leaves behind, and logs it.
+// unflushed describes the frames Close leaves behind.
 func (s *Sender) unflushed(cause error) error {
 	acked, published := s.q.AckedFSN(), s.q.PublishedFSN()
 	if acked >= published {
@@ -214,11 +276,9 @@ func (s *Sender) unflushed(cause error) error {
 	if s.o.SlotDir != "" {
 		where = "they stay in " + s.o.SlotDir + " and are replayed by the next sender that opens it"
 	}
-	err := fmt.Errorf("sender: close: %d frames (FSN %d..%d) not acknowledged (%v); %s",
+	// Not logged: the owner knows what the frames are to its operator.
+	return fmt.Errorf("sender: close: %d frames (FSN %d..%d) not acknowledged (%v); %s",
 		published-acked, acked+1, published, cause, where)
-	s.log.Warn("close left frames unacknowledged", zap.Uint64("frames", published-acked),
-		zap.Uint64("first_fsn", acked+1), zap.Uint64("last_fsn", published), zap.Error(err))
-	return err
 }
 
 func (s *Sender) logEvent(e Event) {
@@ -268,7 +328,11 @@ func (s *Sender) lost(err error, endpoint string) {
 	s.attempts++
 	if s.attempts == 1 {
 		s.outageStart = time.Now()
-		s.log.Warn("questdb connection lost; reconnecting", zap.String("endpoint", endpoint), zap.Error(err))
+		msg := "questdb connection lost; reconnecting"
+		if !s.everConnected {
+			msg = "cannot connect to questdb; retrying (data is queued meanwhile)"
+		}
+		s.log.Warn(msg, zap.String("endpoint", endpoint), zap.Error(err))
 	} else {
 		s.log.Debug("questdb connection attempt failed", zap.String("endpoint", endpoint),
 			zap.Int("attempts", s.attempts), zap.Error(err))
@@ -315,11 +379,10 @@ func (s *Sender) run() {
 		close(s.loopDone)
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
-	everConnected := false
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
-		if everConnected || s.attempts > 0 {
+		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectAttempt()
 		}
 		qc, err := qwp.Dial(s.ctx, s.dialOptions(url))
@@ -340,10 +403,10 @@ func (s *Sender) run() {
 			continue
 		}
 		rejectsThisRound = 0
-		if everConnected || s.attempts > 0 {
+		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectSuccess()
 		}
-		everConnected = true
+		s.everConnected = true
 		if s.o.OnConnect != nil {
 			if err := s.o.OnConnect(s.ctx, url); err != nil {
 				// The hook could not finish its work for a passing reason:
@@ -404,7 +467,14 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 			cat = qwp.CategorySecurityError
 		}
 		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
-		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w", url, err)}
+		what := "fix the cause and restart the collector: the sender does not retry this, and the queued data is kept"
+		switch ue.StatusCode {
+		case http.StatusUnauthorized:
+			what = "the server refused the credentials: fix username/password or token, then " + what
+		case http.StatusForbidden:
+			what = "the user may not write over QWP: grant it (or use another user), then " + what
+		}
+		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w; %s", url, err, what)}
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
 		// Another endpoint may serve us right away; back off only once
 		// every endpoint has refused.
@@ -594,16 +664,11 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 // its first data frame.
 func (s *Sender) catchUp(c *conn, gen uint32) (end, bool) {
 	c.gen, c.genKnown = gen, true
-	if gen > s.droppedBelow {
-		// The first frame of a connection is ackedFSN+1: every frame of an
-		// older generation is acknowledged.
-		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
-			s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
-		} else {
-			s.droppedBelow = gen
-		}
-	}
 	dict := &symbols{entries: s.q.Symbols(gen)}
+	// The first frame of a connection is ackedFSN+1: every frame of an
+	// older generation is acknowledged. Read gen's entries first: the drop
+	// takes the queue's lock for a moment.
+	s.postDrop(gen)
 	s.obs.DictionarySize(dict.Len())
 	if dict.Len() == 0 {
 		return end{}, false

@@ -380,3 +380,29 @@ func TestOnConnectErrorHoldsFramesAndReconnects(t *testing.T) {
 	}
 	exactRows(t, rowIDs(t, srv), 50)
 }
+
+// TestRecoveredFramesCountAsReplayed: frames a previous process stored and
+// this one recovers from the slot are replays when sent; frames appended
+// after Start are not.
+func TestRecoveredFramesCountAsReplayed(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	dir := t.TempDir()
+	q := sfQueue(t, dir, "slot")
+	newFeeder(t, q, false).frames(12, 5)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = sfQueue(t, dir, "slot")
+	t.Cleanup(func() { _ = q.Close() })
+	if n := q.Recovery().FramesRecovered; n != 12 {
+		t.Fatalf("recovered %d frames, want 12", n)
+	}
+	rec := &recorder{}
+	s := startSender(t, q, testOptions(rec, srv.URL()))
+	waitAll(t, s, q)
+	newFeeder(t, q, false).frames(3, 5)
+	waitAll(t, s, q)
+	if rec.sent.Load() != 15 || rec.replayed.Load() != 12 {
+		t.Fatalf("sent %d, replayed %d; want 15 sent of which the 12 recovered are replays", rec.sent.Load(), rec.replayed.Load())
+	}
+}

@@ -450,3 +450,60 @@ func TestAddSymbolsOnAFullDisk(t *testing.T) {
 		t.Fatalf("AddSymbols once the disk has room: %v", err)
 	}
 }
+
+// TestUnackedBytesAndAtCap: UnackedBytes leaves out the acknowledged frames
+// the segment taking appends still holds, and AtCap is set from the first
+// append that finds no room until acknowledgements free a segment.
+func TestUnackedBytesAndAtCap(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := mustOpen(t, fillOptions(m.opts(t), OnFullBlock))
+			defer q.Close()
+			for i := range 6 { // one full segment (4 frames) and 2 frames in the next
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			st := q.Stats()
+			if st.UsedBytes != 2*24+6*208 || st.UnackedBytes != st.UsedBytes || st.AtCap {
+				t.Fatalf("6 frames unacked: %+v; want used = unacked = %d, not at cap", st, 2*24+6*208)
+			}
+			q.Ack(5) // deletes the sealed segment; the active one keeps frame 5
+			if st := q.Stats(); st.UsedBytes != 24+2*208 || st.UnackedBytes != 208 {
+				t.Fatalf("after acking 5 of 6: used %d unacked %d; want %d and 208", st.UsedBytes, st.UnackedBytes, 24+2*208)
+			}
+			q.Ack(6)
+			if st := q.Stats(); st.UsedBytes != 24+2*208 || st.UnackedBytes != 0 {
+				t.Fatalf("everything acked: used %d unacked %d; want %d and 0", st.UsedBytes, st.UnackedBytes, 24+2*208)
+			}
+			if _, err := fillUp(t, q); err == nil {
+				t.Fatal("fillUp ended without a refusal")
+			}
+			if st := q.Stats(); !st.AtCap || st.FullErrors != 1 {
+				t.Fatalf("after a refusal: %+v; want AtCap and 1 full error", st)
+			}
+			mustAppend(t, q, testPayload(100, 20)) // a small frame still fits: the queue stays at its cap
+			if st := q.Stats(); !st.AtCap {
+				t.Fatalf("a small frame fitted, and AtCap was cleared without any room freed: %+v", st)
+			}
+			q.Ack(q.PublishedFSN())
+			if st := q.Stats(); st.AtCap || st.UnackedBytes != 0 {
+				t.Fatalf("acks freed the sealed segments, but: %+v; want AtCap cleared, 0 unacked", st)
+			}
+		})
+	}
+}
+
+// TestEvictionKeepsAtCap: under evict_oldest every append that had to evict
+// leaves AtCap set, also when the next appends fit the freed segment; the
+// queue itself logs nothing per eviction (the owner
+// summarises FramesEvicted).
+func TestEvictionKeepsAtCap(t *testing.T) {
+	q := mustOpen(t, fillOptions(Options{}, OnFullEvictOldest))
+	defer q.Close()
+	for i := range 30 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	st := q.Stats()
+	if !st.AtCap || st.FramesEvicted == 0 || st.UnackedBytes != st.UsedBytes {
+		t.Fatalf("after evicting: %+v; want AtCap, frames evicted, every retained byte unacked", st)
+	}
+}

@@ -41,6 +41,9 @@ type Queue struct {
 	acked    uint64
 	durable  uint64 // highest FSN covered by a completed fsync
 	used     int64  // header and frame bytes of the retained segments
+	// atCap: the latest append found no room under the cap (it waited, was
+	// refused, or evicted); cleared by an append admitted without evicting.
+	atCap    bool
 	fatal    *FatalError
 	closed   bool
 	syncing  bool
@@ -187,6 +190,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 		if q.o.OnFull == OnFullEvictOldest && q.evictOldestLocked() {
 			continue
 		}
+		q.atCap = true
 		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				q.st.fullErrors++
@@ -547,6 +551,7 @@ func (q *Queue) removeFirstLocked() *segment {
 		q.active = nil
 	}
 	q.used -= s.size
+	q.atCap = false
 	if err := q.fs.Remove(s.path); err != nil {
 		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
 	}
@@ -577,10 +582,9 @@ func (q *Queue) evictOldestLocked() bool {
 	q.st.framesEvicted += frames
 	q.st.bytesEvicted += bytes
 	q.st.fullSeen = true
-	q.log.Warn("sfqueue: queue full, evicted the oldest segment: data gap",
-		zap.String("slot", q.slot), zap.Uint64("first_fsn", s.base), zap.Uint64("last_fsn", s.end()-1),
-		zap.Uint64("unacked_frames", frames), zap.Uint64("payload_bytes", bytes),
-		zap.Uint64("evicted_frames_total", q.st.framesEvicted))
+	q.atCap = true
+	// Not logged here: a full queue evicts a segment per append, and the
+	// owner logs a rate-limited summary from Stats (FramesEvicted).
 	return true
 }
 
@@ -605,7 +609,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 {
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.dict.rewriting {
 		q.syncDone.Wait()
 	}
 	var errs []error

@@ -35,10 +35,20 @@ func (l Level) String() string {
 
 // Stats is a snapshot of the queue's counters.
 type Stats struct {
-	UsedBytes     int64 // headers and frames of retained segments
+	UsedBytes     int64 // headers and frames of retained segments: what the cap counts
 	CapacityBytes int64 // MaxTotalBytes
-	Level         Level
-	Segments      int
+	// UnackedBytes is UsedBytes without the acknowledged frames (and fully
+	// acknowledged segments) still on disk: a segment is deleted only when
+	// it is sealed and all its frames are acknowledged, so the segment
+	// taking appends keeps acknowledged frames that no longer matter.
+	UnackedBytes int64
+	// AtCap: an append found no room under the cap (it waited, was
+	// refused, or evicted the oldest frames), and acknowledgements have not
+	// freed a segment since. While it holds, producers are being refused
+	// (on_full: block) or are evicting (evict_oldest).
+	AtCap    bool
+	Level    Level
+	Segments int
 
 	FramesAppended uint64
 	BytesAppended  uint64 // payload bytes
@@ -99,6 +109,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := Stats{
 		UsedBytes: q.used, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
+		UnackedBytes: q.used - q.ackedRetainedLocked(), AtCap: q.atCap,
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
 		FullErrors:   q.st.fullErrors,
@@ -118,4 +129,29 @@ func (q *Queue) Stats() Stats {
 	}
 	q.st.fullSeen = false
 	return s
+}
+
+// ackedRetainedLocked counts the bytes of retained segments that hold no
+// unacknowledged frame: whole segments at or below the acknowledged FSN (or
+// still empty), and the header and acknowledged frames of the segment the
+// first unacknowledged frame is in.
+func (q *Queue) ackedRetainedLocked() int64 {
+	var n int64
+	for _, s := range q.segs {
+		if len(s.offsets) == 0 { // a new segment's header alone
+			n += s.size
+			continue
+		}
+		if s.base > q.acked {
+			break
+		}
+		if s.end()-1 <= q.acked {
+			n += s.size
+			continue
+		}
+		start, _ := s.frameBounds(int(q.acked + 1 - s.base))
+		n += start
+		break
+	}
+	return n
 }

@@ -32,6 +32,10 @@ type symbolDict struct {
 	f    File
 	size int64
 	gens map[uint32][][]byte
+	// rewriting: a rewrite of the file runs with q.mu released; tail holds
+	// the records add appended to the old file meanwhile.
+	rewriting bool
+	tail      []byte
 }
 
 func newMemoryDict() *symbolDict { return &symbolDict{gens: map[uint32][][]byte{}} }
@@ -129,6 +133,9 @@ func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (op string, 
 			return "write " + symbolDictFile, err
 		}
 		d.size += int64(len(buf))
+		if d.rewriting {
+			d.tail = append(d.tail, buf...)
+		}
 	}
 	for _, e := range entries {
 		d.gens[gen] = append(d.gens[gen], slices.Clone(e))
@@ -136,9 +143,10 @@ func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (op string, 
 	return "", nil
 }
 
-// dropBelow forgets every generation below gen and rewrites the file with
-// the rest (temporary file, fsync, rename, directory fsync).
-func (d *symbolDict) dropBelow(gen uint32) error {
+// dropBelow forgets every generation below gen in memory and returns the
+// records of the generations kept, for the file's rewrite; nil when nothing
+// changed or nothing is persisted.
+func (d *symbolDict) dropBelow(gen uint32) []byte {
 	changed := false
 	for g := range d.gens {
 		if g < gen {
@@ -154,21 +162,77 @@ func (d *symbolDict) dropBelow(gen uint32) error {
 		gens = append(gens, g)
 	}
 	slices.Sort(gens)
-	var buf []byte
+	buf := []byte{} // non-nil: an empty file is a rewrite too
 	for _, g := range gens {
 		for id, e := range d.gens[g] {
 			buf = appendSymbolRecord(buf, g, uint32(id), e)
 		}
 	}
-	if err := replaceFile(d.fsys, d.dir, symbolDictFile, buf); err != nil {
-		return err
+	return buf
+}
+
+// rewriteLocked replaces .symbol-dict with records (and whatever AddSymbols
+// appends meanwhile) without holding q.mu during the file I/O, so that the
+// consumer's reads and acks and the producer's appends go on. While it runs,
+// AddSymbols keeps appending to the old file, which stays a superset of the
+// new one until the rename, and also hands its records over (d.tail); they
+// are appended to the temporary file and fsynced before the rename. So a
+// crash at any point leaves a file holding every entry AddSymbols returned
+// for. Called with q.mu held; returns with it held.
+func (q *Queue) rewriteDictLocked(records []byte) error {
+	d := q.dict
+	d.rewriting, d.tail = true, nil
+	defer func() {
+		d.rewriting, d.tail = false, nil
+		q.syncDone.Broadcast()
+	}()
+	tmp := filepath.Join(d.dir, symbolDictFile+".tmp")
+	q.mu.Unlock()
+	f, err := d.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+	if err == nil {
+		if _, err = f.WriteAt(records, 0); err == nil {
+			err = f.Sync()
+		}
 	}
-	f, err := d.fsys.OpenFile(filepath.Join(d.dir, symbolDictFile), os.O_RDWR)
+	q.mu.Lock()
+	size := int64(len(records))
+	// Catch up with AddSymbols until nothing is pending and no fsync of the
+	// old file is under way (it must not be closed under one).
+	for err == nil && (len(d.tail) > 0 || q.dictSyncs > 0) {
+		if len(d.tail) == 0 {
+			q.syncDone.Wait()
+			continue
+		}
+		tail := d.tail
+		d.tail = nil
+		q.mu.Unlock()
+		if _, err = f.WriteAt(tail, size); err == nil {
+			err = f.Sync()
+		}
+		q.mu.Lock()
+		size += int64(len(tail))
+	}
+	if err == nil {
+		err = d.fsys.Rename(tmp, filepath.Join(d.dir, symbolDictFile))
+	}
 	if err != nil {
-		return err
+		if f != nil {
+			f.Close()
+		}
+		d.fsys.Remove(tmp)
+		return fmt.Errorf("sfqueue: rewrite %s: %w", filepath.Join(d.dir, symbolDictFile), err)
 	}
-	d.f.Close()
-	d.f, d.size = f, int64(len(buf))
+	old := d.f
+	d.f, d.size = f, size
+	old.Close()
+	// The rename is durable with the directory; until then a crash leaves
+	// the old file, a superset.
+	q.mu.Unlock()
+	err = d.fsys.SyncDir(d.dir)
+	q.mu.Lock()
+	if err != nil {
+		return fmt.Errorf("sfqueue: fsync %s after replacing %s: %w", d.dir, symbolDictFile, err)
+	}
 	return nil
 }
 
@@ -246,11 +310,13 @@ func (q *Queue) SymbolGenerations() []uint32 {
 }
 
 // DropSymbolGenerationsBelow deletes the dictionaries of generations below
-// gen, once every frame using them is acked.
+// gen, once every frame using them is acked. It writes the ack watermark and
+// rewrites .symbol-dict with the queue's lock released during the I/O, but
+// it still takes a few fsyncs: call it off any latency-sensitive path.
 func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.dictSyncs > 0 && !q.closed {
+	for q.dict.rewriting && !q.closed {
 		q.syncDone.Wait()
 	}
 	if q.closed {
@@ -269,5 +335,8 @@ func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 			return ErrClosed
 		}
 	}
-	return q.dict.dropBelow(gen)
+	if records := q.dict.dropBelow(gen); records != nil {
+		return q.rewriteDictLocked(records)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -224,5 +225,71 @@ func TestDropSymbolGenerationsSavesTheWatermarkFirst(t *testing.T) {
 	}
 	if w.acked != last {
 		t.Fatalf(".ack-watermark holds acked FSN %d after the drop, want %d (the frames of the dropped generation)", w.acked, last)
+	}
+}
+
+// Dropping generations rewrites .symbol-dict without holding the queue's
+// lock through the I/O: the consumer reads and acks and AddSymbols adds
+// entries meanwhile, and a power loss at any point keeps every entry
+// AddSymbols returned for.
+func TestSymbolDictRewriteRunsUnlocked(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush}
+	q := mustOpen(t, o)
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddSymbols(1, 0, [][]byte{[]byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	last := mustAppend(t, q, testPayload(1, 50))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, symbolDictFile+".tmp") {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	}
+	cfs.mu.Unlock()
+	q.Ack(last)
+	dropped := make(chan error, 1)
+	go func() { dropped <- q.DropSymbolGenerationsBelow(1) }()
+	<-entered
+	// The rewrite's fsync is blocked: everything else goes on.
+	mustAppend(t, q, testPayload(2, 50))
+	if got := drain(t, q.NewCursor()); len(got) != 1 {
+		t.Fatalf("consumer read %d frames during the rewrite, want 1", len(got))
+	}
+	q.Ack(last + 1)
+	if err := q.AddSymbols(1, 1, [][]byte{[]byte("b")}); err != nil {
+		t.Fatal(err)
+	}
+	// A power loss now leaves the old file, which holds every entry.
+	crashed := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, nil)})
+	if got := crashed.Symbols(1); len(got) != 2 || string(got[1]) != "b" {
+		t.Fatalf("after a power loss mid-rewrite generation 1 holds %q, want [a b]", got)
+	}
+	crashed.Close()
+	close(release)
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	if err := q.AddSymbols(1, 2, [][]byte{[]byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = mustOpen(t, o)
+	defer q.Close()
+	if got := q.Symbols(1); len(got) != 3 || string(got[0]) != "a" || string(got[1]) != "b" || string(got[2]) != "c" {
+		t.Fatalf("after the rewrite generation 1 holds %q, want [a b c]", got)
+	}
+	if got := q.SymbolGenerations(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("generations %v after dropping those below 1, want [1]", got)
 	}
 }

@@ -215,7 +215,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbFramesReplayed, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_frames_replayed",
-		metric.WithDescription("Frames sent again after a reconnect or a restart (replay from the last acknowledged frame). [Alpha]"),
+		metric.WithDescription("Frames sent again after a reconnect (replay from the last acknowledged frame), and frames recovered from the slot at start when they are sent. [Alpha]"),
 		metric.WithUnit("{frames}"),
 	)
 	errs = errors.Join(errs, err)
@@ -228,7 +228,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_bytes",
-		metric.WithDescription("Bytes held by the store-and-forward queue (unacknowledged frames). [Alpha]"),
+		metric.WithDescription("Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything). [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
@@ -240,7 +240,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueFillRatio, err = builder.meter.Float64ObservableGauge(
 		"otelcol_exporter_questdb_queue_fill_ratio",
-		metric.WithDescription("Queue bytes divided by queue capacity (0..1); alerts fire at 0.8 and 1. [Alpha]"),
+		metric.WithDescription("Queue bytes divided by queue capacity (0..1); 1 while appends find no room (refused under on_full block, evicting under evict_oldest). The log alerts turn high at 0.8 and full at 1. [Alpha]"),
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)

@@ -165,7 +165,7 @@ func AssertEqualExporterQuestdbFramesEvicted(t *testing.T, tt *componenttest.Tel
 func AssertEqualExporterQuestdbFramesReplayed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_frames_replayed",
-		Description: "Frames sent again after a reconnect or a restart (replay from the last acknowledged frame). [Alpha]",
+		Description: "Frames sent again after a reconnect (replay from the last acknowledged frame), and frames recovered from the slot at start when they are sent. [Alpha]",
 		Unit:        "{frames}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -196,7 +196,7 @@ func AssertEqualExporterQuestdbFsyncLatency(t *testing.T, tt *componenttest.Tele
 func AssertEqualExporterQuestdbQueueBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_bytes",
-		Description: "Bytes held by the store-and-forward queue (unacknowledged frames). [Alpha]",
+		Description: "Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything). [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
@@ -224,7 +224,7 @@ func AssertEqualExporterQuestdbQueueCapacity(t *testing.T, tt *componenttest.Tel
 func AssertEqualExporterQuestdbQueueFillRatio(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_fill_ratio",
-		Description: "Queue bytes divided by queue capacity (0..1); alerts fire at 0.8 and 1. [Alpha]",
+		Description: "Queue bytes divided by queue capacity (0..1); 1 while appends find no room (refused under on_full block, evicting under evict_oldest). The log alerts turn high at 0.8 and full at 1. [Alpha]",
 		Unit:        "1",
 		Data: metricdata.Gauge[float64]{
 			DataPoints: dps,
