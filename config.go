@@ -92,6 +92,11 @@ type Config struct {
 	// SymbolDictMaxEntries is the size at which the writer starts a new
 	// SYMBOL dictionary generation.
 	SymbolDictMaxEntries int `mapstructure:"symbol_dict_max_entries"`
+	// SymbolDictMaxBytes bounds the symbol text of one generation; 0 means
+	// min(16 MiB, sf_max_total_bytes / 4). It bounds the writer's
+	// dictionary in RAM, a generation's file and the catch-up sent on every
+	// connection.
+	SymbolDictMaxBytes ByteSize `mapstructure:"symbol_dict_max_bytes"`
 
 	Tables TablesConfig `mapstructure:"tables"`
 	// AttributesAsSymbols lists attribute keys written to SYMBOL columns of
@@ -141,7 +146,13 @@ const (
 	minErrorInboxCapacity = 16 // the connect-string minimum
 	maxErrorInboxCapacity = 1 << 20
 	maxSymbolDictEntries  = 2000000 // the server refuses ids past this per connection
-	maxSenderIDBytes      = 127
+	// symbolDictCapShare: a generation's symbol bytes are at most
+	// 1/symbolDictCapShare of sf_max_total_bytes.
+	symbolDictCapShare = 4
+	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
+	// cap allows it): see the README's sizing section.
+	defaultSymbolDictMaxBytes ByteSize = 16 << 20
+	maxSenderIDBytes                   = 127
 )
 
 // memoryModeMaxTotalBytes and sfModeMaxTotalBytes are what
@@ -301,6 +312,12 @@ func (c *Config) validateQueue() error {
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v is larger than sf_max_total_bytes (%v); it must be <= the total cap", c.SFMaxSegmentBytes, c.effectiveMaxTotalBytes()))
 	case c.SFMaxSegmentBytes < c.MaxBatchBytes+segmentOverheadBytes:
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v cannot hold one frame of max_batch_bytes (%v); it must be >= max_batch_bytes + %d", c.SFMaxSegmentBytes, c.MaxBatchBytes, segmentOverheadBytes))
+	}
+	switch limit := c.effectiveMaxTotalBytes() / symbolDictCapShare; {
+	case c.SymbolDictMaxBytes < 0:
+		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %d is negative; use 0 for the default or a size such as 16MiB", c.SymbolDictMaxBytes))
+	case c.SymbolDictMaxBytes > limit:
+		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %v is more than a quarter of sf_max_total_bytes (%v); it must be <= %v, so that a generation's dictionary leaves the cap to frames", c.SymbolDictMaxBytes, c.effectiveMaxTotalBytes(), limit))
 	}
 	errs = append(errs,
 		positive("sf_sync_interval", c.SFSyncInterval),
@@ -475,6 +492,7 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 		OnFull:          onFull,
 		AppendDeadline:  c.SFAppendDeadline,
 		SymbolUse:       payloadSymbolUse,
+		SymbolDefs:      payloadSymbolDefs,
 		Logger:          logger,
 	}
 }
@@ -504,6 +522,15 @@ func (c *Config) effectiveMaxTotalBytes() ByteSize {
 		return memoryModeMaxTotalBytes
 	}
 	return sfModeMaxTotalBytes
+}
+
+// effectiveSymbolDictMaxBytes is symbol_dict_max_bytes with 0 replaced by
+// min(16 MiB, the cap / 4).
+func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
+	if c.SymbolDictMaxBytes != 0 {
+		return c.SymbolDictMaxBytes
+	}
+	return min(defaultSymbolDictMaxBytes, c.effectiveMaxTotalBytes()/symbolDictCapShare)
 }
 
 // senderID is the slot name: sender_id when set, else derived from the

@@ -175,6 +175,10 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"small inbox", func(c *Config) { c.ErrorInboxCapacity = 15 }, "error_inbox_capacity", "16.."},
 		{"no symbol entries", func(c *Config) { c.SymbolDictMaxEntries = 0 }, "symbol_dict_max_entries", "1..2000000"},
 		{"too many symbol entries", func(c *Config) { c.SymbolDictMaxEntries = 2000001 }, "symbol_dict_max_entries", "1..2000000"},
+		{"negative symbol bytes", func(c *Config) { c.SymbolDictMaxBytes = -1 }, "symbol_dict_max_bytes", "negative"},
+		{"symbol bytes above a quarter of the cap", func(c *Config) {
+			c.SFMaxTotalBytes, c.SFMaxSegmentBytes, c.SymbolDictMaxBytes = 64<<20, 4<<20, 16<<20+1
+		}, "symbol_dict_max_bytes", "quarter of sf_max_total_bytes"},
 		{"empty table", func(c *Config) { c.Tables.Gauge = "" }, "tables::gauge", ""},
 		{"table with slash", func(c *Config) { c.Tables.Sum = "a/b" }, "tables::sum", "/"},
 		{"table with colon", func(c *Config) { c.Tables.Histogram = "a:b" }, "tables::histogram", ":"},
@@ -412,4 +416,22 @@ func TestConfigRowEncoderConfig(t *testing.T) {
 
 	cfg.MetricAttributesType = "symbol"
 	assert.False(t, cfg.rowEncoderConfig(nil).AttributesVarchar)
+}
+
+func TestSymbolDictMaxBytesDefault(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 16<<20 {
+		t.Fatalf("default symbol_dict_max_bytes %v, want 16MiB", got)
+	}
+	cfg.SFMaxTotalBytes, cfg.SFMaxSegmentBytes = 8<<20, 4<<20
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 2<<20 {
+		t.Fatalf("symbol_dict_max_bytes under an 8 MiB cap is %v, want a quarter of it (2MiB)", got)
+	}
+	cfg.SymbolDictMaxBytes = 1 << 20
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 1<<20 {
+		t.Fatalf("explicit symbol_dict_max_bytes became %v", got)
+	}
 }

@@ -42,6 +42,21 @@ func payloadSymbolUse(payload []byte) (gen uint32, maxID int64) {
 	return gen, int64(end) - 1
 }
 
+// payloadSymbolDefs returns the dictionary entries a stored payload defines
+// in its delta section (ids first..), so that recovery can rebuild entries
+// a damaged .symbol-dict lost.
+func payloadSymbolDefs(payload []byte) (gen uint32, first int, entries [][]byte) {
+	gen, msg, err := splitPayload(payload)
+	if err != nil {
+		return 0, 0, nil
+	}
+	first, entries, err = qwp.DeltaDictEntries(msg)
+	if err != nil {
+		return gen, 0, nil
+	}
+	return gen, first, entries
+}
+
 // symbolStore is the part of the SF queue that persists the dictionary
 // (sfqueue.Queue satisfies it).
 type symbolStore interface {
@@ -53,12 +68,12 @@ type symbolStore interface {
 // current generation, persisted through the queue's .symbol-dict.
 //
 // Generation rule. Ids are per generation and start at 0. Once the current
-// generation holds maxEntries ids, the writer finishes the frame in progress
+// generation holds maxEntries ids or maxBytes of symbol text, the writer finishes the frame in progress
 // and starts generation+1 with an empty dictionary; frames carry their
 // generation in the 4-byte prefix of the stored payload, and the I/O loop
 // recycles the connection at the first frame of a newer generation and sends
 // that generation's dictionary as catch-up. A generation can exceed
-// maxEntries by the new symbols of one frame at most (the default 1,000,000
+// its bounds by the new symbols of one frame at most (the default 1,000,000
 // is half the server's 2,000,000-id limit for that reason), and a frame never
 // references an id of another generation: ids are handed out only inside the
 // frame's own generation.
@@ -79,6 +94,10 @@ type genDict struct {
 
 	store      symbolStore
 	maxEntries int
+	maxBytes   int // symbol text of one generation
+
+	bytes   int // symbol text of ids below counted
+	counted int
 
 	gen       uint32
 	persisted int
@@ -94,11 +113,14 @@ var _ qwp.SymbolDict = (*genDict)(nil)
 // connect. A generation that is already full (the writer rotated after its
 // last frame, which left no trace of the empty new one) continues as
 // generation gen+1.
-func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error) {
+func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
 	if maxEntries <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_entries %d must be positive", maxEntries)
 	}
-	d := &genDict{MemDict: qwp.NewMemDict(), store: store, maxEntries: maxEntries, gen: gen}
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("symbol_dict_max_bytes %d must be positive", maxBytes)
+	}
+	d := &genDict{MemDict: qwp.NewMemDict(), store: store, maxEntries: maxEntries, maxBytes: maxBytes, gen: gen}
 	for id, e := range store.Symbols(gen) {
 		if got := d.ID(e); got != uint32(id) {
 			return nil, fmt.Errorf("persisted symbol dictionary generation %d holds %q twice (ids %d and %d); each symbol must have one id",
@@ -117,9 +139,20 @@ func openGenDict(store symbolStore, maxEntries int, gen uint32) (*genDict, error
 // Gen is the current generation.
 func (d *genDict) Gen() uint32 { return d.gen }
 
-// full reports whether the current generation reached maxEntries, so the
-// next frame must start a new generation.
-func (d *genDict) full() bool { return d.Len() >= d.maxEntries }
+// full reports whether the current generation reached maxEntries ids or
+// maxBytes of symbol text, so the next frame must start a new generation.
+func (d *genDict) full() bool {
+	for ; d.counted < d.Len(); d.counted++ {
+		d.bytes += len(d.Entry(d.counted))
+	}
+	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes
+}
+
+// Bytes is the symbol text the current generation holds.
+func (d *genDict) Bytes() int {
+	d.full()
+	return d.bytes
+}
 
 // persist stores the entries not yet in .symbol-dict. Call it before
 // appending frames that define them.
@@ -158,6 +191,6 @@ func (d *genDict) rotate() error {
 	}
 	d.gen++
 	d.MemDict = qwp.NewMemDict()
-	d.persisted, d.queued = 0, 0
+	d.persisted, d.queued, d.bytes, d.counted = 0, 0, 0, 0
 	return nil
 }

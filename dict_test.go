@@ -35,7 +35,7 @@ func (m *memSymbols) Symbols(gen uint32) [][]byte { return m.gens[gen] }
 
 func TestGenDictIDsPersistAndRotate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store, 3, 0)
+	d, err := openGenDict(store, 3, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestGenDictIDsPersistAndRotate(t *testing.T) {
 
 func TestGenDictPersistFailureKeepsEntries(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}, fail: errors.New("disk gone")}
-	d, err := openGenDict(store, 10, 4)
+	d, err := openGenDict(store, 10, 1<<30, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestOpenGenDict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := openGenDict(&memSymbols{gens: tt.stored}, tt.max, tt.gen)
+			d, err := openGenDict(&memSymbols{gens: tt.stored}, tt.max, 1<<30, tt.gen)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("want an error")
@@ -177,6 +177,30 @@ func TestPayloadSymbolUse(t *testing.T) {
 	}
 }
 
+func TestPayloadSymbolDefs(t *testing.T) {
+	dict := qwp.NewMemDict()
+	dict.ID([]byte("old"))
+	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{DeltaSymbolDict: true})
+	tb, _ := enc.Table("t")
+	c, _ := tb.Column("s", qwp.TypeSymbol)
+	for _, s := range []string{"old", "a", "b"} {
+		tb.SymbolString(c, s)
+		if err := tb.EndRow(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gen, first, entries := payloadSymbolDefs(append(appendGenPrefix(nil, 4), enc.Finish(nil)...))
+	if gen != 4 || first != 1 || len(entries) != 2 || string(entries[0]) != "a" || string(entries[1]) != "b" {
+		t.Fatalf("payloadSymbolDefs = %d, %d, %q; want 4, 1, [a b]", gen, first, entries)
+	}
+	if _, _, entries := payloadSymbolDefs([]byte{1}); entries != nil {
+		t.Fatalf("short payload defines %q", entries)
+	}
+	if _, _, entries := payloadSymbolDefs(append(appendGenPrefix(nil, 3), 1, 2, 3)); entries != nil {
+		t.Fatalf("a payload that is no QWP message defines %q", entries)
+	}
+}
+
 func TestGenDictThroughSFQueue(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *sfqueue.Queue {
@@ -187,7 +211,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 		return q
 	}
 	q := open()
-	d, err := openGenDict(q, 2, 0)
+	d, err := openGenDict(q, 2, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +229,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 	}
 	q = open()
 	defer q.Close()
-	d, err = openGenDict(q, 2, 1)
+	d, err = openGenDict(q, 2, 1<<30, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,16 +245,42 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 // frames on disk may use either id.
 func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{2: {[]byte("a"), []byte("b"), []byte("a")}}}
-	_, err := openGenDict(store, 10, 2)
+	_, err := openGenDict(store, 10, 1<<30, 2)
 	if err == nil || !strings.Contains(err.Error(), `"a" twice (ids 0 and 2)`) || !strings.Contains(err.Error(), "generation 2") {
 		t.Fatalf("openGenDict = %v, want an error naming the symbol, both ids and the generation", err)
 	}
 	store.gens[2] = store.gens[2][:2]
-	d, err := openGenDict(store, 10, 2)
+	d, err := openGenDict(store, 10, 1<<30, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Len() != 2 || d.ID([]byte("b")) != 1 || d.Gen() != 2 {
 		t.Fatalf("loaded generation: len %d, id(b) %d, gen %d", d.Len(), d.ID([]byte("b")), d.Gen())
+	}
+}
+
+func TestGenDictRotatesAtMaxBytes(t *testing.T) {
+	store := &memSymbols{gens: map[uint32][][]byte{}}
+	d, err := openGenDict(store, 1000, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ID([]byte("abcd"))
+	d.ID([]byte("efgh"))
+	if d.full() || d.Bytes() != 8 {
+		t.Fatalf("8 bytes of a 10-byte generation: full %v, bytes %d", d.full(), d.Bytes())
+	}
+	d.ID([]byte("ij"))
+	if !d.full() {
+		t.Fatal("a generation holding 10 bytes of a 10-byte bound is not full")
+	}
+	if err := d.rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Gen() != 1 || d.full() || d.Bytes() != 0 {
+		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.Bytes())
+	}
+	if _, err := openGenDict(store, 1000, 0, 0); err == nil {
+		t.Fatal("a zero byte bound was accepted")
 	}
 }

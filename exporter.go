@@ -219,7 +219,7 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 
 // newWriter loads dictionary generation gen and starts the writer on it.
 func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, error) {
-	dict, err := openGenDict(q, e.cfg.SymbolDictMaxEntries, gen)
+	dict, err := openGenDict(q, e.cfg.SymbolDictMaxEntries, int(e.cfg.effectiveSymbolDictMaxBytes()), gen)
 	if err != nil {
 		return nil, fmt.Errorf("questdb exporter: loading the symbol dictionary: %w", err)
 	}

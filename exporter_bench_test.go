@@ -89,7 +89,7 @@ func BenchmarkConsumeMetrics(b *testing.B) {
 func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	b.Helper()
 	cfg := createDefaultConfig().(*Config)
-	dict, err := openGenDict(q, cfg.SymbolDictMaxEntries, 0)
+	dict, err := openGenDict(q, cfg.SymbolDictMaxEntries, int(cfg.effectiveSymbolDictMaxBytes()), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -638,11 +638,30 @@ func TestExporterLogsDataLossLoudly(t *testing.T) {
 		return logs
 	}
 	run(true)
-	// Without its dictionary the frames on disk reference unknown ids.
+	// Without its dictionary the frames on disk still define their ids in
+	// their delta sections: recovery rebuilds the dictionary and replays.
 	if err := os.Remove(filepath.Join(dir, "lossy", ".symbol-dict")); err != nil {
 		t.Fatal(err)
 	}
-	logs := run(false)
+	logs := run(true)
+	if n := logs.FilterMessageSnippet("DATA_LOSS").Len(); n != 0 || logs.FilterMessageSnippet("rebuilt symbol dictionary").Len() != 1 {
+		t.Fatalf("a lost .symbol-dict the frames can rebuild: %d DATA_LOSS logs, logs %v", n, logs.All())
+	}
+	// One flipped byte in the first frame of the oldest segment, a newer
+	// segment behind it: accepted frames are unreadable.
+	segs, _ := filepath.Glob(filepath.Join(dir, "lossy", "*.sfseg"))
+	if len(segs) < 2 {
+		t.Fatalf("%d segments, want at least 2", len(segs))
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[24+20] ^= 0x08
+	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs = run(false)
 	loss := logs.FilterMessageSnippet("DATA_LOSS: the store-and-forward slot could not be replayed").All()
 	if len(loss) != 1 || loss[0].Level != zapcore.ErrorLevel {
 		t.Fatalf("recovery of an unreplayable slot logged %v, want one DATA_LOSS error", logs.All())

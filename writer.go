@@ -382,7 +382,8 @@ func (w *writer) emit(frame []byte) error {
 }
 
 // rotateIfFull starts the next dictionary generation between two frames
-// when the current one reached symbol_dict_max_entries.
+// when the current one reached symbol_dict_max_entries or
+// symbol_dict_max_bytes.
 func (w *writer) rotateIfFull() error {
 	if !w.dict.full() {
 		return nil

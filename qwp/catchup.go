@@ -72,33 +72,61 @@ func Deferred(msg []byte) bool { return len(msg) >= HeaderSize && msg[5]&FlagDef
 // only ids below end. A message without FlagDeltaSymbolDict carries and
 // references no global ids: (0, 0, nil).
 func DeltaDictRange(msg []byte) (start, end int, err error) {
+	s, c, _, err := deltaSection(msg)
+	return s, s + c, err
+}
+
+// DeltaDictEntries returns the entries the delta symbol dictionary section
+// of msg defines, ids start, start+1, ...; they alias msg. A message without
+// FlagDeltaSymbolDict defines none. A recovering queue rebuilds a damaged
+// persisted dictionary from them.
+func DeltaDictEntries(msg []byte) (start int, entries [][]byte, err error) {
+	s, c, rest, err := deltaSection(msg)
+	if err != nil || c == 0 {
+		return s, nil, err
+	}
+	entries = make([][]byte, 0, min(c, len(rest)))
+	for range c {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			return s, nil, fmt.Errorf("qwp: delta dictionary entry %d runs past the payload", s+len(entries))
+		}
+		entries = append(entries, rest[k:k+int(n)])
+		rest = rest[k+int(n):]
+	}
+	return s, entries, nil
+}
+
+// deltaSection reads the start and count of msg's delta section and
+// returns the payload bytes after them.
+func deltaSection(msg []byte) (start, count int, rest []byte, err error) {
 	if len(msg) < HeaderSize {
-		return 0, 0, fmt.Errorf("qwp: message of %d bytes is shorter than the %d-byte header", len(msg), HeaderSize)
+		return 0, 0, nil, fmt.Errorf("qwp: message of %d bytes is shorter than the %d-byte header", len(msg), HeaderSize)
 	}
 	if m := binary.LittleEndian.Uint32(msg); m != Magic {
-		return 0, 0, fmt.Errorf("qwp: message magic %#08x is not %#08x", m, Magic)
+		return 0, 0, nil, fmt.Errorf("qwp: message magic %#08x is not %#08x", m, Magic)
 	}
 	if msg[5]&FlagDeltaSymbolDict == 0 {
-		return 0, 0, nil
+		return 0, 0, nil, nil
 	}
 	plen := binary.LittleEndian.Uint32(msg[8:])
 	payload := msg[HeaderSize:]
 	if uint64(plen) > uint64(len(payload)) {
-		return 0, 0, fmt.Errorf("qwp: payload_length %d exceeds the %d bytes present", plen, len(payload))
+		return 0, 0, nil, fmt.Errorf("qwp: payload_length %d exceeds the %d bytes present", plen, len(payload))
 	}
 	payload = payload[:plen]
 	s, n := binary.Uvarint(payload)
 	if n <= 0 {
-		return 0, 0, errTruncatedDict
+		return 0, 0, nil, errTruncatedDict
 	}
 	c, m := binary.Uvarint(payload[n:])
 	if m <= 0 {
-		return 0, 0, errTruncatedDict
+		return 0, 0, nil, errTruncatedDict
 	}
 	if s > MaxSymbolDictSize || c > MaxSymbolDictSize-s {
-		return 0, 0, fmt.Errorf("qwp: delta dictionary [%d, +%d) exceeds %d ids", s, c, MaxSymbolDictSize)
+		return 0, 0, nil, fmt.Errorf("qwp: delta dictionary [%d, +%d) exceeds %d ids", s, c, MaxSymbolDictSize)
 	}
-	return int(s), int(s + c), nil
+	return int(s), int(c), payload[n+m:], nil
 }
 
 var errTruncatedDict = errors.New("qwp: delta symbol dictionary header is truncated")

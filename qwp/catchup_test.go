@@ -175,6 +175,32 @@ func fixLen(msg []byte) []byte {
 	return out
 }
 
+func TestDeltaDictEntries(t *testing.T) {
+	dict := NewMemDict()
+	dict.ID([]byte("known"))
+	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	tb.SymbolString(s, "known")
+	tb.SymbolString(s, "new")
+	mustEndRow(t, tb)
+	tb.SymbolString(s, "newer")
+	mustEndRow(t, tb)
+	msg := e.Finish(nil)
+	start, entries, err := DeltaDictEntries(msg)
+	if err != nil || start != 1 || len(entries) != 2 || string(entries[0]) != "new" || string(entries[1]) != "newer" {
+		t.Fatalf("DeltaDictEntries = %d, %q, %v; want 1, [new newer]", start, entries, err)
+	}
+	if _, entries, err := DeltaDictEntries(readGolden(t, "example1.bin")); err != nil || entries != nil {
+		t.Fatalf("message without a delta section: %q, %v", entries, err)
+	}
+	// The section says two entries, but the payload ends inside the first.
+	cut := fixLen(msg[:HeaderSize+4])
+	if _, _, err := DeltaDictEntries(cut); err == nil || !strings.Contains(err.Error(), "runs past") {
+		t.Fatalf("cut entry: err %v", err)
+	}
+}
+
 func TestAppendCommitAndDeferred(t *testing.T) {
 	c := AppendCommit([]byte("prefix"))
 	if string(c[:6]) != "prefix" || len(c) != 6+HeaderSize {

@@ -69,8 +69,10 @@
 //
 // A frame of a newer dictionary generation is held until everything sent is
 // acknowledged; then the connection is recycled so the next one registers the
-// new generation, and older generations are dropped from the dictionary
-// (every frame that used them is acknowledged). A frame larger than the
+// new generation. (The queue deletes older generations on its own once no
+// unacknowledged frame uses them; should it delete the one a connection's
+// first frame needs because that frame was just evicted, the catch-up sees
+// the dictionary short of the frame's ids and recycles instead of sending.) A frame larger than the
 // server's advertised limit is a terminal error naming both sizes: frames on
 // disk are never re-split. Before stopping for such a send-side condition the
 // loop collects the acks of the frames already sent (up to 5 s), so they are

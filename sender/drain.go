@@ -28,6 +28,10 @@ type DrainReport struct {
 	Drained []string // emptied and removed
 	Failed  []string // marked .failed (terminal error) or could not be opened
 	Skipped []string // locked by another process, or left when ctx ended
+	// DataLoss lists the orphans recovery could not replay (also in
+	// Failed): each was left in place, marked .failed with the reason, and
+	// its unacknowledged frames will not be sent (seed 000's DATA_LOSS).
+	DataLoss []*sfqueue.DataLossError
 }
 
 // DrainOrphans adopts the abandoned slots under sfDir (those with unacked
@@ -67,9 +71,12 @@ func DrainOrphans(ctx context.Context, sfDir string, exclude []string, maxDraine
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := drainOrphan(ctx, sfDir, id, o)
+			r, dl := drainOrphan(ctx, sfDir, id, o)
 			mu.Lock()
 			defer mu.Unlock()
+			if dl != nil {
+				rep.DataLoss = append(rep.DataLoss, dl)
+			}
 			switch r {
 			case drained:
 				rep.Drained = append(rep.Drained, id)
@@ -92,8 +99,10 @@ const (
 	failed
 )
 
-// drainOrphan runs one drainer: open, send until empty, remove.
-func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResult {
+// drainOrphan runs one drainer: open, send until empty, remove. A slot
+// recovery cannot replay is marked .failed by the queue and returned as
+// data loss.
+func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResult, *sfqueue.DataLossError) {
 	so := o.Sender
 	if so.Logger == nil {
 		so.Logger = zap.NewNop()
@@ -108,6 +117,7 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 	log := so.Logger
 	qo := o.Queue
 	qo.Dir, qo.SenderID = dir, id
+	qo.MarkUnreplayableFailed = true
 	if qo.Logger == nil {
 		qo.Logger = log
 	}
@@ -116,12 +126,19 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 		var le *sfqueue.LockedError
 		if errors.As(err, &le) {
 			log.Info("orphan slot is busy; skipped", zap.Error(err))
-			return skipped
+			return skipped, nil
 		}
-		log.Error("orphan slot cannot be opened", zap.Error(err))
+		var dl *sfqueue.DataLossError
+		if errors.As(err, &dl) {
+			log.Error("DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept for inspection",
+				zap.String("slot", dl.Path), zap.Int("readable_unacked_frames", dl.Frames),
+				zap.Uint64("unreadable_frames", dl.UnreadableFrames), zap.String("reason", dl.Reason))
+		} else {
+			log.Error("orphan slot cannot be opened", zap.Error(err))
+		}
 		obs.DrainerStarted()
 		obs.DrainerFailed()
-		return failed
+		return failed, dl
 	}
 	obs.DrainerStarted()
 	s, err := New(q, so)
@@ -139,16 +156,16 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 		if cerr := q.Close(); cerr != nil {
 			log.Error("closing the drained orphan slot", zap.Error(cerr))
 			obs.DrainerFailed()
-			return failed
+			return failed, nil
 		}
 		if rerr := sfqueue.RemoveSlot(dir, id); rerr != nil {
 			log.Error("removing the drained orphan slot", zap.Error(rerr))
 			obs.DrainerFailed()
-			return failed
+			return failed, nil
 		}
 		log.Info("orphan slot drained and removed")
 		obs.DrainerSucceeded()
-		return drained
+		return drained, nil
 	case errors.As(err, &te):
 		if merr := sfqueue.MarkFailed(dir, id, te.Error()); merr != nil {
 			log.Error("marking the orphan slot failed", zap.Error(merr))
@@ -156,14 +173,14 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) drainResul
 		_ = q.Close()
 		log.Error("orphan drainer gave up; slot marked .failed and kept", zap.Error(te))
 		obs.DrainerFailed()
-		return failed
+		return failed, nil
 	}
 	_ = q.Close()
 	log.Info("orphan drainer interrupted; the slot keeps its frames", zap.Error(err))
 	if o, ok := obs.(DrainInterruptObserver); ok {
 		o.DrainerInterrupted()
 	}
-	return skipped
+	return skipped, nil
 }
 
 // DrainInterruptObserver is optionally implemented by an Observer to learn

@@ -119,6 +119,46 @@ func TestDrainOrphanAuthFailureMarksFailed(t *testing.T) {
 	}
 }
 
+func TestDrainOrphanUnreplayableIsMarkedFailedAndReported(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 4)
+	// A bit flip in the first frame of the slot's oldest segment, with the
+	// rest of the frames valid after it: damage in the middle, not a tail.
+	slot := filepath.Join(dir, "dead")
+	segs, _ := filepath.Glob(filepath.Join(slot, "*.sfseg"))
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[24+10] ^= 0x40
+	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, qwptest.Options{})
+	rec := &recorder{}
+	rep, err := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Failed, []string{"dead"}) || len(rep.DataLoss) != 1 || rep.DataLoss[0].Path != slot || rep.DataLoss[0].Frames != 3 {
+		t.Fatalf("report %+v; want dead failed with DATA_LOSS of 3 readable frames", rep)
+	}
+	after, err := os.ReadFile(segs[0])
+	if err != nil || !slices.Equal(after, b) {
+		t.Fatalf("the unreplayable orphan's segment changed (%v)", err)
+	}
+	reason, err := os.ReadFile(filepath.Join(slot, ".failed"))
+	if err != nil || !strings.Contains(string(reason), "DATA_LOSS") {
+		t.Fatalf(".failed = %q, %v; want the DATA_LOSS reason", reason, err)
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || len(ids) != 0 {
+		t.Fatalf("ListOrphans after .failed = %v, %v", ids, err)
+	}
+	if len(rowIDs(t, srv)) != 0 || rec.drainers[2].Load() != 1 {
+		t.Fatalf("rows sent from an unreplayable orphan, or %d failed drainers", rec.drainers[2].Load())
+	}
+}
+
 func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
 	dir := t.TempDir()
 	orphan(t, dir, "dead", 0, 3)

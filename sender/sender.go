@@ -62,14 +62,6 @@ type Sender struct {
 	started bool
 	closed  bool
 
-	// The dropper goroutine deletes old dictionary generations: a watermark
-	// write and a .symbol-dict rewrite, a few fsyncs that must not delay the
-	// first frame of a new generation. dropBelow is the latest request.
-	dropMu     sync.Mutex
-	dropBelow  uint32
-	dropWake   chan struct{}
-	dropperEnd chan struct{}
-
 	mu      sync.Mutex
 	ackCh   chan struct{} // closed and replaced when ackedFSN advances or the sender stops
 	termErr *TerminalError
@@ -87,7 +79,6 @@ type Sender struct {
 	// everConnected: a connection was established since Start, so a
 	// failure is a lost connection rather than a first one never made.
 	everConnected bool
-	dropPosted    uint32 // generations below this are posted to the dropper
 	rejectFSN     uint64 // frame of the last rejection (0: a catch-up frame)
 	rejects       int    // consecutive rejections of rejectFSN with no ack of it
 	attempts      int    // failed attempts since the last connection
@@ -110,8 +101,6 @@ func New(q *sfqueue.Queue, o Options) (*Sender, error) {
 		dispatchStop: make(chan struct{}),
 		dispatchDone: make(chan struct{}),
 		ackCh:        make(chan struct{}),
-		dropWake:     make(chan struct{}, 1),
-		dropperEnd:   make(chan struct{}),
 		bo:           newBackoff(o.InitialBackoff, o.MaxBackoff),
 	}
 	if s.o.ErrorHandler == nil {
@@ -146,51 +135,7 @@ func (s *Sender) Start() error {
 		})
 	}()
 	go s.run()
-	go s.dropper()
 	return nil
-}
-
-// dropper deletes the dictionary generations the I/O goroutine found
-// acknowledged (postDrop) until the sender closes.
-func (s *Sender) dropper() {
-	defer close(s.dropperEnd)
-	var done uint32
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-s.dropWake:
-		}
-		s.dropMu.Lock()
-		gen := s.dropBelow
-		s.dropMu.Unlock()
-		if gen <= done {
-			continue
-		}
-		if err := s.q.DropSymbolGenerationsBelow(gen); err != nil {
-			if s.ctx.Err() == nil {
-				s.log.Warn("dropping old symbol dictionary generations failed", zap.Uint32("below", gen), zap.Error(err))
-			}
-			continue
-		}
-		done = gen
-	}
-}
-
-// postDrop asks the dropper to delete the generations below gen, without
-// waiting for it.
-func (s *Sender) postDrop(gen uint32) {
-	if gen <= s.dropPosted {
-		return
-	}
-	s.dropPosted = gen
-	s.dropMu.Lock()
-	s.dropBelow = gen
-	s.dropMu.Unlock()
-	select {
-	case s.dropWake <- struct{}{}:
-	default: // a wake-up is pending and will read the latest request
-	}
 }
 
 // Err returns the terminal error once the sender has stopped sending, else
@@ -260,7 +205,6 @@ func (s *Sender) Close(ctx context.Context) error {
 	}
 	s.cancel()
 	<-s.loopDone
-	<-s.dropperEnd
 	close(s.dispatchStop)
 	<-s.dispatchDone
 	return err
@@ -606,7 +550,7 @@ func (s *Sender) send(c *conn) (end, bool) {
 		}
 		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
 		if !c.genKnown {
-			if e, done := s.catchUp(c, gen); done {
+			if e, done := s.catchUp(c, gen, fsn, msg); done {
 				return e, true
 			}
 		} else if gen != c.gen {
@@ -662,13 +606,20 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 
 // catchUp registers generation gen's whole dictionary on a connection before
 // its first data frame.
-func (s *Sender) catchUp(c *conn, gen uint32) (end, bool) {
+func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool) {
 	c.gen, c.genKnown = gen, true
 	dict := &symbols{entries: s.q.Symbols(gen)}
-	// The first frame of a connection is ackedFSN+1: every frame of an
-	// older generation is acknowledged. Read gen's entries first: the drop
-	// takes the queue's lock for a moment.
-	s.postDrop(gen)
+	if _, uses, err := qwp.DeltaDictRange(msg); err == nil && uses > dict.Len() {
+		// The queue deletes a generation once no unacknowledged frame uses
+		// it: this frame was evicted after the cursor read it.
+		if s.q.AckedFSN() >= fsn {
+			s.log.Debug("first frame evicted during the catch-up; recycling", zap.Uint64("fsn", fsn))
+			return end{kind: endRecycle}, true
+		}
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's .symbol-dict lost entries",
+			fsn, uses-1, gen, dict.Len())), true
+	}
 	s.obs.DictionarySize(dict.Len())
 	if dict.Len() == 0 {
 		return end{}, false

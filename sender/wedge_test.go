@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,23 @@ func TestDrainOrphanWithDeferredEnds(t *testing.T) {
 		t.Fatalf("report %+v; want the slot drained (a drainer waiting on a withheld OK holds its slot until shutdown)", rep)
 	}
 	exactRows(t, rowIDs(t, srv), rows)
+}
+
+func TestCatchUpRefusesAFrameWhoseDictionaryIsShort(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	// The frame's symbols are registered in another queue: this one's
+	// dictionary lacks the ids the frame references.
+	payload := newFeeder(t, memQueue(t), true).encode(5)
+	q := memQueue(t)
+	if _, err := q.Append(context.Background(), payload); err != nil {
+		t.Fatal(err)
+	}
+	s := startSender(t, q, testOptions(nil, srv.URL()))
+	te := waitTerminal(t, s)
+	if te.Category != qwp.CategoryParseError || te.FSN != 1 || !strings.Contains(te.Error(), "lost entries") {
+		t.Fatalf("terminal %v (category %v, FSN %d); want PARSE_ERROR naming FSN 1 and the lost entries", te, te.Category, te.FSN)
+	}
+	if srv.Frames() != 0 {
+		t.Fatalf("%d frames reached the server; a frame with unknown ids must never be sent", srv.Frames())
+	}
 }

@@ -63,7 +63,7 @@
 // .ack-watermark is 24 bytes: magic u32 "SQW1" | acked FSN u64 | on-disk FSN
 // u64 | CRC32C u32. The on-disk FSN is the highest frame its writer knew to be
 // durable (all published frames at a clean Close); recovery reports frames
-// below it that it cannot find as RecoveryReport.LostFrames. It
+// up to it that it cannot find as DATA_LOSS (RecoveryReport.Lost). It
 // is replaced by write-temp, fsync, rename, fsync-directory, at most every
 // 250 ms and only when the acked FSN moved, and on Close.
 //
@@ -73,8 +73,15 @@
 //
 // where each id is the next id of its generation. AddSymbols appends before
 // the frames using the ids are appended, and in periodic and flush
-// durability fsyncs before it returns. DropSymbolGenerationsBelow rewrites
-// the file through temp + rename.
+// durability fsyncs before it returns. With Options.SymbolUse set, a
+// generation is deleted once no unacknowledged frame uses it and it is not
+// the newest (generations.go): acks or evictions passing its last frame
+// wake the background goroutine, which writes .ack-watermark first (so a
+// crash never finds unacked frames whose dictionary is gone) and then
+// rewrites the file through temp + rename with the queue's lock released
+// (AddSymbols meanwhile appends to the old file, a superset, and hands its
+// records to the rewrite). DropSymbolGenerationsBelow does the same on
+// demand.
 //
 // # Durability
 //
@@ -97,28 +104,72 @@
 //
 // # Recovery (Open in SF mode)
 //
+// Recovery first looks, then decides, then changes: nothing in the slot is
+// modified until it has decided that the slot can be replayed.
+//
 //  1. Lock the slot; a held lock is *LockedError naming the holder's PID.
-//  2. Read .ack-watermark (corrupt: ignored with a warning) and
-//     .symbol-dict (a torn tail is cut off).
-//  3. CRC-walk every segment from its header, stop at the first short,
-//     oversized or CRC-failing frame and truncate the file there (the cut
-//     bytes, up to the last non-zero byte, are RecoveryReport.TornBytes). A
-//     segment with a bad header or no valid frame is deleted.
-//  4. A watermark past the last recovered frame is ignored with a warning.
-//  5. Segments in base order must be contiguous (prev.base + prev.frames ==
-//     next.base) wherever the hole would hold an FSN above the watermark,
-//     and when Options.SymbolUse is set every unacked frame's symbol ids
-//     must exist in .symbol-dict. Otherwise the slot is unreplayable: it is
-//     renamed to <SenderID>.unreplayable-<n>, a *DataLossError is reported
-//     in Recovery() and logged, and the queue starts on a fresh slot.
-//     Segments wholly at or below the watermark are deleted (acked).
-//  6. Frames recovery cannot find although the watermark recorded them as
-//     on disk, or that sat behind an unusable first segment, are counted in
-//     RecoveryReport.LostFrames and logged (nothing disappears silently).
-//  7. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
+//  2. Scan, read-only (ScanSlot is the same scan, exported for the slot
+//     tool): .ack-watermark (corrupt: ignored with a warning, frames are
+//     then replayed from the oldest segment), the valid prefix of
+//     .symbol-dict, and a CRC walk of every segment from its header that
+//     stops at the first short, oversized or CRC-failing frame. When
+//     written (non-zero) bytes follow that frame, the rest of the file is
+//     searched at every offset for valid frames ("stray" frames): their
+//     presence means the damage is in the middle of the written data, not
+//     at a torn tail.
+//  3. Decide, by one rule for every durability mode:
+//     - The newest segment's tail: a bad frame with nothing valid after it
+//     is cut, and the frames it appears to hold above the watermark are
+//     RecoveryReport.TornFrames from TornFirstFSN. In flush durability
+//     nothing after the last completed fsync was ever answered (seed 004),
+//     so the cut is logged at Info only. In periodic and memory durability
+//     the cut is the mode's documented loss window: logged at Error with
+//     its FSN range, and the caller counts it (torn_frames). A newest
+//     segment created but never written (empty or all zeros, even its
+//     header) held nothing and is deleted.
+//     - Frames at or below the ack watermark may be dropped silently: damage
+//     whose whole FSN range is acknowledged is cut or deleted.
+//     - Anything else that leaves accepted, unacknowledged frames unreadable
+//     makes the slot unreplayable: a bad header (written segment), a bad
+//     frame in an older segment or in the middle of the newest one, frame 0
+//     of the oldest segment, a gap or overlap between segments (prev.base +
+//     prev.frames != next.base). So does an unacknowledged frame using a
+//     symbol id that neither .symbol-dict's valid prefix nor the delta
+//     sections of the surviving frames define (Options.SymbolDefs: the
+//     dictionary is rebuilt from them first, and the rebuilt entries are
+//     appended to .symbol-dict when the slot replays).
+//     - Frames the watermark recorded as on disk (its on-disk FSN) beyond
+//     everything found, not even torn, are gone: nothing is left to keep,
+//     so the slot replays, and they are reported as DATA_LOSS all the same
+//     (RecoveryReport.Lost, LostFrames; logged at Error).
+//  4. An unreplayable slot is renamed whole, exactly as found (only
+//     .lock.pid was rewritten when the lock was taken: no segment cut or
+//     deleted, no .tmp removed, no dictionary tail cut), to
+//     <SenderID>.unreplayable-<n>; RecoveryReport.Unreplayable is a
+//     *DataLossError listing every unreadable FSN range with its file,
+//     offset and cause, the readable unacked frames left there and the
+//     unreadable ones counted; it is logged at Error, and the queue starts
+//     on a fresh, empty slot. The readable frames of a set-aside slot are
+//     never sent by the queue: they wait there for an operator and the slot
+//     tool (cmd/questdb-slot, built on ScanSlot and SlotScan.EachFrame),
+//     which can inspect the slot and send them. An orphan drainer
+//     (Options.MarkUnreplayableFailed) leaves the slot in place instead,
+//     adds .failed with the DATA_LOSS reason so that later orphan scans
+//     skip it, and Open returns the *DataLossError.
+//  5. A replayable slot is then repaired: interrupted *.tmp files removed,
+//     torn tails truncated (and fsynced in periodic and flush), unusable
+//     never-written and wholly acked segments deleted, .symbol-dict cut to
+//     its valid prefix and extended with the rebuilt entries.
+//  6. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
 //     last frame, or the watermark when no segment survives, so an FSN at or
-//     below a recorded watermark is never reused. Recovered segments are
+//     below a recorded watermark is never reused. A watermark past the last
+//     readable frame is ignored with a warning. Recovered segments are
 //     sealed; appends go to a new segment.
+//
+// A deleted oldest segment cannot be told from acknowledged segments that
+// Ack deleted before the watermark recorded them (the watermark is written
+// at most every 250 ms), so frames below the oldest segment are taken as
+// acknowledged, as seed 000 says (lowest base - 1).
 //
 // A Close with everything acked deletes every segment (after saving the
 // watermark), so a drained slot holds only side files.

@@ -93,15 +93,26 @@ func (e *LockedError) Error() string {
 }
 
 // DataLossError reports a slot that recovery could not replay; the slot was
-// renamed to Path and kept for inspection, and the queue started empty.
+// renamed to Path unchanged and kept for inspection, and the queue started
+// empty (an orphan drainer's slot stays in place, marked .failed).
 type DataLossError struct {
-	Path   string // where the slot was moved: <Dir>/<SenderID>.unreplayable-<n>
-	Reason string
-	Frames int // frames in the set-aside slot above the ack watermark
+	Path   string // where the slot is: <Dir>/<SenderID>.unreplayable-<n>
+	Reason string // the first unreadable range and its cause
+	// Frames counts the readable frames above the ack watermark left in
+	// the set-aside slot, stray frames (valid, after damage, FSN unknown)
+	// included: the queue will not send them (an operator can, with the
+	// slot tool).
+	Frames int
+	// Unreadable lists every range that made the slot unreplayable, with
+	// file, offset and cause; UnreadableFrames counts the FSNs of those
+	// whose end is known.
+	Unreadable       []FSNRange
+	UnreadableFrames uint64
 }
 
 func (e *DataLossError) Error() string {
-	return fmt.Sprintf("sfqueue: DATA_LOSS: slot set aside as %s (%d unacked frames will never be sent): %s", e.Path, e.Frames, e.Reason)
+	return fmt.Sprintf("sfqueue: DATA_LOSS: unreplayable slot kept as %s (%d readable unacked frames wait there, %d unreadable): %s",
+		e.Path, e.Frames, e.UnreadableFrames, e.Reason)
 }
 
 // FrameTooLargeError refuses a payload whose frame cannot fit one segment.

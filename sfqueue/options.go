@@ -112,6 +112,17 @@ type Options struct {
 	// symbol id a payload uses (-1: none). Recovery calls it for every
 	// unacked frame and sets the slot aside when .symbol-dict cannot back it.
 	SymbolUse func(payload []byte) (gen uint32, maxID int64)
+	// SymbolDefs, when set, returns the dictionary entries a payload
+	// defines itself (its delta section): ids firstID.. of generation gen.
+	// When .symbol-dict lost entries that unacked frames use, recovery
+	// takes them back from the surviving frames before declaring the slot
+	// unreplayable (seed 000). The entries may alias payload.
+	SymbolDefs func(payload []byte) (gen uint32, firstID int, entries [][]byte)
+	// MarkUnreplayableFailed is for orphan drainers: a slot recovery cannot
+	// replay is left in place, unchanged but for a .failed marker holding
+	// the reason (so later orphan scans skip it, seed 000), and Open returns
+	// the *DataLossError instead of starting on a fresh slot.
+	MarkUnreplayableFailed bool
 	// Logger receives warnings (evictions, torn tails, data loss); nil = nop.
 	Logger *zap.Logger
 	// FS is the file system of SF mode; nil = the operating system's. Tests

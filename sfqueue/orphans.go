@@ -45,8 +45,9 @@ func listOrphans(fsys FS, dir string, exclude []string) ([]string, error) {
 	return out, nil
 }
 
-// slotHasUnacked reports whether the newest segment of slot holds a valid
-// frame above the ack watermark.
+// slotHasUnacked reports whether the newest written segment of slot holds
+// a valid frame above the ack watermark, or damage that only recovery can
+// judge.
 func slotHasUnacked(fsys FS, slot string) (bool, error) {
 	names, err := fsys.ReadDir(slot)
 	if err != nil {
@@ -62,14 +63,19 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 		return false, nil
 	}
 	w, _, _ := readWatermark(fsys, slot)
+	var buf []byte
 	for i := len(bases) - 1; i >= 0; i-- {
-		b, err := readSmallFile(fsys, filepath.Join(slot, segmentName(bases[i])), MaxSegmentBytesLimit)
+		seg, err := scanSegmentFile(fsys, filepath.Join(slot, segmentName(bases[i])), bases[i], &buf, nil)
 		if err != nil {
 			return false, err
 		}
-		r := scanSegment(b, bases[i])
-		if len(r.offsets) > 0 {
-			return bases[i]+uint64(len(r.offsets))-1 > w.acked, nil
+		if len(seg.Frames) > 0 {
+			return seg.End()-1 > w.acked || seg.Damage != nil, nil
+		}
+		if seg.written() {
+			// Damaged from its first byte: only recovery can tell what it
+			// held, so the slot is an orphan to adopt (or report).
+			return true, nil
 		}
 	}
 	return false, nil

@@ -57,6 +57,7 @@ type Queue struct {
 	wbuf      []byte
 	readOpen  []*segment // sealed segments the cursor opened, oldest first
 	dict      *symbolDict
+	gens      genTracker
 	st        counters
 	recovery  RecoveryReport
 	wmSaved   watermark // last written to .ack-watermark
@@ -87,6 +88,7 @@ func Open(o Options) (*Queue, error) {
 		q.fs = newMemRing()
 		q.slot = "memory"
 		q.dict = newMemoryDict()
+		q.gens = newGenTracker(0, nil)
 		return q, nil
 	}
 	q.sf = true
@@ -95,6 +97,7 @@ func Open(o Options) (*Queue, error) {
 	if err := q.recover(); err != nil {
 		return nil, err
 	}
+	q.gens = newGenTracker(q.nextFSN-1, q.SymbolGenerations())
 	q.stop = make(chan struct{})
 	q.done = make(chan struct{})
 	go q.background()
@@ -179,6 +182,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 		if err == nil {
 			err = q.writeLocked(payloads)
 			if err == nil {
+				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
 				break
 			}
 			if !isNoSpace(err) {
@@ -524,6 +528,7 @@ func (q *Queue) Ack(fsn uint64) {
 		q.removeFirstLocked()
 	}
 	q.notifySpaceLocked()
+	q.generationsChangedLocked()
 }
 
 // payloadBytesLocked sums the payload sizes of the retained frames from..to.
@@ -578,6 +583,7 @@ func (q *Queue) evictOldestLocked() bool {
 	}
 	if last := s.end() - 1; last > q.acked {
 		q.acked = last
+		q.generationsChangedLocked()
 	}
 	q.st.framesEvicted += frames
 	q.st.bytesEvicted += bytes
@@ -693,6 +699,10 @@ func (q *Queue) background() {
 			if !q.syncing && q.fatal == nil {
 				q.syncLocked()
 			}
+			q.mu.Unlock()
+		case <-q.gens.wake:
+			q.mu.Lock()
+			q.dropUnusedGenerationsLocked()
 			q.mu.Unlock()
 		case <-wm.C:
 			q.mu.Lock()

@@ -1,9 +1,7 @@
 package sfqueue
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,34 +14,198 @@ import (
 type RecoveryReport struct {
 	Segments        int   // segment files that survived
 	FramesRecovered int   // frames in them above the ack watermark
-	TornBytes       int64 // bytes cut from segment tails (and unusable segments)
+	TornBytes       int64 // bytes cut from the newest segment's tail
 	SymbolTornBytes int64 // bytes cut from the .symbol-dict tail
+	// TornFrames is the number of frames above the ack watermark that the
+	// tail cut removed, starting at TornFirstFSN (an estimate that follows
+	// the damaged length fields; at least 1 when TornBytes > 0 above the
+	// watermark). In flush durability they were never answered (seed 004);
+	// in periodic and memory durability they are the mode's loss window,
+	// which the caller must log and count.
+	TornFrames   uint64
+	TornFirstFSN uint64
+	// SymbolsRebuilt counts dictionary entries .symbol-dict had lost and
+	// recovery took back from the delta sections of surviving frames.
+	SymbolsRebuilt int
 	// WatermarkIgnored is set when .ack-watermark was corrupt or pointed past
 	// the last recovered frame.
 	WatermarkIgnored bool
-	// LostFrames counts frames the previous holder recorded as on disk (in
-	// .ack-watermark) that recovery did not find: a segment tail that
-	// vanished without leaving torn bytes (truncated file, lost power in
-	// memory durability after a clean close, a disk lying about fsync).
+	// LostFrames counts accepted frames above the ack watermark that the
+	// previous holder recorded as on disk (in .ack-watermark) and that
+	// recovery did not find anywhere, not even torn: a segment tail that
+	// vanished (a truncated file, a disk lying about fsync, a power loss in
+	// memory durability). Lost lists their FSN ranges. Nothing of them is
+	// left to keep, so the slot is replayed; the loss is DATA_LOSS all the
+	// same and the caller must report it.
 	LostFrames   uint64
+	Lost         []FSNRange
 	AckedFSN     uint64 // seeded ack watermark
 	PublishedFSN uint64 // last recovered FSN
-	// Unreplayable is set when the slot could not be replayed (a gap
-	// between segments, or frames using symbol ids .symbol-dict lacks): it
-	// was renamed aside and the queue started on a fresh slot.
+	// Unreplayable is set when accepted, unacknowledged frames were
+	// unreadable (doc.go, Recovery): the slot was renamed aside whole,
+	// unchanged, and the queue started on a fresh slot.
 	Unreplayable *DataLossError
-}
-
-// recoveredSegment is a segment found by the scan, with the symbol needs of
-// its frames when Options.SymbolUse is set.
-type recoveredSegment struct {
-	seg   *segment
-	needs []symbolNeed
 }
 
 type symbolNeed struct {
 	gen   uint32
 	maxID int64
+}
+
+// recoveryPlan is what recovery decided from a scan: the changes that make
+// the slot replayable, or the unreadable ranges that make it unreplayable.
+type recoveryPlan struct {
+	wm               uint64 // the watermark trusted (0: none)
+	wmOK             bool
+	watermarkIgnored bool
+	keep             []*SegmentScan // segments to replay, ascending
+	truncate         []*SegmentScan // cut at ValidEnd
+	remove           []string       // segment files to delete
+	tornBytes        int64
+	tornFirst        uint64
+	tornFrames       uint64
+	lost             []FSNRange
+	unreadable       []FSNRange // non-empty: set the slot aside
+}
+
+// plan applies the recovery rule of doc.go to the scan. It changes nothing.
+func (s *SlotScan) plan() recoveryPlan {
+	p := recoveryPlan{wm: s.Watermark.Acked, wmOK: s.WatermarkOK}
+	if !p.wmOK {
+		p.wm = 0
+		p.watermarkIgnored = s.WatermarkErr != nil
+	}
+	segs := s.Segments
+	// A watermark past the last readable frame cannot be trusted (recovery
+	// would skip frames it never saw acked).
+	for i := len(segs) - 1; i >= 0; i-- {
+		if segs[i].HeaderErr == nil && len(segs[i].Frames) > 0 {
+			if last := segs[i].End() - 1; p.wmOK && p.wm > last {
+				p.wm, p.wmOK, p.watermarkIgnored = 0, false, true
+			}
+			break
+		}
+	}
+	unreadable := func(r FSNRange) {
+		if r.Last != 0 && r.Last <= p.wm {
+			return // acked: may be dropped
+		}
+		p.unreadable = append(p.unreadable, r)
+	}
+	var prevEnd uint64 // FSN after the previous kept segment; 0: none yet
+	var prevName string
+	for i := range segs {
+		seg := &segs[i]
+		path := filepath.Join(s.Dir, seg.Name)
+		newest := i == len(segs)-1
+		var next uint64
+		if !newest {
+			next = segs[i+1].Base
+		}
+		switch {
+		case seg.HeaderErr != nil && newest && !seg.written():
+			p.remove = append(p.remove, path) // created, never written
+			continue
+		case seg.HeaderErr != nil:
+			unreadable(FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
+				Cause: "unusable segment header: " + seg.HeaderErr.Error()})
+			p.remove = append(p.remove, path)
+			continue
+		case seg.Damage != nil && newest && len(seg.Damage.Stray) == 0:
+			// The torn tail: nothing after it was ever written whole.
+			d := seg.Damage
+			p.tornBytes += seg.NonZeroEnd - seg.ValidEnd
+			if last := d.FSN + uint64(d.Frames) - 1; last > p.wm {
+				p.tornFirst = max(d.FSN, p.wm+1)
+				p.tornFrames = last - p.tornFirst + 1
+			}
+			p.truncate = append(p.truncate, seg)
+		case seg.Damage != nil:
+			d := seg.Damage
+			r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
+			if len(d.Stray) > 0 {
+				r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
+			}
+			unreadable(r)
+			p.truncate = append(p.truncate, seg)
+		}
+		if len(seg.Frames) == 0 {
+			p.remove = append(p.remove, path)
+			continue
+		}
+		// The chain must be contiguous wherever it holds unacked frames: a
+		// hole whose missing FSNs are all at or below the watermark is
+		// harmless (a deletion of acked segments that a power loss partly
+		// undid).
+		if prevEnd != 0 && prevEnd != seg.Base && seg.Base-1 > p.wm {
+			unreadable(FSNRange{First: min(prevEnd, seg.Base), Last: max(prevEnd, seg.Base) - 1, Cause: fmt.Sprintf(
+				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
+				prevName, prevEnd-1, seg.Name, seg.Base, p.wm)})
+		}
+		prevEnd, prevName = seg.End(), seg.Name
+		p.keep = append(p.keep, seg)
+	}
+	// Frames the watermark recorded as on disk beyond everything found.
+	last := p.wm
+	if n := len(p.keep); n > 0 {
+		last = max(last, p.keep[n-1].End()-1)
+	}
+	if p.tornFrames > 0 {
+		last = max(last, p.tornFirst+p.tornFrames-1)
+	}
+	if s.WatermarkOK && s.Watermark.Durable > last {
+		p.lost = append(p.lost, FSNRange{First: last + 1, Last: s.Watermark.Durable, Cause: fmt.Sprintf(
+			"vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", s.Watermark.Durable, last)})
+	}
+	return p
+}
+
+// checkSymbols finds the first unacked frame using an id the dictionary
+// cannot back.
+func checkSymbols(keep []*SegmentScan, acked uint64, gens map[uint32][][]byte) *FSNRange {
+	for _, seg := range keep {
+		for i, n := range seg.needs {
+			fsn := seg.Base + uint64(i)
+			if fsn <= acked || n.maxID < 0 {
+				continue
+			}
+			if have := int64(len(gens[n.gen])); n.maxID >= have {
+				return &FSNRange{First: fsn, Last: fsn, Readable: true, File: seg.Name, Offset: int64(seg.Frames[i]),
+					Cause: fmt.Sprintf("frame %d uses symbol id %d of generation %d, but .symbol-dict holds %d entries of that generation and no surviving frame defines the rest",
+						fsn, n.maxID, n.gen, have)}
+			}
+		}
+	}
+	return nil
+}
+
+// rebuildSymbols extends the dictionary's valid prefix with the entries the
+// surviving frames define in their own delta sections (seed 000), in FSN
+// order, and returns the entries added per generation.
+func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, gens map[uint32][][]byte) (map[uint32][][]byte, error) {
+	defs := q.o.SymbolDefs
+	if defs == nil {
+		return nil, nil
+	}
+	added := map[uint32][][]byte{}
+	sub := &SlotScan{Dir: s.Dir}
+	for _, seg := range keep {
+		sub.Segments = append(sub.Segments, *seg)
+	}
+	err := sub.eachFrame(q.fs, func(_ uint64, _ string, _ int64, payload []byte) error {
+		gen, first, entries := defs(payload)
+		have := len(gens[gen])
+		if first > have || first+len(entries) <= have {
+			return nil
+		}
+		for _, e := range entries[have-first:] {
+			e = append([]byte(nil), e...)
+			gens[gen] = append(gens[gen], e)
+			added[gen] = append(added[gen], e)
+		}
+		return nil
+	})
+	return added, err
 }
 
 // recover locks the slot and rebuilds the queue state from its files. See
@@ -63,6 +225,9 @@ func (q *Queue) recover() error {
 		return err
 	}
 	if report.Unreplayable != nil {
+		if q.o.MarkUnreplayableFailed {
+			return q.markUnreplayable(report.Unreplayable)
+		}
 		fresh, err := q.setAside(report)
 		if err != nil {
 			return err
@@ -83,233 +248,201 @@ func (q *Queue) recover() error {
 	return nil
 }
 
-// recoverLocked reads the side files and segments of the locked slot.
+// recoverLocked scans the locked slot, decides, and either applies the
+// decision (report.Unreplayable nil) or changes nothing at all.
 func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	var rep RecoveryReport
-	fsys, slot, log := q.fs, q.slot, q.log
-	w, wmOK, err := readWatermark(fsys, slot)
-	wm := w.acked
-	if err != nil {
-		log.Warn("sfqueue: ignoring unreadable ack watermark", zap.String("slot", slot), zap.Error(err))
-		rep.WatermarkIgnored = true
-	}
-	dict, symTorn, err := openSymbolDict(fsys, slot)
+	log := q.log
+	scan, err := scanSlot(q.fs, q.slot, q.o.SymbolUse)
 	if err != nil {
 		return rep, err
 	}
-	rep.SymbolTornBytes = symTorn
-	if symTorn > 0 {
-		log.Warn("sfqueue: cut torn tail of .symbol-dict", zap.String("slot", slot), zap.Int64("bytes", symTorn))
+	if scan.WatermarkErr != nil {
+		log.Warn("sfqueue: ignoring unreadable ack watermark", zap.String("slot", q.slot), zap.Error(scan.WatermarkErr))
 	}
-	q.dict = dict
-
-	names, err := fsys.ReadDir(slot)
-	if err != nil {
-		return rep, err
-	}
-	var found []recoveredSegment
-	var unusable []uint64 // bases of deleted segments with no valid frame
-	var buf []byte
-	for _, name := range names {
-		if strings.HasSuffix(name, ".tmp") {
-			fsys.Remove(filepath.Join(slot, name)) // an interrupted replaceFile
-			continue
-		}
-		base, ok := parseSegmentName(name)
-		if !ok {
-			continue
-		}
-		rs, torn, err := q.recoverSegment(filepath.Join(slot, name), base, &buf)
-		if err != nil {
-			return rep, err
-		}
-		rep.TornBytes += torn
-		if rs != nil {
-			found = append(found, *rs)
-		} else {
-			unusable = append(unusable, base)
-		}
-	}
-	// An unusable segment followed by a good one held frames up to the good
-	// one's base: they are gone. (A newest segment with nothing in it is the
-	// normal result of a crash right after it was created.)
-	for _, b := range unusable {
-		for _, rs := range found {
-			if from := max(b, wm+1); rs.seg.base > b && rs.seg.base > from {
-				rep.LostFrames += rs.seg.base - from
-				log.Warn("sfqueue: segment without valid frames precedes later data: frames lost",
-					zap.String("slot", slot), zap.Uint64("first_fsn", from), zap.Uint64("last_fsn", rs.seg.base-1))
-				break
-			} else if rs.seg.base > b {
-				break
-			}
-		}
-	}
-
-	last := wm
-	if n := len(found); n > 0 {
-		last = found[n-1].seg.end() - 1
-	}
-	if wmOK && w.durable > last {
-		rep.LostFrames += w.durable - last
-		log.Warn("sfqueue: frames recorded as on disk are missing from the slot",
-			zap.String("slot", slot), zap.Uint64("recorded_fsn", w.durable), zap.Uint64("last_recovered_fsn", last),
-			zap.Uint64("lost_frames", rep.LostFrames))
-	}
-	if n := len(found); n > 0 && wmOK && wm > found[n-1].seg.end()-1 {
+	p := scan.plan()
+	rep.WatermarkIgnored = p.watermarkIgnored
+	if p.wmOK != scan.WatermarkOK {
 		log.Warn("sfqueue: ack watermark is beyond the recovered data; ignoring it",
-			zap.String("slot", slot), zap.Uint64("watermark", wm), zap.Uint64("last_fsn", found[n-1].seg.end()-1))
-		wmOK, wm = false, 0
-		rep.WatermarkIgnored = true
+			zap.String("slot", q.slot), zap.Uint64("watermark", scan.Watermark.Acked))
 	}
-	// The chain must be contiguous wherever it holds unacked frames: a hole
-	// whose missing FSNs are all at or below the watermark is harmless (a
-	// deletion of acked segments that a power loss partly undid).
-	for i := 1; i < len(found); i++ {
-		prev, cur := found[i-1].seg, found[i].seg
-		if prev.end() != cur.base && cur.base-1 > wm {
-			rep.Unreplayable = &DataLossError{Reason: fmt.Sprintf(
-				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
-				filepath.Base(prev.path), prev.end()-1, filepath.Base(cur.path), cur.base, wm)}
+	acked := p.wm
+	for _, seg := range p.keep {
+		if seg.End()-1 > p.wm || !p.wmOK {
+			acked = max(acked, seg.Base-1)
 			break
 		}
 	}
-	// Segments wholly at or below the watermark were acked: delete them.
-	for rep.Unreplayable == nil && len(found) > 0 && wmOK && found[0].seg.end()-1 <= wm {
-		fsys.Remove(found[0].seg.path)
-		found = found[1:]
-	}
-
-	acked := wm
-	if len(found) > 0 {
-		acked = max(acked, found[0].seg.base-1)
+	gens := scan.Dict.gens
+	var rebuilt map[uint32][][]byte
+	if len(p.unreadable) == 0 && q.o.SymbolUse != nil {
+		if checkSymbols(p.keep, acked, gens) != nil {
+			if rebuilt, err = q.rebuildSymbols(scan, p.keep, gens); err != nil {
+				return rep, err
+			}
+			if bad := checkSymbols(p.keep, acked, gens); bad != nil {
+				p.unreadable = append(p.unreadable, *bad)
+			}
+		}
 	}
 	rep.AckedFSN = acked
-	if rep.Unreplayable == nil && q.o.SymbolUse != nil {
-		rep.Unreplayable = checkSymbols(found, acked, dict)
-	}
-	for _, rs := range found {
-		for i := range rs.seg.offsets {
-			if rs.seg.base+uint64(i) > acked {
+	for _, seg := range p.keep {
+		for i := range seg.Frames {
+			if seg.Base+uint64(i) > acked {
 				rep.FramesRecovered++
 			}
 		}
 	}
-	if rep.Unreplayable != nil {
-		rep.Unreplayable.Frames = rep.FramesRecovered
+	if len(p.unreadable) > 0 {
+		// Nothing was changed: the slot goes aside as it was found.
+		dl := &DataLossError{Reason: p.unreadable[0].String(), Unreadable: p.unreadable}
+		for _, seg := range scan.Segments {
+			for i := range seg.Frames {
+				if seg.Base+uint64(i) > p.wm {
+					dl.Frames++
+				}
+			}
+			if seg.Damage != nil {
+				dl.Frames += len(seg.Damage.Stray)
+			}
+		}
+		for _, r := range p.unreadable {
+			if !r.Readable {
+				dl.UnreadableFrames += r.Frames()
+			}
+		}
+		rep.Unreplayable = dl
 		return rep, nil
 	}
-
-	for _, rs := range found {
-		q.segs = append(q.segs, rs.seg)
-		q.used += rs.seg.size
+	if err := q.applyPlan(scan, p, rebuilt, &rep); err != nil {
+		return rep, err
 	}
-	rep.Segments = len(q.segs)
 	q.acked = acked
-	q.wmSaved = watermark{acked: wm, durable: w.durable}
-	if !wmOK {
-		q.wmSaved = watermark{}
+	q.wmSaved = watermark{}
+	if p.wmOK {
+		q.wmSaved = watermark{acked: scan.Watermark.Acked, durable: scan.Watermark.Durable}
 	}
 	q.nextFSN = acked + 1
 	if len(q.segs) > 0 {
 		q.nextFSN = q.segs[len(q.segs)-1].end()
 	}
 	q.durable = q.nextFSN - 1
+	rep.Segments = len(q.segs)
 	rep.PublishedFSN = q.nextFSN - 1
+	rep.TornBytes, rep.TornFrames, rep.TornFirstFSN = p.tornBytes, p.tornFrames, p.tornFirst
+	if rep.TornFrames > 0 {
+		fields := []zap.Field{zap.String("slot", q.slot), zap.Uint64("first_fsn", rep.TornFirstFSN),
+			zap.Uint64("last_fsn", rep.TornFirstFSN+rep.TornFrames-1), zap.Int64("torn_bytes", rep.TornBytes),
+			zap.Stringer("durability", q.o.Durability)}
+		if q.o.Durability == DurabilityFlush {
+			// Nothing after the last completed fsync was answered (seed 004).
+			log.Info("sfqueue: cut the torn tail of the newest segment", fields...)
+		} else {
+			log.Error("sfqueue: cut the torn tail of the newest segment: these frames were accepted but had not reached the disk (the durability mode's loss window)", fields...)
+		}
+	}
+	rep.Lost = p.lost
+	for _, r := range p.lost {
+		rep.LostFrames += r.Frames()
+		log.Error("sfqueue: DATA_LOSS: frames recorded as on disk are missing from the slot",
+			zap.String("slot", q.slot), zap.Uint64("first_fsn", r.First), zap.Uint64("last_fsn", r.Last), zap.String("cause", r.Cause))
+	}
 	if rep.TornBytes > 0 || rep.FramesRecovered > 0 {
-		log.Info("sfqueue: recovered slot", zap.String("slot", slot), zap.Int("segments", rep.Segments),
-			zap.Int("frames", rep.FramesRecovered), zap.Int64("torn_bytes", rep.TornBytes),
+		log.Info("sfqueue: recovered slot", zap.String("slot", q.slot), zap.Int("segments", rep.Segments),
+			zap.Int("frames", rep.FramesRecovered), zap.Int64("torn_bytes", rep.TornBytes), zap.Uint64("torn_frames", rep.TornFrames),
 			zap.Uint64("acked_fsn", rep.AckedFSN), zap.Uint64("published_fsn", rep.PublishedFSN))
 	}
 	return rep, nil
 }
 
-// recoverSegment CRC-walks one segment file and cuts it at the first bad
-// frame. It returns nil (and deletes the file) when no frame survives.
-func (q *Queue) recoverSegment(path string, base uint64, buf *[]byte) (*recoveredSegment, int64, error) {
-	f, err := q.fs.OpenFile(path, os.O_RDWR)
+// applyPlan makes the changes of a replayable plan: interrupted temporary
+// files, unusable and acked segments, torn tails, the dictionary's torn
+// tail and the entries rebuilt from frames.
+func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][]byte, rep *RecoveryReport) error {
+	for _, name := range scan.TempFiles {
+		q.fs.Remove(filepath.Join(q.slot, name)) // an interrupted replaceFile
+	}
+	for _, path := range p.remove {
+		if err := q.fs.Remove(path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	for _, seg := range p.truncate {
+		if len(seg.Frames) == 0 {
+			continue // removed above
+		}
+		path := filepath.Join(q.slot, seg.Name)
+		q.log.Warn("sfqueue: cutting torn segment tail", zap.String("path", path),
+			zap.Int64("valid_bytes", seg.ValidEnd), zap.Int64("torn_bytes", seg.NonZeroEnd-seg.ValidEnd))
+		f, err := q.fs.OpenFile(path, os.O_RDWR)
+		if err != nil {
+			return err
+		}
+		err = f.Truncate(seg.ValidEnd)
+		if err == nil && q.o.Durability != DurabilityMemory {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sfqueue: cut segment %s at %d: %w", path, seg.ValidEnd, err)
+		}
+	}
+	dict, err := openSymbolDict(q.fs, q.slot, scan.Dict, q.o.Durability != DurabilityMemory)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
+	q.dict = dict
+	rep.SymbolTornBytes = scan.Dict.Size - scan.Dict.IntactBytes
+	if rep.SymbolTornBytes > 0 {
+		q.log.Warn("sfqueue: cut torn tail of .symbol-dict", zap.String("slot", q.slot),
+			zap.Int64("bytes", rep.SymbolTornBytes), zap.String("cause", scan.Dict.Damage))
 	}
-	if int64(cap(*buf)) < size {
-		*buf = make([]byte, size)
-	}
-	data := (*buf)[:size]
-	if n, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
-		f.Close()
-		return nil, 0, fmt.Errorf("sfqueue: read segment %s: %w", path, err)
-	}
-	r := scanSegment(data, base)
-	if r.headerErr != nil || len(r.offsets) == 0 {
-		if r.headerErr != nil {
-			q.log.Warn("sfqueue: deleting segment with an unusable header", zap.String("path", path), zap.Error(r.headerErr))
+	for gen, entries := range rebuilt {
+		if err := dict.persist(gen, len(dict.gens[gen])-len(entries), entries); err != nil {
+			return err
 		}
-		f.Close()
-		if err := q.fs.Remove(path); err != nil {
-			return nil, 0, err
-		}
-		return nil, r.tornBytes, nil
+		rep.SymbolsRebuilt += len(entries)
 	}
-	if r.validEnd < size {
-		if r.tornBytes > 0 {
-			q.log.Warn("sfqueue: cutting torn segment tail", zap.String("path", path),
-				zap.Int64("valid_bytes", r.validEnd), zap.Int64("torn_bytes", r.tornBytes))
-		}
-		if err := f.Truncate(r.validEnd); err != nil {
-			f.Close()
-			return nil, 0, fmt.Errorf("sfqueue: cut segment %s at %d: %w", path, r.validEnd, err)
-		}
+	if rep.SymbolsRebuilt > 0 {
+		q.log.Warn("sfqueue: rebuilt symbol dictionary entries from the frames' delta sections",
+			zap.String("slot", q.slot), zap.Int("entries", rep.SymbolsRebuilt))
 	}
-	// Recovered segments are sealed: make the cut durable and keep no file
-	// open (the cursor opens what it reads).
-	if q.o.Durability != DurabilityMemory {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, 0, fmt.Errorf("sfqueue: fsync recovered segment %s: %w", path, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return nil, 0, err
-	}
-	rs := &recoveredSegment{seg: &segment{base: base, path: path, offsets: r.offsets, size: r.validEnd}}
-	if use := q.o.SymbolUse; use != nil {
-		for i := range r.offsets {
-			payload, _, _ := parseFrame(data[r.offsets[i]:])
-			gen, maxID := use(payload)
-			rs.needs = append(rs.needs, symbolNeed{gen, maxID})
-		}
-	}
-	return rs, r.tornBytes, nil
-}
-
-// checkSymbols finds the first unacked frame using an id the dictionary
-// cannot back.
-func checkSymbols(found []recoveredSegment, acked uint64, dict *symbolDict) *DataLossError {
-	for _, rs := range found {
-		for i, n := range rs.needs {
-			fsn := rs.seg.base + uint64(i)
-			if fsn <= acked || n.maxID < 0 {
-				continue
+	for _, seg := range p.keep {
+		if p.wmOK && seg.End()-1 <= p.wm && len(q.segs) == 0 {
+			// Wholly acked: delete.
+			if err := q.fs.Remove(filepath.Join(q.slot, seg.Name)); err != nil && !os.IsNotExist(err) {
+				return err
 			}
-			if have := int64(len(dict.gens[n.gen])); n.maxID >= have {
-				return &DataLossError{Reason: fmt.Sprintf(
-					"frame %d uses symbol id %d of generation %d, but .symbol-dict holds %d entries of that generation",
-					fsn, n.maxID, n.gen, have)}
-			}
+			continue
 		}
+		s := &segment{base: seg.Base, path: filepath.Join(q.slot, seg.Name), offsets: seg.Frames, size: seg.ValidEnd}
+		q.segs = append(q.segs, s)
+		q.used += s.size
 	}
 	return nil
 }
 
+// markUnreplayable is recovery for an orphan drainer (seed 000): the slot
+// stays where it is, unchanged but for a .failed marker naming the loss, so
+// later orphan scans skip it; Open returns the *DataLossError.
+func (q *Queue) markUnreplayable(dl *DataLossError) error {
+	defer q.lock.Close()
+	dl.Path = q.slot
+	if err := replaceFile(q.fs, q.slot, failedFile, []byte(dl.Error()+"\n")); err != nil {
+		return fmt.Errorf("sfqueue: marking unreplayable slot %s .failed (%s): %w", q.slot, dl.Reason, err)
+	}
+	q.log.Error("sfqueue: DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept",
+		zap.String("slot", q.slot), zap.Int("unacked_frames", dl.Frames), zap.Uint64("unreadable_frames", dl.UnreadableFrames),
+		zap.String("reason", dl.Reason))
+	return dl
+}
+
 // setAside renames the unreplayable slot to <SenderID>.unreplayable-<n>,
-// keeps it for inspection, and starts over on a fresh, empty slot.
+// unchanged, keeps it for inspection, and starts over on a fresh, empty
+// slot.
 func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
-	q.dict.close()
 	dst, err := unreplayablePath(q.fs, q.o.Dir, q.o.SenderID)
 	if err == nil {
 		err = q.fs.Rename(q.slot, dst)
@@ -322,9 +455,12 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		return rep, fmt.Errorf("sfqueue: set aside unreplayable slot %s (%s): %w", q.slot, rep.Unreplayable.Reason, err)
 	}
 	rep.Unreplayable.Path = dst
-	q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty",
-		zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
-		zap.String("reason", rep.Unreplayable.Reason))
+	fields := []zap.Field{zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
+		zap.Uint64("unreadable_frames", rep.Unreplayable.UnreadableFrames), zap.String("reason", rep.Unreplayable.Reason)}
+	for i, r := range rep.Unreplayable.Unreadable {
+		fields = append(fields, zap.Stringer("unreadable_"+strconv.Itoa(i), r))
+	}
+	q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 
 	if err := q.fs.MkdirAll(q.slot); err != nil {
 		return rep, err
@@ -340,7 +476,6 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		return rep, err
 	}
 	fresh.Unreplayable = rep.Unreplayable
-	fresh.TornBytes += rep.TornBytes
 	fresh.WatermarkIgnored = rep.WatermarkIgnored
 	return fresh, nil
 }

@@ -228,9 +228,6 @@ func TestVanishedFramesAreReportedAsLost(t *testing.T) {
 			_, size, _ := parseFrame(b[n:])
 			os.WriteFile(segs[len(segs)-1], b[:n+size], 0o644) // keep one frame
 		}},
-		{"oldest segment emptied", func(t *testing.T, segs []string) {
-			os.WriteFile(segs[0], nil, 0o644)
-		}},
 		{"newest segment deleted", func(t *testing.T, segs []string) {
 			os.Remove(segs[len(segs)-1])
 		}},

@@ -180,38 +180,6 @@ func createSegment(fsys FS, dir string, base uint64, alloc int64) (*segment, err
 	return &segment{base: base, path: p, f: f, size: segmentHeaderSize, dirty: true}, nil
 }
 
-// scanResult is what a CRC walk of one segment file found.
-type scanResult struct {
-	offsets   []uint32
-	validEnd  int64 // end of the last valid frame (the cut point)
-	tornBytes int64 // bytes from the cut to the last non-zero byte
-	headerErr error // the header is unusable; no frames
-}
-
-// scanSegment walks the frames of data (a whole segment file) and stops at
-// the first one that is short, oversized or fails its CRC: nothing after a
-// bad frame can be trusted, because its length is the only map to the next.
-func scanSegment(data []byte, base uint64) scanResult {
-	var r scanResult
-	if err := checkSegmentHeader(data, base); err != nil {
-		r.headerErr = err
-		r.tornBytes = nonZeroExtent(data)
-		return r
-	}
-	pos := segmentHeaderSize
-	for pos < len(data) {
-		_, size, ok := parseFrame(data[pos:])
-		if !ok {
-			break
-		}
-		r.offsets = append(r.offsets, uint32(pos))
-		pos += size
-	}
-	r.validEnd = int64(pos)
-	r.tornBytes = nonZeroExtent(data[pos:])
-	return r
-}
-
 // nonZeroExtent is the length of b up to its last non-zero byte: the
 // preallocated, never-written tail of a segment is zeros and is not torn.
 func nonZeroExtent(b []byte) int64 {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +31,7 @@ type symbolDict struct {
 	f    File
 	size int64
 	gens map[uint32][][]byte
+	sync bool // fsync what persist writes (periodic and flush durability)
 	// rewriting: a rewrite of the file runs with q.mu released; tail holds
 	// the records add appended to the old file meanwhile.
 	rewriting bool
@@ -40,51 +40,50 @@ type symbolDict struct {
 
 func newMemoryDict() *symbolDict { return &symbolDict{gens: map[uint32][][]byte{}} }
 
-// openSymbolDict loads dir/.symbol-dict, truncating a torn tail, and
-// returns the number of bytes cut.
-func openSymbolDict(fsys FS, dir string) (*symbolDict, int64, error) {
-	d := &symbolDict{fsys: fsys, dir: dir, gens: map[uint32][][]byte{}}
+// openSymbolDict opens dir/.symbol-dict for appending, holding the
+// entries of scan (its valid prefix, plus any entries recovery rebuilt,
+// which persist writes). A torn tail past the valid prefix is cut (and the
+// cut fsynced when sync is set).
+func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict, error) {
 	p := filepath.Join(dir, symbolDictFile)
 	f, err := fsys.OpenFile(p, os.O_RDWR|os.O_CREATE)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	size, err := f.Size()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil && err != io.EOF {
-		f.Close()
-		return nil, 0, fmt.Errorf("sfqueue: read %s: %w", p, err)
-	}
-	pos := 0
-	for {
-		gen, entry, n, ok := parseSymbolRecord(data[pos:])
-		if !ok {
-			break
+	if scan.Size > scan.IntactBytes {
+		err := f.Truncate(scan.IntactBytes)
+		if err == nil && sync {
+			err = f.Sync()
 		}
-		id := binary.LittleEndian.Uint32(data[pos+4:])
-		if int(id) != len(d.gens[gen]) {
-			break
-		}
-		d.gens[gen] = append(d.gens[gen], entry)
-		pos += n
-	}
-	torn := size - int64(pos)
-	if torn > 0 {
-		if err := f.Truncate(int64(pos)); err != nil {
+		if err != nil {
 			f.Close()
-			return nil, 0, fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, pos, err)
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, 0, fmt.Errorf("sfqueue: fsync %s after cutting its tail: %w", p, err)
+			return nil, fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, scan.IntactBytes, err)
 		}
 	}
-	d.f, d.size = f, int64(pos)
-	return d, torn, nil
+	gens := scan.gens
+	if gens == nil {
+		gens = map[uint32][][]byte{}
+	}
+	return &symbolDict{fsys: fsys, dir: dir, f: f, size: scan.IntactBytes, gens: gens, sync: sync}, nil
+}
+
+// persist writes entries firstID.. of gen, which d.gens already holds, to
+// the file (recovery's rebuilt entries) and fsyncs them when d.sync.
+func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
+	var buf []byte
+	for i, e := range entries {
+		buf = appendSymbolRecord(buf, gen, uint32(firstID+i), e)
+	}
+	if _, err := d.f.WriteAt(buf, d.size); err != nil {
+		return fmt.Errorf("sfqueue: write rebuilt entries to %s: %w", symbolDictFile, err)
+	}
+	d.size += int64(len(buf))
+	if d.sync {
+		if err := d.f.Sync(); err != nil {
+			return fmt.Errorf("sfqueue: fsync %s: %w", symbolDictFile, err)
+		}
+	}
+	return nil
 }
 
 // parseSymbolRecord checks one record at the start of b.
@@ -256,6 +255,7 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	if err := q.usableLocked(); err != nil {
 		return err
 	}
+	q.gens.newest = max(q.gens.newest, gen)
 	op, err := q.dict.add(gen, firstID, entries)
 	if err != nil {
 		if op == "" {
@@ -316,6 +316,10 @@ func (q *Queue) SymbolGenerations() []uint32 {
 func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.dropSymbolsBelowLocked(gen)
+}
+
+func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
 	for q.dict.rewriting && !q.closed {
 		q.syncDone.Wait()
 	}

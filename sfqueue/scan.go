@@ -1,0 +1,455 @@
+package sfqueue
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// This file is the read-only view of a slot: what recovery decides from,
+// and what an operator tool (cmd/questdb-slot) prints. Nothing here takes
+// the lock or changes a file.
+
+// Watermark is the content of .ack-watermark.
+type Watermark struct {
+	Acked   uint64 // highest FSN the server acknowledged
+	Durable uint64 // highest FSN its writer knew to be on disk
+}
+
+// SlotScan is what a read-only walk of a slot directory found.
+type SlotScan struct {
+	Dir string // the slot directory
+	// Watermark is valid when WatermarkOK; WatermarkErr says why a present
+	// file was unusable.
+	Watermark    Watermark
+	WatermarkOK  bool
+	WatermarkErr error
+	Dict         DictScan
+	Segments     []SegmentScan // ascending base FSN
+	TempFiles    []string      // names of *.tmp files (an interrupted replace)
+	Failed       string        // reason in .failed; "" when there is none
+	HolderPID    int           // PID recorded in .lock.pid (0: none); it may be stale
+}
+
+// DictScan is what the walk of .symbol-dict found.
+type DictScan struct {
+	Present     bool
+	Size        int64 // file size
+	IntactBytes int64 // length of the valid prefix of records
+	// Damage says why the valid prefix ends before the file does ("" when
+	// the whole file is valid).
+	Damage      string
+	Generations map[uint32]int // entries per generation in the valid prefix
+
+	gens map[uint32][][]byte // the entries themselves
+}
+
+// SegmentScan is what a CRC walk of one segment file found.
+type SegmentScan struct {
+	Name string // file name, <base FSN in 20 digits>.sfseg
+	Base uint64 // FSN of the first frame, from the name
+	Size int64  // file size in bytes
+	// HeaderErr is set when the 24-byte header is unusable (short, bad
+	// magic, version or CRC, base FSN other than the name's); the file then
+	// has no valid frames.
+	HeaderErr error
+	// Frames holds the offset of each valid frame from the header on:
+	// Frames[i] holds FSN Base+i.
+	Frames []uint32
+	// ValidEnd is the end of the last valid frame (or of the header).
+	ValidEnd int64
+	// NonZeroEnd is the end of the last non-zero byte: the never-written
+	// (preallocated) tail of a segment is zeros and is not damage.
+	NonZeroEnd int64
+	// Damage is the first bad frame; nil when the walk reached the end of
+	// the file or never-written space.
+	Damage *FrameDamage
+
+	needs []symbolNeed // per frame, when symbol use was asked for
+}
+
+// FrameDamage describes where a segment's valid frames end short of its
+// written data.
+type FrameDamage struct {
+	Offset int64  // where the first bad frame starts
+	FSN    uint64 // the FSN it would hold
+	Cause  string // "short frame", "length ... past the end of the file", "CRC32C mismatch"
+	// Frames is the number of frames the damaged region appears to hold,
+	// following the length fields while they stay inside the written
+	// bytes (at least 1). It is an estimate: a damaged length misleads it.
+	Frames int
+	// Stray holds the offsets of valid frames found after the damage by
+	// searching every byte offset. Their FSNs are unknown (the length that
+	// led to them is damaged), so recovery cannot replay them; a slot
+	// with stray frames was not torn at its tail but damaged in the middle.
+	Stray []int64
+}
+
+// End is the FSN after the segment's last valid frame.
+func (s *SegmentScan) End() uint64 { return s.Base + uint64(len(s.Frames)) }
+
+// written reports whether the file holds any non-zero byte (a segment
+// created but never written is empty or all zeros).
+func (s *SegmentScan) written() bool { return s.NonZeroEnd > 0 }
+
+// ScanSlot walks the slot directory dir read-only: it takes no lock and
+// changes no file, so it is safe on a slot a live process holds (the newest
+// segment's tail may then be mid-write, and segments may vanish while it
+// reads: a segment deleted between the listing and its read is skipped).
+func ScanSlot(dir string) (*SlotScan, error) {
+	return scanSlot(OSFS(), dir, nil)
+}
+
+// scanSlot is ScanSlot on fsys; with use set it records each frame's
+// symbol need for recovery's dictionary check.
+func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64)) (*SlotScan, error) {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sfqueue: list slot %s: %w", dir, err)
+	}
+	s := &SlotScan{Dir: dir}
+	w, ok, err := readWatermark(fsys, dir)
+	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable}, ok, err
+	if s.Dict, err = scanSymbolDict(fsys, dir); err != nil {
+		return nil, err
+	}
+	if b, err := readSmallFile(fsys, filepath.Join(dir, failedFile), 4096); err == nil {
+		s.Failed = strings.TrimSpace(string(b))
+		if s.Failed == "" {
+			s.Failed = "(empty .failed marker)"
+		}
+	}
+	s.HolderPID = readLockPID(fsys, dir)
+	var buf []byte
+	for _, name := range names {
+		if strings.HasSuffix(name, ".tmp") {
+			s.TempFiles = append(s.TempFiles, name)
+			continue
+		}
+		base, ok := parseSegmentName(name)
+		if !ok {
+			continue
+		}
+		seg, err := scanSegmentFile(fsys, filepath.Join(dir, name), base, &buf, use)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted (acked) since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.Segments = append(s.Segments, seg)
+	}
+	return s, nil
+}
+
+// scanSegmentFile reads one segment file and walks its frames.
+func scanSegmentFile(fsys FS, path string, base uint64, buf *[]byte, use func([]byte) (uint32, int64)) (SegmentScan, error) {
+	seg := SegmentScan{Name: filepath.Base(path), Base: base}
+	f, err := fsys.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return seg, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return seg, err
+	}
+	if size > MaxSegmentBytesLimit {
+		return seg, fmt.Errorf("sfqueue: segment %s is %d bytes, above the %d-byte limit of any segment", path, size, MaxSegmentBytesLimit)
+	}
+	if int64(cap(*buf)) < size {
+		*buf = make([]byte, size)
+	}
+	data := (*buf)[:size]
+	if n, err := f.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
+		return seg, fmt.Errorf("sfqueue: read segment %s: %w", path, err)
+	}
+	seg.Size = size
+	seg.NonZeroEnd = nonZeroExtent(data)
+	walkSegment(&seg, data)
+	if use != nil {
+		for _, off := range seg.Frames {
+			payload, _, _ := parseFrame(data[off:])
+			gen, maxID := use(payload)
+			seg.needs = append(seg.needs, symbolNeed{gen, maxID})
+		}
+	}
+	return seg, nil
+}
+
+// walkSegment fills the frame fields of seg from data, the whole file. It
+// stops at the first frame that is short, oversized or fails its CRC:
+// nothing after a bad frame can be placed, because its length is the only
+// map to the next. What follows is searched for stray valid frames, which
+// tell damage in the middle from a torn tail.
+func walkSegment(seg *SegmentScan, data []byte) {
+	if err := checkSegmentHeader(data, seg.Base); err != nil {
+		seg.HeaderErr = err
+		return
+	}
+	pos := segmentHeaderSize
+	for pos < len(data) {
+		_, size, ok := parseFrame(data[pos:])
+		if !ok {
+			break
+		}
+		seg.Frames = append(seg.Frames, uint32(pos))
+		pos += size
+	}
+	seg.ValidEnd = int64(pos)
+	if seg.NonZeroEnd <= seg.ValidEnd {
+		return // the end of the file, or never-written zeros
+	}
+	d := &FrameDamage{Offset: int64(pos), FSN: seg.End(), Cause: frameFault(data[pos:])}
+	for p := pos; p+frameOverhead <= int(seg.NonZeroEnd); {
+		n := int(binary.LittleEndian.Uint32(data[p:]))
+		if n > len(data)-p-frameOverhead {
+			break
+		}
+		d.Frames++
+		p += n + frameOverhead
+	}
+	d.Frames = max(d.Frames, 1)
+	d.Stray = strayFrames(data[:seg.NonZeroEnd], pos+1)
+	seg.Damage = d
+}
+
+// frameFault says why the frame at the start of b is not valid.
+func frameFault(b []byte) string {
+	if len(b) < frameOverhead {
+		return fmt.Sprintf("short frame: %d bytes left, a frame takes at least %d", len(b), frameOverhead)
+	}
+	if n := binary.LittleEndian.Uint32(b); uint64(n) > uint64(len(b)-frameOverhead) {
+		return fmt.Sprintf("frame length %d runs past the end of the file (%d bytes left)", n, len(b))
+	}
+	return "CRC32C mismatch"
+}
+
+// strayFrames returns the offsets of valid frames in data at or after
+// from, found by trying every offset and then following lengths from each
+// frame found. A CRC32C that covers the length makes a false match about
+// one in 2^32 per candidate.
+func strayFrames(data []byte, from int) []int64 {
+	var out []int64
+	for p := from; p+frameOverhead <= len(data); {
+		_, size, ok := parseFrame(data[p:])
+		if !ok {
+			p++
+			continue
+		}
+		out = append(out, int64(p))
+		p += size
+	}
+	return out
+}
+
+// scanSymbolDict reads .symbol-dict read-only and keeps its valid prefix.
+func scanSymbolDict(fsys FS, dir string) (DictScan, error) {
+	d := DictScan{Generations: map[uint32]int{}, gens: map[uint32][][]byte{}}
+	p := filepath.Join(dir, symbolDictFile)
+	f, err := fsys.OpenFile(p, os.O_RDONLY)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, nil
+	}
+	if err != nil {
+		return d, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return d, err
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && err != io.EOF {
+		return d, fmt.Errorf("sfqueue: read %s: %w", p, err)
+	}
+	d.Present, d.Size = true, size
+	pos := 0
+	for pos < len(data) {
+		gen, entry, n, ok := parseSymbolRecord(data[pos:])
+		if !ok {
+			d.Damage = fmt.Sprintf("record at offset %d is short or fails its CRC32C check", pos)
+			break
+		}
+		if id := binary.LittleEndian.Uint32(data[pos+4:]); int(id) != len(d.gens[gen]) {
+			d.Damage = fmt.Sprintf("record at offset %d has id %d of generation %d, want the next id %d", pos, id, gen, len(d.gens[gen]))
+			break
+		}
+		d.gens[gen] = append(d.gens[gen], entry)
+		pos += n
+	}
+	d.IntactBytes = int64(pos)
+	for g, es := range d.gens {
+		d.Generations[g] = len(es)
+	}
+	return d, nil
+}
+
+// FSNRange is a run of FSNs of a slot, readable or not.
+type FSNRange struct {
+	First, Last uint64 // inclusive; Last is 0 when the end is unknown
+	Readable    bool
+	File        string // the segment file ("" for a gap between files)
+	Offset      int64  // where in File the run starts (readable: first frame; damaged: first bad byte)
+	Cause       string // why it is unreadable ("" when readable)
+}
+
+// Frames is the number of FSNs in the range (0 when its end is unknown).
+func (r FSNRange) Frames() uint64 {
+	if r.Last < r.First {
+		return 0
+	}
+	return r.Last - r.First + 1
+}
+
+func (r FSNRange) String() string {
+	last := "?"
+	if r.Last != 0 {
+		last = fmt.Sprint(r.Last)
+	}
+	if r.Readable {
+		s := fmt.Sprintf("FSN %d..%s readable in %s from offset %d", r.First, last, r.File, r.Offset)
+		if r.Cause != "" {
+			s += " but unusable: " + r.Cause
+		}
+		return s
+	}
+	if r.File == "" {
+		return fmt.Sprintf("FSN %d..%s unreadable: %s", r.First, last, r.Cause)
+	}
+	return fmt.Sprintf("FSN %d..%s unreadable in %s at offset %d: %s", r.First, last, r.File, r.Offset, r.Cause)
+}
+
+// Ranges lists the slot's FSNs in order as readable and unreadable runs:
+// each segment's valid frames, each damaged region with the file and offset
+// of its first bad byte, each hole between segments, and the frames the
+// watermark recorded as on disk past the last one found. Runs at or below
+// the watermark are included; compare with Watermark.Acked.
+func (s *SlotScan) Ranges() []FSNRange {
+	var out []FSNRange
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		var next uint64 // first FSN of the next segment; 0 for the newest
+		if i+1 < len(s.Segments) {
+			next = s.Segments[i+1].Base
+		}
+		if seg.HeaderErr != nil {
+			if seg.written() || next != 0 {
+				out = append(out, FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
+					Cause: "unusable segment header: " + seg.HeaderErr.Error()})
+			}
+		} else {
+			if len(seg.Frames) > 0 {
+				out = append(out, FSNRange{First: seg.Base, Last: seg.End() - 1, Readable: true, File: seg.Name,
+					Offset: int64(seg.Frames[0])})
+			}
+			if d := seg.Damage; d != nil {
+				r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
+				if next == 0 && len(d.Stray) == 0 {
+					r.Last = d.FSN + uint64(d.Frames) - 1
+				}
+				if len(d.Stray) > 0 {
+					r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
+				}
+				out = append(out, r)
+			}
+		}
+		if next != 0 {
+			end := seg.End()
+			if seg.HeaderErr != nil || seg.Damage != nil {
+				end = next // the damage run above covers up to next-1
+			}
+			switch {
+			case end < next:
+				out = append(out, FSNRange{First: end, Last: next - 1,
+					Cause: fmt.Sprintf("missing: %s ends at FSN %d, the next segment starts at FSN %d", seg.Name, end-1, next)})
+			case end > next:
+				out = append(out, FSNRange{First: next, Last: end - 1, File: s.Segments[i+1].Name,
+					Cause: fmt.Sprintf("overlap: %s already holds FSNs up to %d", seg.Name, end-1)})
+			}
+		}
+	}
+	last := s.lastFSN()
+	if s.WatermarkOK && s.Watermark.Durable > last {
+		out = append(out, FSNRange{First: last + 1, Last: s.Watermark.Durable,
+			Cause: fmt.Sprintf("vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", s.Watermark.Durable, last)})
+	}
+	return out
+}
+
+// lastFSN is the highest FSN the slot's segments account for (readable or
+// damaged), or the watermark when it has no segment.
+func (s *SlotScan) lastFSN() uint64 {
+	last := uint64(0)
+	if s.WatermarkOK {
+		last = s.Watermark.Acked
+	}
+	if n := len(s.Segments); n > 0 {
+		seg := &s.Segments[n-1]
+		end := seg.End()
+		if d := seg.Damage; d != nil {
+			end = d.FSN + uint64(d.Frames)
+		}
+		if seg.HeaderErr == nil || seg.written() {
+			last = max(last, end-1)
+		}
+	}
+	return last
+}
+
+func lastBefore(next uint64) uint64 {
+	if next == 0 {
+		return 0
+	}
+	return next - 1
+}
+
+// EachFrame calls fn with every readable frame of the scanned segments in
+// FSN order, reading the files again (a segment that vanished since the
+// scan is skipped). The payload aliases a buffer reused for the next call.
+// Stray frames (after damage, FSN unknown) are not included.
+func (s *SlotScan) EachFrame(fn func(fsn uint64, file string, offset int64, payload []byte) error) error {
+	return s.eachFrame(OSFS(), fn)
+}
+
+func (s *SlotScan) eachFrame(fsys FS, fn func(fsn uint64, file string, offset int64, payload []byte) error) error {
+	var buf []byte
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		if len(seg.Frames) == 0 {
+			continue
+		}
+		path := filepath.Join(s.Dir, seg.Name)
+		f, err := fsys.OpenFile(path, os.O_RDONLY)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if int64(cap(buf)) < seg.ValidEnd {
+			buf = make([]byte, seg.ValidEnd)
+		}
+		data := buf[:seg.ValidEnd]
+		n, err := f.ReadAt(data, 0)
+		f.Close()
+		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == seg.ValidEnd) {
+			return fmt.Errorf("sfqueue: read segment %s: %w", path, err)
+		}
+		for j, off := range seg.Frames {
+			payload, _, ok := parseFrame(data[off:])
+			if !ok {
+				return fmt.Errorf("sfqueue: frame %d of %s at offset %d changed since the scan (fails its CRC32C check)", seg.Base+uint64(j), seg.Name, off)
+			}
+			if err := fn(seg.Base+uint64(j), seg.Name, int64(off), payload); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
