@@ -152,8 +152,10 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 	}
 	so, err := e.senderOptions(ctx, nil)
 	if err == nil {
-		so.OnState = nil // drainers do not drive this component's status
-		err = e.createTablesOnConnect(&so)
+		// Drainers do not drive this component's status; the table
+		// creator, made by Start's sender, is shared.
+		so.OnState = nil
+		err = e.createTablesOnConnect(&so, e.status)
 	}
 	if err != nil {
 		e.logger.Error("drain_orphans: cannot build the drainers' sender options; orphans are not drained", zap.Error(err))
@@ -261,7 +263,7 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if e.cfg.SFDir != "" {
 		o.SlotDir = e.slot
 	}
-	if err := e.createTablesOnConnect(&o); err != nil {
+	if err := e.createTablesOnConnect(&o, status); err != nil {
 		return nil, err
 	}
 	return sender.New(q, o)
@@ -269,8 +271,9 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 
 // createTablesOnConnect makes every connection of o (the exporter's own and
 // its orphan drainers') create the tables with dedup keys before its first
-// frame, when create_tables is on. The table creator is shared.
-func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
+// frame, when create_tables is on. The table creator is shared; what it
+// finds goes to the ddl_failures counter and to status.
+func (e *questdbExporter) createTablesOnConnect(o *sender.Options, status *statusReporter) error {
 	if !e.cfg.CreateTables {
 		return nil
 	}
@@ -280,11 +283,13 @@ func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
 			Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted, TTL: e.cfg.TTL,
 			TLS: o.TLS, Username: o.Username, Password: o.Password, Token: o.Token,
 			Timeout: ddlTimeout, Logger: e.logger,
+			OnRefused: e.tel.ddlRefused, OnOutcome: status.ddlOutcome,
 		})
 		if err != nil {
 			return fmt.Errorf("questdb exporter: table DDL: %w", err)
 		}
 		e.tables = tc
+		e.tel.ddlTables(tc.tables())
 	}
 	tc := e.tables
 	o.OnConnect = func(ctx context.Context, endpoint string) error {

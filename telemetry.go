@@ -165,6 +165,19 @@ func (t *telemetry) skipped(sig signal, stats datamodel.Stats) {
 	}
 }
 
+// ddlTables records 0 refusals for each table the exporter creates, so the
+// series exist before anything fails.
+func (t *telemetry) ddlTables(tables []string) {
+	for _, table := range tables {
+		t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 0, t.with(attribute.String("table", table)))
+	}
+}
+
+// ddlRefused counts a CREATE TABLE QuestDB refused.
+func (t *telemetry) ddlRefused(table string) {
+	t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1, t.with(attribute.String("table", table)))
+}
+
 func (t *telemetry) groupAppended(_, frames, rows int) {
 	ctx := context.Background()
 	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames), t.attrs)

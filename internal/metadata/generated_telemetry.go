@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                     []metric.Registration
 	ExporterQuestdbAckLatency         metric.Float64Histogram
 	ExporterQuestdbBackpressureStalls metric.Int64Counter
+	ExporterQuestdbDdlFailures        metric.Int64Counter
 	ExporterQuestdbDictionarySize     metric.Int64ObservableGauge
 	ExporterQuestdbDrainersActive     metric.Int64UpDownCounter
 	ExporterQuestdbDrainersFailed     metric.Int64Counter
@@ -169,6 +170,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_questdb_backpressure_stalls",
 		metric.WithDescription("Consume calls that had to wait for room because the queue was full (on_full is block). [Alpha]"),
 		metric.WithUnit("{stalls}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDdlFailures, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_ddl_failures",
+		metric.WithDescription("CREATE TABLE statements QuestDB refused (create_tables); the table is then auto-created by QWP without dedup keys or TTL. Statements that failed for the moment are retried and not counted. [Alpha]"),
+		metric.WithUnit("{statements}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionarySize, err = builder.meter.Int64ObservableGauge(
