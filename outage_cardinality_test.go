@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +59,7 @@ type outageChild struct {
 	Batch        int     // points per consume call
 	Load         time.Duration
 	Lifetime     time.Duration // the child exits on its own after this, should the parent be gone
+	HeapProfile  string        // where to write a heap profile at the outage's end; "": none
 }
 
 // TestCardinalityOutageChild is the child of TestCardinalityOutage: run by
@@ -144,6 +147,9 @@ func TestCardinalityOutageChild(t *testing.T) {
 	}
 	print("loaded %d", time.Since(start).Nanoseconds())
 	stats()
+	if c.HeapProfile != "" {
+		writeHeapProfile(t, c.HeapProfile)
+	}
 	await("drain")
 	for !allAcked() {
 		select {
@@ -155,6 +161,19 @@ func TestCardinalityOutageChild(t *testing.T) {
 	}
 	stats()
 	print("drained")
+}
+
+// writeHeapProfile writes the heap profile, after a collection, to path.
+func writeHeapProfile(t *testing.T, path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // outageVariant is one run of TestCardinalityOutage.
@@ -235,6 +254,7 @@ type outageRun struct {
 	failed   []string
 	bad      []string
 	stats    sfqueue.Stats
+	rawStats string // the last stats line as printed
 	loadTook time.Duration
 	events   map[string]chan struct{} // "ready", "loaded", "drained"
 }
@@ -260,6 +280,7 @@ func (r *outageRun) read(rd io.Reader) {
 			if err := json.Unmarshal([]byte(rest), &r.stats); err != nil {
 				r.bad = append(r.bad, line)
 			}
+			r.rawStats = rest
 		case "loaded":
 			ns, _ := strconv.ParseInt(rest, 10, 64)
 			r.loadTook = time.Duration(ns)
@@ -385,6 +406,10 @@ func runCardinalityOutage(t *testing.T, bin string, v outageVariant) {
 	if v.sf {
 		spec.SFDir = t.TempDir()
 	}
+	if dir := os.Getenv("QDB_OUTAGE_PROFILE"); dir != "" {
+		spec.HeapProfile = filepath.Join(dir, v.name+".heap")
+		t.Logf("the child writes its heap profile at the outage's end to %s", spec.HeapProfile)
+	}
 	js, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -445,9 +470,13 @@ func runCardinalityOutage(t *testing.T, bin string, v outageVariant) {
 	await("loaded", v.load+5*time.Minute)
 	loadEnd := time.Now()
 	run.mu.Lock()
-	atOutageEnd := run.stats
+	atOutageEnd, rawAtOutageEnd := run.stats, run.rawStats
 	run.mu.Unlock()
 	rssEnd := vmRSS(cmd.Process.Pid)
+	var diskEnd, dictEnd int64
+	if v.sf {
+		diskEnd, dictEnd = slotBlocks(spec.SFDir)
+	}
 	peak := smp.peak(loadStart, loadEnd)
 	half := loadStart.Add(loadEnd.Sub(loadStart) / 2)
 	firstHalf, secondHalf := smp.peak(loadStart, half), smp.peak(half, loadEnd)
@@ -488,13 +517,14 @@ func runCardinalityOutage(t *testing.T, bin string, v outageVariant) {
 	evicted := checkOutageRows(t, srv, run.acked)
 	t.Logf("%s: %d new series in %v = %.0f/s (load average %s); cap %d MiB, segment %d MiB; "+
 		"RSS idle %.1f MiB, peak %.1f MiB during the outage (%+.1f MiB, bound %d MiB), first-half peak %.1f MiB, second-half peak %.1f MiB, %.1f MiB at its end; "+
-		"queue at the outage's end %.1f MiB in %d segments, %d frames evicted (%.1f MiB); disk peak %.1f MiB of which dictionary files %.1f MiB (bound %.1f MiB); "+
+		"queue at the outage's end %.1f MiB in %d segments, %d frames evicted (%.1f MiB); disk peak %.1f MiB of which dictionary files %.1f MiB (bound %.1f MiB), at the outage's end %.1f MiB of which dictionary files %.1f MiB; "+
 		"drain %v: %d points landed, %d evicted (the oldest)",
 		v.name, points, run.loadTook.Round(time.Millisecond), rate, loadAverage(), v.capBytes/mib, v.segmentBytes/mib,
 		mb(idle), mb(peak), mb(peak-idle), v.rssBound/mib, mb(firstHalf), mb(secondHalf), mb(rssEnd),
 		mb(atOutageEnd.UsedBytes), atOutageEnd.Segments, atOutageEnd.FramesEvicted, mb(int64(atOutageEnd.BytesEvicted)),
-		mb(smp.maxDisk), mb(smp.maxDict), mb(v.capBytes+v.segmentBytes),
+		mb(smp.maxDisk), mb(smp.maxDict), mb(v.capBytes+v.segmentBytes), mb(diskEnd), mb(dictEnd),
 		drainTook.Round(time.Millisecond), points-evicted, evicted)
+	t.Logf("%s: queue statistics at the outage's end: %s", v.name, rawAtOutageEnd)
 
 	if rate < 5000 {
 		t.Errorf("%.0f new series per second, want at least 5,000 (10,000 asked): the outage was not the one the proof claims", rate)
