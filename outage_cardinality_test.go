@@ -203,20 +203,27 @@ type outageVariant struct {
 //     the evicted ones are the oldest, every appended frame is acknowledged
 //     or counted as evicted, and the eviction is logged.
 //
-// Bounds: SF mode 64 MiB of RSS above idle (the queue is on disk; what
+// Bounds on the RSS above idle: SF mode 64 MiB (the queue is on disk; what
 // remains is the encoder, the current dictionary generation and GC
-// headroom). Memory-only mode 2 × cap + 16 MiB: frames and dictionary
-// within the cap, as much again of GC headroom (GOGC=100), and 16 MiB of
-// margin for the encoder and the runtime.
+// headroom). Memory-only mode 2 × cap + 3 × G + 16 MiB, where G is the
+// generation's byte bound (symbol_dict_max_bytes, a quarter of the cap
+// here): frames and dictionary within the cap with as much again of GC
+// headroom (GOGC=100); the encoder's index of the current generation and
+// its catch-up frames, which the cap does not count (measured at about
+// 1.5 × G), with their GC headroom; 16 MiB for the runtime, the encoder's
+// buffers and the connection.
 func TestCardinalityOutage(t *testing.T) {
 	long := os.Getenv("QDB_LONG") == "1"
 	capBytes, segBytes, load := int64(16*mib), int64(1*mib), 24*time.Second
 	if long {
 		capBytes, segBytes, load = 64*mib, 4*mib, 10*time.Minute
 	}
+	sized := createDefaultConfig().(*Config)
+	sized.SFMaxTotalBytes = ByteSize(capBytes)
+	gen := int64(sized.effectiveSymbolDictMaxBytes())
 	variants := []outageVariant{
 		{name: "sf", sf: true, capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: 64 * mib, flatBound: 8 * mib},
-		{name: "memory", capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: 2*capBytes + 16*mib, flatBound: 8 * mib},
+		{name: "memory", capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: 2*capBytes + 3*gen + 16*mib, flatBound: 8 * mib},
 	}
 	bin := outageChildBinary(t)
 	for _, v := range variants {
