@@ -463,7 +463,7 @@ func (e *questdbExporter) logUnacknowledged(cause error) {
 	s := e.queue.Stats()
 	fields := []zap.Field{
 		zap.Uint64("frames", s.PublishedFSN-s.AckedFSN), zap.Int64("bytes", s.UnackedBytes),
-		zap.Duration("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
+		zap.Stringer("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
 	}
 	waited := fmt.Sprintf("waited close_flush_timeout (%v)", e.cfg.CloseFlushTimeout)
 	if e.cfg.CloseFlushTimeout == 0 {
