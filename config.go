@@ -3,8 +3,10 @@ package questdbexporter
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
 
 	"github.com/questdbexporter/questdbexporter/internal/datamodel"
@@ -86,7 +89,7 @@ type Config struct {
 	ErrorInboxCapacity    int  `mapstructure:"error_inbox_capacity"`
 	DrainOrphans          bool `mapstructure:"drain_orphans"`
 	MaxBackgroundDrainers int  `mapstructure:"max_background_drainers"`
-	// WaitForAck makes ConsumeMetrics/ConsumeLogs return only once the
+	// WaitForAck makes ConsumeMetrics/Logs/Traces return only once the
 	// server has acknowledged the frames they produced.
 	WaitForAck bool `mapstructure:"wait_for_ack"`
 	// SymbolDictMaxEntries is the size at which the writer starts a new
@@ -162,7 +165,50 @@ const (
 	memoryModeMaxTotalBytes ByteSize = 128 << 20
 )
 
-var _ component.Config = (*Config)(nil)
+var (
+	_ component.Config    = (*Config)(nil)
+	_ confmap.Unmarshaler = (*Config)(nil)
+)
+
+// Unmarshal refuses, before decoding, what the decoder would take silently:
+// a bare number for a duration (the decoder reads it as nanoseconds, so
+// "reconnect_max_backoff: 5" would reconnect in a loop) and a fractional
+// number for a size (it would be truncated, and 0.5 means the default).
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	var errs []error
+	t := reflect.TypeOf(*c)
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key := f.Tag.Get("mapstructure")
+		if key == "" || !conf.IsSet(key) {
+			continue
+		}
+		v := conf.Get(key)
+		switch f.Type {
+		case reflect.TypeOf(time.Duration(0)):
+			if isNumber(v) {
+				errs = append(errs, fmt.Errorf("%s: %v has no unit, and a bare number would be nanoseconds; write a duration such as 5s or 250ms", key, v))
+			}
+		case reflect.TypeOf(ByteSize(0)):
+			if x, ok := v.(float64); ok && x != math.Trunc(x) {
+				errs = append(errs, fmt.Errorf("%s: %v is not a whole number of bytes; write bytes or a size such as 512KiB or 4MiB", key, v))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return conf.Unmarshal(c)
+}
+
+// isNumber reports whether a raw configuration value is a YAML number.
+func isNumber(v any) bool {
+	switch v.(type) {
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		return true
+	}
+	return false
+}
 
 // Validate refuses every value the exporter cannot run with; each message
 // names the key, the value and what is allowed.
@@ -209,6 +255,9 @@ func (c *Config) endpointURL(ep string) (string, error) {
 		return "", errors.New("empty endpoint; use host:port or a ws:// / wss:// URL")
 	}
 	tlsSection := c.TLS.HasValue()
+	if host := hostPort(ep); strings.Count(host, ":") >= 2 && !strings.HasPrefix(host, "[") {
+		return "", fmt.Errorf("%q holds an IPv6 address without brackets, so the port cannot be told from the address; write it in brackets, such as [::1]:9000 (or [::1] for port %s)", ep, defaultPort)
+	}
 	if !strings.Contains(ep, "://") {
 		scheme := "ws"
 		if tlsSection {
@@ -252,6 +301,21 @@ func (c *Config) endpointURL(ep string) (string, error) {
 		path = ingestPath
 	}
 	return u.Scheme + "://" + net.JoinHostPort(host, port) + path, nil
+}
+
+// hostPort is the host[:port] part of an endpoint, with or without a
+// scheme, path or user information.
+func hostPort(ep string) string {
+	if _, rest, ok := strings.Cut(ep, "://"); ok {
+		ep = rest
+	}
+	if i := strings.IndexAny(ep, "/?#"); i >= 0 {
+		ep = ep[:i]
+	}
+	if i := strings.LastIndex(ep, "@"); i >= 0 {
+		ep = ep[i+1:]
+	}
+	return ep
 }
 
 // endpointURLs returns the validated endpoints as the URLs to dial, in
@@ -308,6 +372,8 @@ func (c *Config) validateQueue() error {
 		errs = append(errs, fmt.Errorf("sf_max_total_bytes: %d is negative; use 0 for the default or a size such as 10GiB", c.SFMaxTotalBytes))
 	case c.SFMaxSegmentBytes < minSegmentBytes || c.SFMaxSegmentBytes > maxSegmentBytes:
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v is outside %v..%v", c.SFMaxSegmentBytes, ByteSize(minSegmentBytes), ByteSize(maxSegmentBytes)))
+	case c.SFMaxSegmentBytes > c.effectiveMaxTotalBytes() && c.SFMaxTotalBytes != 0:
+		errs = append(errs, c.capTooSmall())
 	case c.SFMaxSegmentBytes > c.effectiveMaxTotalBytes():
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v is larger than sf_max_total_bytes (%v); it must be <= the total cap", c.SFMaxSegmentBytes, c.effectiveMaxTotalBytes()))
 	case c.SFMaxSegmentBytes < c.MaxBatchBytes+segmentOverheadBytes:
@@ -320,13 +386,25 @@ func (c *Config) validateQueue() error {
 		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %v is more than a quarter of sf_max_total_bytes (%v); it must be <= %v, so that a generation's dictionary leaves the cap to frames", c.SymbolDictMaxBytes, c.effectiveMaxTotalBytes(), limit))
 	}
 	errs = append(errs,
-		positive("sf_sync_interval", c.SFSyncInterval),
-		nonNegative("sf_append_deadline", c.SFAppendDeadline))
+		atLeastFloor("sf_sync_interval", c.SFSyncInterval),
+		zeroOrAtLeastFloor("sf_append_deadline", c.SFAppendDeadline))
 	if c.DrainOrphans && c.SFDir == "" {
 		errs = append(errs, errors.New("drain_orphans: true needs sf_dir; memory-only mode has no orphaned slots"))
 	}
 	errs = append(errs, inRange("max_background_drainers", c.MaxBackgroundDrainers, 1, maxDrainersLimit))
 	return errors.Join(errs...)
+}
+
+// capTooSmall explains a sf_max_total_bytes below one segment: the
+// smallest cap is one segment, and a segment must hold one frame of
+// max_batch_bytes, so the three keys go down together.
+func (c *Config) capTooSmall() error {
+	smallestSegment := c.MaxBatchBytes + segmentOverheadBytes
+	return fmt.Errorf("sf_max_total_bytes: %v is below the smallest cap for these settings, %v (one segment, sf_max_segment_bytes); "+
+		"for a smaller cap lower sf_max_segment_bytes with it, down to max_batch_bytes + %d (%v with max_batch_bytes %v), "+
+		"and max_batch_bytes too for a cap below that: the smallest cap of all is %v (max_batch_bytes: %v, sf_max_segment_bytes: %v)",
+		c.SFMaxTotalBytes, c.SFMaxSegmentBytes, segmentOverheadBytes, smallestSegment, c.MaxBatchBytes,
+		ByteSize(minMaxBatchBytes+segmentOverheadBytes), ByteSize(minMaxBatchBytes), ByteSize(minMaxBatchBytes+segmentOverheadBytes))
 }
 
 func (c *Config) validateWire() error {
@@ -336,9 +414,10 @@ func (c *Config) validateWire() error {
 	}
 	errs = append(errs,
 		inRange("max_in_flight", c.MaxInFlight, 1, maxInFlightLimit),
-		positive("reconnect_initial_backoff", c.ReconnectInitialBackoff),
-		nonNegative("close_flush_timeout", c.CloseFlushTimeout),
-		nonNegative("durable_ack_keepalive_interval", c.DurableAckKeepaliveInterval),
+		atLeastFloor("reconnect_initial_backoff", c.ReconnectInitialBackoff),
+		atLeastFloor("reconnect_max_backoff", c.ReconnectMaxBackoff),
+		zeroOrAtLeastFloor("close_flush_timeout", c.CloseFlushTimeout),
+		zeroOrAtLeastFloor("durable_ack_keepalive_interval", c.DurableAckKeepaliveInterval),
 		inRange("error_inbox_capacity", c.ErrorInboxCapacity, minErrorInboxCapacity, maxErrorInboxCapacity),
 		inRange("symbol_dict_max_entries", c.SymbolDictMaxEntries, 1, maxSymbolDictEntries))
 	if c.ReconnectMaxBackoff < c.ReconnectInitialBackoff {
@@ -575,16 +654,20 @@ func validSenderID(s string) error {
 	return nil
 }
 
-func positive(key string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s: %v must be a positive duration such as 5s", key, d)
+// minInterval is the floor of every interval, backoff and timeout: below it
+// a loop would spin (the sender and the queue enforce it again at run time).
+const minInterval = time.Millisecond
+
+func atLeastFloor(key string, d time.Duration) error {
+	if d < minInterval {
+		return fmt.Errorf("%s: %v is below %v; use a duration such as 5s or 250ms", key, d, minInterval)
 	}
 	return nil
 }
 
-func nonNegative(key string, d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("%s: %v is negative; use 0 or a positive duration such as 5s", key, d)
+func zeroOrAtLeastFloor(key string, d time.Duration) error {
+	if d != 0 && d < minInterval {
+		return fmt.Errorf("%s: %v is neither 0 nor at least %v; use 0 or a duration such as 5s or 250ms", key, d, minInterval)
 	}
 	return nil
 }

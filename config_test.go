@@ -1,6 +1,7 @@
 package questdbexporter
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -124,6 +125,9 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"no host", func(c *Config) { c.Endpoints = []string{"ws://:9000"} }, "endpoints[0]", "no host"},
 		{"credentials in URL", func(c *Config) { c.Endpoints = []string{"ws://u:p@q:9000"} }, "endpoints[0]", "username/password"},
 		{"query in URL", func(c *Config) { c.Endpoints = []string{"ws://q:9000/write/v4?x=1"} }, "endpoints[0]", "query"},
+		{"bare IPv6", func(c *Config) { c.Endpoints = []string{"::1"} }, "endpoints[0]", "[::1]:9000"},
+		{"bare IPv6 with port", func(c *Config) { c.Endpoints = []string{"fe80::1:9000"} }, "endpoints[0]", "brackets"},
+		{"bare IPv6 in a URL", func(c *Config) { c.Endpoints = []string{"ws://::1/write/v4"} }, "endpoints[0]", "[::1]:9000"},
 		{"duplicate endpoint", func(c *Config) { c.Endpoints = []string{"q:9000", "ws://q:9000/write/v4"} }, "endpoints[1]", "endpoints[0]"},
 		{"ws with tls section", func(c *Config) {
 			c.Endpoints = []string{"ws://q:9000"}
@@ -147,11 +151,16 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"negative total", func(c *Config) { c.SFMaxTotalBytes = -1 }, "sf_max_total_bytes", "negative"},
 		{"segment too small", func(c *Config) { c.SFMaxSegmentBytes = 100 }, "sf_max_segment_bytes", "256..1GiB"},
 		{"segment too large", func(c *Config) { c.SFMaxSegmentBytes = 2 << 30 }, "sf_max_segment_bytes", "256..1GiB"},
-		{"segment over total", func(c *Config) { c.SFMaxTotalBytes, c.SFMaxSegmentBytes = 4<<20, 8<<20 }, "sf_max_segment_bytes", "sf_max_total_bytes"},
+		{"total below one segment", func(c *Config) { c.SFMaxTotalBytes, c.SFMaxSegmentBytes = 4<<20, 8<<20 }, "sf_max_total_bytes", "smallest cap for these settings, 8MiB"},
+		// The user set only the cap: the message blames it, not the
+		// segment size left at its default, and names the smallest caps.
+		{"total below the default segment", func(c *Config) { c.SFMaxTotalBytes = 1 << 20 }, "sf_max_total_bytes", "smallest cap of all is 65600 (max_batch_bytes: 64KiB, sf_max_segment_bytes: 65600)"},
 		{"segment over memory default total", func(c *Config) { c.SFDir, c.SFMaxSegmentBytes = "", 256<<20 }, "sf_max_segment_bytes", "128MiB"},
 		{"segment below a frame", func(c *Config) { c.SFMaxSegmentBytes = 1 << 20 }, "sf_max_segment_bytes", "max_batch_bytes"},
-		{"zero sync interval", func(c *Config) { c.SFSyncInterval = 0 }, "sf_sync_interval", "positive"},
-		{"negative append deadline", func(c *Config) { c.SFAppendDeadline = -time.Second }, "sf_append_deadline", "negative"},
+		{"zero sync interval", func(c *Config) { c.SFSyncInterval = 0 }, "sf_sync_interval", "below 1ms"},
+		{"nanosecond sync interval", func(c *Config) { c.SFSyncInterval = 5 }, "sf_sync_interval", "below 1ms"},
+		{"negative append deadline", func(c *Config) { c.SFAppendDeadline = -time.Second }, "sf_append_deadline", "neither 0 nor at least 1ms"},
+		{"nanosecond append deadline", func(c *Config) { c.SFAppendDeadline = 5 }, "sf_append_deadline", "neither 0 nor at least 1ms"},
 		{"drain_orphans in memory", func(c *Config) { c.SFDir, c.DrainOrphans = "", true }, "drain_orphans", "sf_dir"},
 		{"no drainers", func(c *Config) { c.MaxBackgroundDrainers = 0 }, "max_background_drainers", "1..64"},
 		{"too many drainers", func(c *Config) { c.MaxBackgroundDrainers = 65 }, "max_background_drainers", "1..64"},
@@ -159,10 +168,12 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"batch too large", func(c *Config) { c.MaxBatchBytes = 17 << 20 }, "max_batch_bytes", "64KiB..16MiB"},
 		{"no in-flight", func(c *Config) { c.MaxInFlight = 0 }, "max_in_flight", "1..10000"},
 		{"too much in flight", func(c *Config) { c.MaxInFlight = 10001 }, "max_in_flight", "1..10000"},
-		{"zero initial backoff", func(c *Config) { c.ReconnectInitialBackoff = 0 }, "reconnect_initial_backoff", "positive"},
+		{"zero initial backoff", func(c *Config) { c.ReconnectInitialBackoff = 0 }, "reconnect_initial_backoff", "below 1ms"},
+		{"nanosecond backoffs", func(c *Config) { c.ReconnectInitialBackoff, c.ReconnectMaxBackoff = 5, 5 }, "reconnect_max_backoff", "below 1ms"},
 		{"max below initial backoff", func(c *Config) { c.ReconnectMaxBackoff = 10 * time.Millisecond }, "reconnect_max_backoff", "reconnect_initial_backoff"},
-		{"negative close timeout", func(c *Config) { c.CloseFlushTimeout = -time.Second }, "close_flush_timeout", "negative"},
-		{"negative keepalive", func(c *Config) { c.DurableAckKeepaliveInterval = -time.Millisecond }, "durable_ack_keepalive_interval", "negative"},
+		{"negative close timeout", func(c *Config) { c.CloseFlushTimeout = -time.Second }, "close_flush_timeout", "neither 0 nor at least 1ms"},
+		{"nanosecond close timeout", func(c *Config) { c.CloseFlushTimeout = 5 }, "close_flush_timeout", "neither 0 nor at least 1ms"},
+		{"negative keepalive", func(c *Config) { c.DurableAckKeepaliveInterval = -time.Millisecond }, "durable_ack_keepalive_interval", "neither 0 nor at least 1ms"},
 		{"bad durable ack", func(c *Config) { c.RequestDurableAck = "yes" }, "request_durable_ack", "local,replicated"},
 		{"zero rejections", func(c *Config) { c.MaxFrameRejections = 0 }, "max_frame_rejections", "1"},
 		{"bad on_server_error", func(c *Config) { c.OnServerError = "drop" }, "on_server_error", "auto, terminal"},
@@ -243,6 +254,10 @@ func TestConfigValidateAccepts(t *testing.T) {
 		{"ttl weeks", func(c *Config) { c.TTL = "2w" }},
 		{"ttl months", func(c *Config) { c.TTL = "6M" }},
 		{"ttl years without create_tables", func(c *Config) { c.TTL, c.CreateTables = "1y", false }},
+		// Names QuestDB's SQL needs quoted: the DDL quotes them, Validate
+		// refuses none.
+		{"keyword and spaced table names", func(c *Config) { c.Tables.Logs, c.Tables.Gauge, c.Tables.Sum = "order", "my gauges", "FROM" }},
+		{"keyword promoted keys", func(c *Config) { c.AttributesAsSymbols = []string{"order", "limit", "from", "end"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,6 +283,8 @@ func TestConfigEndpointURLs(t *testing.T) {
 		{"wss://q", false, "wss://q:9000/write/v4"},
 		{"wss://q/proxy/qwp", true, "wss://q:9000/proxy/qwp"},
 		{"[::1]:9000", false, "ws://[::1]:9000/write/v4"},
+		{"[::1]", false, "ws://[::1]:9000/write/v4"},
+		{"ws://[fe80::1]:9100", false, "ws://[fe80::1]:9100/write/v4"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.endpoint, func(t *testing.T) {
@@ -416,6 +433,46 @@ func TestConfigRowEncoderConfig(t *testing.T) {
 
 	cfg.MetricAttributesType = "symbol"
 	assert.False(t, cfg.rowEncoderConfig(nil).AttributesVarchar)
+}
+
+// TestConfigUnmarshalRefusesUnitlessNumbers: in YAML, a bare number for a
+// duration would be nanoseconds and a fractional size would be truncated;
+// both are refused while loading, naming each key, before Validate runs.
+func TestConfigUnmarshalRefusesUnitlessNumbers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	yaml := `reconnect_initial_backoff: 5
+reconnect_max_backoff: 5
+sf_sync_interval: 5
+close_flush_timeout: 5
+sf_append_deadline: 2.5
+durable_ack_keepalive_interval: 200
+sf_max_total_bytes: 0.5
+max_batch_bytes: 1048576.0
+`
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	cm, err := confmaptest.LoadConf(path)
+	require.NoError(t, err)
+	err = cm.Unmarshal(defaultConfig(t))
+	require.Error(t, err)
+	for _, key := range []string{"reconnect_initial_backoff", "reconnect_max_backoff", "sf_sync_interval", "close_flush_timeout",
+		"sf_append_deadline", "durable_ack_keepalive_interval"} {
+		assert.Contains(t, err.Error(), key+": ")
+	}
+	assert.Contains(t, err.Error(), "a bare number would be nanoseconds; write a duration such as 5s")
+	assert.Contains(t, err.Error(), "sf_max_total_bytes: 0.5 is not a whole number of bytes")
+	assert.NotContains(t, err.Error(), "max_batch_bytes", "a whole number written as a float is a size")
+
+	// The same keys with units load.
+	ok := confmap.NewFromStringMap(map[string]any{
+		"reconnect_initial_backoff": "5ms", "reconnect_max_backoff": "5s", "sf_sync_interval": "1s",
+		"close_flush_timeout": "0s", "sf_append_deadline": "2500ms", "sf_max_total_bytes": "512MiB", "max_batch_bytes": 1048576,
+	})
+	cfg := defaultConfig(t)
+	require.NoError(t, ok.Unmarshal(cfg))
+	assert.Equal(t, 5*time.Millisecond, cfg.ReconnectInitialBackoff)
+	assert.Equal(t, 2500*time.Millisecond, cfg.SFAppendDeadline)
+	assert.Equal(t, ByteSize(512<<20), cfg.SFMaxTotalBytes)
+	assert.Equal(t, ByteSize(1<<20), cfg.MaxBatchBytes)
 }
 
 func TestSymbolDictMaxBytesDefault(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -151,8 +152,10 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 	}
 	so, err := e.senderOptions(ctx, nil)
 	if err == nil {
-		so.OnState = nil // drainers do not drive this component's status
-		err = e.createTablesOnConnect(&so)
+		// Drainers do not drive this component's status; the table
+		// creator, made by Start's sender, is shared.
+		so.OnState = nil
+		err = e.createTablesOnConnect(&so, e.status)
 	}
 	if err != nil {
 		e.logger.Error("drain_orphans: cannot build the drainers' sender options; orphans are not drained", zap.Error(err))
@@ -260,7 +263,7 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 	if e.cfg.SFDir != "" {
 		o.SlotDir = e.slot
 	}
-	if err := e.createTablesOnConnect(&o); err != nil {
+	if err := e.createTablesOnConnect(&o, status); err != nil {
 		return nil, err
 	}
 	return sender.New(q, o)
@@ -268,8 +271,9 @@ func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, statu
 
 // createTablesOnConnect makes every connection of o (the exporter's own and
 // its orphan drainers') create the tables with dedup keys before its first
-// frame, when create_tables is on. The table creator is shared.
-func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
+// frame, when create_tables is on. The table creator is shared; what it
+// finds goes to the ddl_failures counter and to status.
+func (e *questdbExporter) createTablesOnConnect(o *sender.Options, status *statusReporter) error {
 	if !e.cfg.CreateTables {
 		return nil
 	}
@@ -279,11 +283,13 @@ func (e *questdbExporter) createTablesOnConnect(o *sender.Options) error {
 			Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar, Promoted: rc.Promoted, TTL: e.cfg.TTL,
 			TLS: o.TLS, Username: o.Username, Password: o.Password, Token: o.Token,
 			Timeout: ddlTimeout, Logger: e.logger,
+			OnRefused: e.tel.ddlRefused, OnOutcome: status.ddlOutcome,
 		})
 		if err != nil {
 			return fmt.Errorf("questdb exporter: table DDL: %w", err)
 		}
 		e.tables = tc
+		e.tel.ddlTables(tc.tables())
 	}
 	tc := e.tables
 	o.OnConnect = func(ctx context.Context, endpoint string) error {
@@ -423,20 +429,25 @@ func (e *questdbExporter) logUnacknowledged(cause error) {
 }
 
 func (e *questdbExporter) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	w, s, err := e.components()
-	if err != nil {
-		return receiverError(err)
-	}
-	fsn, err := w.writeMetrics(ctx, md)
-	return e.refuse(e.afterWrite(ctx, s, fsn, err))
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeMetrics(ctx, md) })
 }
 
 func (e *questdbExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeLogs(ctx, ld) })
+}
+
+func (e *questdbExporter) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeTraces(ctx, td) })
+}
+
+// consume is what every consume call does: hand the batch to the writer
+// (write) and apply wait_for_ack, or say why the instance takes no data.
+func (e *questdbExporter) consume(ctx context.Context, write func(w *writer) (uint64, error)) error {
 	w, s, err := e.components()
 	if err != nil {
 		return receiverError(err)
 	}
-	fsn, err := w.writeLogs(ctx, ld)
+	fsn, err := write(w)
 	return e.refuse(e.afterWrite(ctx, s, fsn, err))
 }
 
@@ -499,15 +510,22 @@ type rowBatchEncoder struct {
 }
 
 func (b *rowBatchEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeMetrics(md, emit))
+	st, err := b.rows.EncodeMetrics(md, emit)
+	return b.done(signalMetrics, st, err)
 }
 
 func (b *rowBatchEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeLogs(ld, emit))
+	st, err := b.rows.EncodeLogs(ld, emit)
+	return b.done(signalLogs, st, err)
 }
 
-func (b *rowBatchEncoder) done(st datamodel.Stats, err error) (int, error) {
-	b.tel.skipped(st)
+func (b *rowBatchEncoder) encodeTraces(td ptrace.Traces, emit func([]byte) error) (int, error) {
+	st, err := b.rows.EncodeTraces(td, emit)
+	return b.done(signalTraces, st, err)
+}
+
+func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, error) {
+	b.tel.skipped(sig, st)
 	rows := 0
 	for _, n := range st.Rows {
 		rows += n

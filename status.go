@@ -22,7 +22,10 @@ import (
 //     without a fix and a restart;
 //   - RecoverableError while the queue is full (new data is refused or the
 //     oldest evicted) or the sender is reconnecting, naming the condition;
-//   - OK while connected and the queue has room.
+//   - RecoverableError while connected but a table lacks the dedup keys
+//     the exporter wants (QuestDB refused its CREATE TABLE, or it exists
+//     without them): rows flow, replays can duplicate them;
+//   - OK while connected, the tables have their keys and the queue has room.
 //
 // Safe for concurrent use: the sender's OnState and the monitor both feed it.
 type statusReporter struct {
@@ -33,6 +36,7 @@ type statusReporter struct {
 	haveConn bool
 	full     bool
 	evict    bool
+	ddl      error  // what the last table check found wrong, nil when nothing
 	last     string // the condition last reported
 }
 
@@ -53,6 +57,15 @@ func (r *statusReporter) queueLevel(l queueLevel) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.full = l == levelFull
+	r.reportLocked()
+}
+
+// ddlOutcome records what the table creator found on a connection: nil
+// when every table has its dedup keys.
+func (r *statusReporter) ddlOutcome(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ddl = err
 	r.reportLocked()
 }
 
@@ -101,6 +114,10 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 		// once per outage.
 		return componentstatus.NewRecoverableErrorEvent(err), fmt.Sprintf("reconnecting %d", c.Since.UnixNano())
 	case sender.Connected:
+		if r.ddl != nil {
+			return componentstatus.NewRecoverableErrorEvent(fmt.Errorf(
+				"questdb exporter: tables without dedup keys, replays can duplicate rows (see the README, Table creation): %w", r.ddl)), "ddl " + r.ddl.Error()
+		}
 		return componentstatus.NewEvent(componentstatus.StatusOK), "ok"
 	}
 	return nil, ""

@@ -20,8 +20,15 @@ import (
 // tableCreator runs the DDL against QuestDB's HTTP /exec endpoint, which
 // shares host, port, TLS and credentials with the QWP endpoint. It runs on
 // every new connection (QuestDB may have been rebuilt meanwhile), only once the
-// WebSocket upgrade succeeded, so never while QuestDB is down. A failure is
-// logged with its statement and never holds back the frames.
+// WebSocket upgrade succeeded, so never while QuestDB is down, and before the
+// connection's first frame.
+//
+// What QuestDB answers decides what happens next (see exec): a statement
+// refused for its content is a DDL failure, loud (Error log once per table,
+// the ddl_failures counter, the component status) and final for this
+// connection, whose rows then flow into whatever table exists; anything that
+// failed for the moment holds the frames and is retried on a new connection,
+// like a transport failure.
 type tableCreator struct {
 	ddl      []datamodel.TableDDL
 	client   *http.Client
@@ -29,9 +36,15 @@ type tableCreator struct {
 	password string
 	token    string
 	logger   *zap.Logger
+	// onRefused counts a statement QuestDB refused; onOutcome hears, after
+	// each run that reached QuestDB, what leaves tables without the dedup
+	// keys the exporter wants (nil when every table has them).
+	onRefused func(table string)
+	onOutcome func(error)
 
-	mu     sync.Mutex
-	warned map[string]bool // tables already reported as lacking dedup keys
+	mu      sync.Mutex
+	warned  map[string]bool // tables already reported as lacking dedup keys
+	refused map[string]bool // tables whose refusal was already logged at Error
 }
 
 // tableCreatorConfig is what newTableCreator needs from the exporter's
@@ -47,6 +60,8 @@ type tableCreatorConfig struct {
 	Token             string
 	Timeout           time.Duration
 	Logger            *zap.Logger
+	OnRefused         func(table string) // optional
+	OnOutcome         func(error)        // optional
 }
 
 func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
@@ -56,7 +71,8 @@ func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
 	}
 	tc := &tableCreator{
 		username: c.Username, password: c.Password, token: c.Token,
-		ddl: ddl, logger: c.Logger, warned: map[string]bool{},
+		ddl: ddl, logger: c.Logger, warned: map[string]bool{}, refused: map[string]bool{},
+		onRefused: c.OnRefused, onOutcome: c.OnOutcome,
 		client: &http.Client{
 			Timeout:   c.Timeout,
 			Transport: &http.Transport{TLSClientConfig: c.TLS, Proxy: http.ProxyFromEnvironment},
@@ -64,6 +80,12 @@ func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
 	}
 	if tc.logger == nil {
 		tc.logger = zap.NewNop()
+	}
+	if tc.onRefused == nil {
+		tc.onRefused = func(string) {}
+	}
+	if tc.onOutcome == nil {
+		tc.onOutcome = func(error) {}
 	}
 	return tc, nil
 }
@@ -88,26 +110,56 @@ func execURL(wsURL string) (string, error) {
 }
 
 // execReply is QuestDB's JSON answer from /exec: {"ddl":"OK"} for DDL,
-// columns and dataset for a query, error (with position) for a failure.
+// columns and dataset for a query, error and position for a failure.
 type execReply struct {
-	DDL     string  `json:"ddl"`
-	Error   string  `json:"error"`
-	Dataset [][]any `json:"dataset"`
-	Columns []struct {
+	DDL      string  `json:"ddl"`
+	Error    string  `json:"error"`
+	Position *int    `json:"position"`
+	Dataset  [][]any `json:"dataset"`
+	Columns  []struct {
 		Name string `json:"name"`
 	} `json:"columns"`
 }
 
-// transientDDLError is a failure to get an answer from QuestDB (no
-// connection, a timeout, a 5xx or 429, a reply that is not QuestDB's): the
-// statement may well succeed on the next connection.
+// transientDDLError is a statement that failed for the moment: no answer
+// (no connection, a timeout), a 5xx or 429, a reply that is not QuestDB's,
+// or QuestDB's error document for an engine failure rather than for the
+// statement. The statement may well succeed on the next connection.
 type transientDDLError struct{ err error }
 
 func (e *transientDDLError) Error() string { return e.err.Error() }
 func (e *transientDDLError) Unwrap() error { return e.err }
 
-// exec runs one statement. A refusal of the statement itself (QuestDB's JSON
-// error) is a plain error; anything else is a *transientDDLError.
+// refusedDDLError is a statement QuestDB refused for what it says: a parse
+// or validation error pointing into the statement, or an authorization
+// failure. Sending it again gives the same answer.
+type refusedDDLError struct {
+	status   int
+	msg      string
+	position int
+}
+
+func (e *refusedDDLError) Error() string {
+	return fmt.Sprintf("QuestDB refused the statement (HTTP %d, at character %d): %s", e.status, e.position, e.msg)
+}
+
+// transientMarkers are the engine messages QuestDB's JSON query processor
+// sends for a statement that could not run now: the HTTP server's retry
+// queue for a busy table ("resource is busy and retry queue is full"), the
+// statement timeout ("timeout, query aborted", "Query timeout"), and a
+// table name locked by a concurrent CREATE ("table name is reserved",
+// "could not lock", "table already exists" racing IF NOT EXISTS). They
+// can point at the table name, so the position alone does not tell them
+// from a refusal.
+var transientMarkers = []string{"busy", "timeout", "is reserved", "could not lock", "already exists"}
+
+// exec runs one statement and sorts QuestDB's answer the way its
+// JsonQueryProcessor gives it: a parse or validation error of the
+// statement (SqlException) is HTTP 400 with the position of the token
+// refused, always past 0 for the exporter's statements, which start with a
+// valid keyword; an engine failure (CairoException, the retry queue) is 400
+// with position 0 or one of transientMarkers; anything unexpected is 500.
+// A refusal is a *refusedDDLError, the rest a *transientDDLError.
 func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*execReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"?query="+url.QueryEscape(query), nil)
 	if err != nil {
@@ -131,56 +183,86 @@ func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*exec
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 		return nil, &transientDDLError{fmt.Errorf("HTTP %d: %.200q", resp.StatusCode, body)}
 	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("not authorized: %.200s", body)}
+	}
 	var r execReply
 	if err := json.Unmarshal(body, &r); err != nil {
+		if resp.StatusCode >= 400 { // no /exec here (404, 405): asking again will not help
+			return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("not a QuestDB /exec reply: %.200q", body)}
+		}
 		return nil, &transientDDLError{fmt.Errorf("HTTP %d, not a QuestDB /exec reply: %.200q", resp.StatusCode, body)}
 	}
 	if r.Error != "" {
-		return nil, errors.New(r.Error)
+		if r.Position == nil || *r.Position <= 0 || containsAny(strings.ToLower(r.Error), transientMarkers) {
+			return nil, &transientDDLError{fmt.Errorf("HTTP %d: QuestDB could not run it now: %s", resp.StatusCode, r.Error)}
+		}
+		return nil, &refusedDDLError{status: resp.StatusCode, msg: r.Error, position: *r.Position}
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("unexpected reply: %.200q", body)}
 	}
 	return &r, nil
 }
 
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
 // ensure creates the missing tables and reports, once per table and process,
 // each existing table that has no dedup keys. A statement QuestDB refuses is
-// logged with its SQL and counted in refused; the rows then flow into
-// whatever table exists. When QuestDB could not be asked (see
-// transientDDLError) ensure returns an error: the caller holds the frames and
-// tries again on a new connection, because a table auto-created by the first
-// frame would lack dedup keys for good.
+// logged at Error with its SQL and QuestDB's message (once per table),
+// counted and reported in the status; the rows then flow into whatever table
+// exists, which QWP's auto-create makes without dedup keys or TTL. When the
+// failure is transient (see exec) ensure stops and returns it: the caller
+// holds the frames and tries again on a new connection, because a table
+// auto-created by the first frame would lack dedup keys for good. After such
+// a retry CREATE TABLE IF NOT EXISTS finding the table is success.
 func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, err error) {
 	endpoint, err := execURL(wsURL)
 	if err != nil {
-		tc.logger.Error("Cannot derive QuestDB's /exec endpoint; tables are left to auto-create", zap.Error(err))
+		tc.logger.Error("Cannot derive QuestDB's /exec endpoint; tables are left to auto-create, without dedup keys", zap.Error(err))
+		tc.onOutcome(err)
 		return 1, nil
 	}
-	// failed logs a failure; it reports whether it was transient.
-	failed := func(msg, table, stmt string, err error) bool {
-		var te *transientDDLError
-		if errors.As(err, &te) {
-			tc.logger.Warn(msg+"; retrying on a new connection before any row is sent",
-				zap.String("table", table), zap.String("statement", stmt), zap.Error(err))
-			return true
-		}
-		refused++
-		tc.logger.Warn(msg+"; rows still flow, into a table without dedup keys if QWP creates it",
-			zap.String("table", table), zap.String("statement", stmt), zap.Error(err))
-		return false
-	}
+	var problems []error
 	for _, d := range tc.ddl {
-		if _, err := tc.exec(ctx, endpoint, d.Create); err != nil && failed("CREATE TABLE failed", d.Table, d.Create, err) {
+		_, err := tc.exec(ctx, endpoint, d.Create)
+		var te *transientDDLError
+		switch {
+		case errors.As(err, &te):
+			tc.logger.Warn("CREATE TABLE failed for the moment; retrying on a new connection before any row is sent",
+				zap.String("table", d.Table), zap.String("statement", d.Create), zap.Error(err))
 			return refused, err
+		case err != nil:
+			refused++
+			tc.onRefused(d.Table)
+			problems = append(problems, fmt.Errorf("CREATE TABLE %s refused: %w", d.Table, err))
+			if tc.firstTime(tc.refused, d.Table) {
+				tc.logger.Error("QuestDB refused the CREATE TABLE: the table will be auto-created by the first row without "+
+					"dedup keys (replays after a reconnect or restart duplicate rows) and without the configured ttl; "+
+					"fix the cause, or fix the table with the statements in 'fix'",
+					zap.String("table", d.Table), zap.String("statement", d.Create), zap.Error(err),
+					zap.Strings("fix", fixes(d)))
+			}
 		}
 	}
 	const q = "SELECT table_name, dedup FROM tables()"
 	r, err := tc.exec(ctx, endpoint, q)
-	if err != nil {
-		if failed("Cannot check the tables' dedup keys", "", q, err) {
-			return refused, err
-		}
+	var te *transientDDLError
+	switch {
+	case errors.As(err, &te):
+		tc.logger.Warn("Cannot check the tables' dedup keys for the moment; retrying on a new connection",
+			zap.String("statement", q), zap.Error(err))
+		return refused, err
+	case err != nil:
+		tc.logger.Warn("Cannot check the tables' dedup keys", zap.String("statement", q), zap.Error(err))
+		tc.onOutcome(errors.Join(problems...))
 		return refused, nil
 	}
 	for _, row := range r.Dataset {
@@ -190,21 +272,46 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 		name, _ := row[0].(string)
 		dedup, _ := row[1].(bool)
 		for _, d := range tc.ddl {
-			t := d.Table
-			if dedup || !strings.EqualFold(name, t) {
+			if dedup || !strings.EqualFold(name, d.Table) {
 				continue
 			}
-			tc.mu.Lock()
-			first := !tc.warned[t]
-			tc.warned[t] = true
-			tc.mu.Unlock()
-			if first {
+			problems = append(problems, fmt.Errorf("table %s has no dedup keys (fix: %s)", d.Table, d.EnableDedup))
+			if tc.firstTime(tc.warned, d.Table) {
 				tc.logger.Warn("Table exists without dedup keys: a replay after a reconnect or restart can duplicate rows",
-					zap.String("table", t), zap.String("fix", d.EnableDedup))
+					zap.String("table", d.Table), zap.String("fix", d.EnableDedup))
 			}
 		}
 	}
+	tc.onOutcome(errors.Join(problems...))
 	return refused, nil
+}
+
+// tables are the names of the tables the creator makes.
+func (tc *tableCreator) tables() []string {
+	out := make([]string, len(tc.ddl))
+	for i, d := range tc.ddl {
+		out[i] = d.Table
+	}
+	return out
+}
+
+// firstTime reports whether table is new to seen, and records it.
+func (tc *tableCreator) firstTime(seen map[string]bool, table string) bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	first := !seen[table]
+	seen[table] = true
+	return first
+}
+
+// fixes are the statements that give an auto-created table what the
+// refused CREATE TABLE would have: the dedup keys, and the TTL if one is
+// configured.
+func fixes(d datamodel.TableDDL) []string {
+	if d.SetTTL == "" {
+		return []string{d.EnableDedup}
+	}
+	return []string{d.EnableDedup, d.SetTTL}
 }
 
 // close releases the idle HTTP connections.

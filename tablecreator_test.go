@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/questdbexporter/questdbexporter/internal/datamodel"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -55,7 +56,7 @@ func (f *fakeExec) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"columns": []map[string]string{{"name": "table_name"}, {"name": "dedup"}}, "dataset": f.tables})
 	case f.fail[strings.Fields(q)[5]]:
 		w.WriteHeader(http.StatusBadRequest)
-		_ = json.NewEncoder(w).Encode(map[string]any{"query": q, "error": "table busy", "position": 0})
+		_ = json.NewEncoder(w).Encode(map[string]any{"query": q, "error": "unsupported column type: FOO", "position": 42})
 	default:
 		_, _ = w.Write([]byte(`{"ddl":"OK"}`))
 	}
@@ -69,8 +70,12 @@ func TestTableCreatorEnsure(t *testing.T) {
 	srv := httptest.NewServer(fe)
 	defer srv.Close()
 	core, logs := observer.New(zapcore.InfoLevel)
+	var counted []string
+	var outcomes []error
 	tc, err := newTableCreator(tableCreatorConfig{
-		Tables: datamodel.DefaultTables(), Username: "admin", Password: "quest", Logger: zap.New(core),
+		Tables: datamodel.DefaultTables(), Username: "admin", Password: "quest", Logger: zap.New(core), TTL: "30d",
+		OnRefused: func(table string) { counted = append(counted, table) },
+		OnOutcome: func(err error) { outcomes = append(outcomes, err) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,20 +93,101 @@ func TestTableCreatorEnsure(t *testing.T) {
 			t.Fatalf("Authorization = %q, want the configured basic credentials", a)
 		}
 	}
-	failedLogs := logs.FilterMessageSnippet("CREATE TABLE failed").All()
-	if len(failedLogs) != 1 || !strings.Contains(failedLogs[0].ContextMap()["statement"].(string), "otel_metrics_sum") {
-		t.Fatalf("the failed statement must be logged with its SQL: %v", failedLogs)
+	// The refusal is loud: Error, with the SQL, QuestDB's message and the fix.
+	failedLogs := logs.FilterMessageSnippet("QuestDB refused the CREATE TABLE").All()
+	if len(failedLogs) != 1 || failedLogs[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("want one Error log for the refused statement: %v", failedLogs)
+	}
+	fields := failedLogs[0].ContextMap()
+	fix, _ := fields["fix"].([]any)
+	if !strings.Contains(fields["statement"].(string), "otel_metrics_sum") ||
+		!strings.Contains(fields["error"].(string), "unsupported column type: FOO") ||
+		len(fix) != 2 || fix[0] != "ALTER TABLE otel_metrics_sum DEDUP ENABLE UPSERT KEYS(timestamp, series_id)" ||
+		fix[1] != "ALTER TABLE otel_metrics_sum SET TTL 30 DAYS" {
+		t.Fatalf("the log must carry the statement, QuestDB's message and the fixing statements: %v", fields)
 	}
 	warn := logs.FilterMessageSnippet("exists without dedup keys").All()
 	if len(warn) != 1 || warn[0].ContextMap()["fix"] != "ALTER TABLE otel_metrics_gauge DEDUP ENABLE UPSERT KEYS(timestamp, series_id)" {
 		t.Fatalf("want one warning naming the ALTER TABLE for the gauge table: %v", warn)
 	}
-	// A second connection runs the DDL again but does not repeat the warning.
+	if len(outcomes) != 1 || outcomes[0] == nil || !strings.Contains(outcomes[0].Error(), "otel_metrics_sum refused") ||
+		!strings.Contains(outcomes[0].Error(), "otel_metrics_gauge has no dedup keys") {
+		t.Fatalf("the outcome must name the refused table and the one without keys: %v", outcomes)
+	}
+	// A second connection runs the DDL again, counts the refusal again, but
+	// logs neither the refusal nor the warning twice.
 	if _, err := tc.ensure(context.Background(), ws); err != nil {
 		t.Fatal(err)
 	}
 	if n := logs.FilterMessageSnippet("exists without dedup keys").Len(); n != 1 {
 		t.Fatalf("dedup warning logged %d times, want once", n)
+	}
+	if n := logs.FilterMessageSnippet("QuestDB refused the CREATE TABLE").Len(); n != 1 {
+		t.Fatalf("refusal logged %d times, want once per table", n)
+	}
+	if len(counted) != 2 || counted[0] != "otel_metrics_sum" || counted[1] != "otel_metrics_sum" {
+		t.Fatalf("counted refusals %v, want the sum table once per connection", counted)
+	}
+	// Once QuestDB takes every statement and the tables have their keys,
+	// the outcome clears.
+	fe.mu.Lock()
+	fe.fail, fe.tables = nil, [][]any{{"otel_metrics_gauge", true}}
+	fe.mu.Unlock()
+	if _, err := tc.ensure(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	if last := outcomes[len(outcomes)-1]; last != nil {
+		t.Fatalf("outcome %v after a clean run, want nil", last)
+	}
+}
+
+// TestTableCreatorClassifiesQuestDBAnswers sorts the answers QuestDB's
+// JsonQueryProcessor gives into refusals of the statement (final, loud)
+// and failures of the moment (retried on a new connection).
+func TestTableCreatorClassifiesQuestDBAnswers(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		status    int
+		body      string
+		transient bool
+	}{
+		{"parse error", 400, `{"query":"q","error":"unexpected token [TTL]","position":374}`, false},
+		{"keyword", 400, `{"query":"q","error":"table and column names that are SQL keywords have to be enclosed in double quotes, such as \"order\"","position":331}`, false},
+		{"forbidden", 403, `{"query":"q","error":"permission denied","position":0}`, false},
+		{"unauthorized", 401, "Unauthorized", false},
+		{"no /exec", 404, "not found", false},
+		{"busy", 400, `{"query":"q","error":"resource is busy and retry queue is full","position":0}`, true},
+		{"timeout", 400, `{"query":"q","error":"timeout, query aborted [fd=12]","position":0}`, true},
+		{"concurrent create", 400, `{"query":"q","error":"table name is reserved [table=otel_logs]","position":27}`, true},
+		{"race on IF NOT EXISTS", 400, `{"query":"q","error":"table already exists","position":27}`, true},
+		{"engine error", 400, `{"query":"q","error":"could not open read-write [file=/db/x]","position":0}`, true},
+		{"no position", 400, `{"query":"q","error":"something"}`, true},
+		{"500", 500, `{"query":"q","error":"unexpected","position":0}`, true},
+		{"503", 503, `{"error":"restarting"}`, true},
+		{"429", 429, "", true},
+		{"proxy page", 200, "<html>gateway</html>", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(c.status)
+				_, _ = w.Write([]byte(c.body))
+			}))
+			defer srv.Close()
+			tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.close()
+			_, err = tc.exec(context.Background(), srv.URL+"/exec", "CREATE TABLE IF NOT EXISTS x (a INT)")
+			var te *transientDDLError
+			var re *refusedDDLError
+			switch {
+			case c.transient && !errors.As(err, &te):
+				t.Fatalf("%v, want a transient error", err)
+			case !c.transient && !errors.As(err, &re):
+				t.Fatalf("%v, want a refusal", err)
+			}
+		})
 	}
 }
 
@@ -128,37 +214,28 @@ func TestTableCreatorBearerTokenAndUnreachableServer(t *testing.T) {
 	}
 }
 
-// A 5xx, 429 or a reply that is not QuestDB's is transient: ensure stops at
-// the first one and reports it, so the caller retries on a new connection
-// instead of letting the first frame auto-create a table without dedup keys.
-func TestTableCreatorTransientFailures(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		status int
-		body   string
-	}{
-		{"503", http.StatusServiceUnavailable, `{"error":"restarting"}`},
-		{"429", http.StatusTooManyRequests, ""},
-		{"proxy page", http.StatusOK, "<html>gateway</html>"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			var calls int
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				calls++
-				w.WriteHeader(c.status)
-				_, _ = w.Write([]byte(c.body))
-			}))
-			defer srv.Close()
-			tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tc.close()
-			n, err := tc.ensure(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http")+"/write/v4")
-			var te *transientDDLError
-			if !errors.As(err, &te) || n != 0 || calls != 1 {
-				t.Fatalf("ensure = %d refused, %v after %d requests; want a transient error at the first statement", n, err, calls)
-			}
-		})
+// A failure of the moment stops ensure at the first statement: the caller
+// retries on a new connection instead of letting the first frame
+// auto-create a table without dedup keys, and nothing is counted.
+func TestTableCreatorStopsAtTransientFailure(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	srv.FailExec(1, qwptest.ExecFailure{Message: "resource is busy and retry queue is full"})
+	var counted []string
+	tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables(),
+		OnRefused: func(table string) { counted = append(counted, table) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	n, err := tc.ensure(context.Background(), srv.URL())
+	var te *transientDDLError
+	if !errors.As(err, &te) || n != 0 || len(counted) != 0 || len(srv.TableNames()) != 0 {
+		t.Fatalf("ensure = %d refused, %v, counted %v, tables %v; want a transient error before any table", n, err, counted, srv.TableNames())
+	}
+	if n, err := tc.ensure(context.Background(), srv.URL()); n != 0 || err != nil {
+		t.Fatalf("retry: %d refused, %v", n, err)
+	}
+	if len(srv.TableNames()) != len(tc.ddl) {
+		t.Fatalf("tables %v after the retry, want all %d", srv.TableNames(), len(tc.ddl))
 	}
 }

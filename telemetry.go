@@ -154,14 +154,28 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 	t.prevEvicted = s.FramesEvicted
 }
 
-// skipped counts data points the row encoder left out, by reason.
-func (t *telemetry) skipped(stats datamodel.Stats) {
+// skipped counts data points, log records or spans the row encoder left
+// out, by reason and signal.
+func (t *telemetry) skipped(sig signal, stats datamodel.Stats) {
 	for reason, n := range stats.Skipped {
 		if n > 0 {
 			t.tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), int64(n),
-				t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
+				t.with(attribute.String("reason", datamodel.SkipReason(reason).String()), attribute.String("signal", sig.String())))
 		}
 	}
+}
+
+// ddlTables records 0 refusals for each table the exporter creates, so the
+// series exist before anything fails.
+func (t *telemetry) ddlTables(tables []string) {
+	for _, table := range tables {
+		t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 0, t.with(attribute.String("table", table)))
+	}
+}
+
+// ddlRefused counts a CREATE TABLE QuestDB refused.
+func (t *telemetry) ddlRefused(table string) {
+	t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1, t.with(attribute.String("table", table)))
 }
 
 func (t *telemetry) groupAppended(_, frames, rows int) {

@@ -18,8 +18,14 @@ func newBackoff(initial, max time.Duration) *backoff {
 	return &backoff{initial: initial, max: max, rand: rand.Int64N}
 }
 
+// MinDelay is the shortest delay between two connection attempts, whatever
+// the options say: a zero or nanosecond backoff (a bare integer in YAML is
+// nanoseconds) would otherwise retry thousands of times a second.
+const MinDelay = time.Millisecond
+
 // next records one more failure and returns the delay before the next
-// attempt: a uniform draw from [0, min(max, initial*2^(failures-1))].
+// attempt: a uniform draw from [0, min(max, initial*2^(failures-1))], and
+// never below MinDelay.
 func (b *backoff) next() time.Duration {
 	b.failures++
 	ceiling := b.max
@@ -30,9 +36,14 @@ func (b *backoff) next() time.Duration {
 		}
 	}
 	if ceiling <= 0 {
-		return 0
+		return MinDelay
 	}
-	return time.Duration(b.rand(int64(ceiling) + 1))
+	return max(time.Duration(b.rand(int64(ceiling)+1)), MinDelay)
+}
+
+// jitter is a uniform draw from [0, d], never below MinDelay.
+func (b *backoff) jitter(d time.Duration) time.Duration {
+	return max(time.Duration(b.rand(int64(max(d, 0))+1)), MinDelay)
 }
 
 // reset forgets earlier failures after the connection made progress.

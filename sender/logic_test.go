@@ -39,8 +39,24 @@ func TestBackoffDrawIsUniformBelowCeiling(t *testing.T) {
 	b := newBackoff(100*time.Millisecond, 5*time.Second)
 	for range 1000 {
 		b.reset()
-		if d := b.next(); d < 0 || d > 100*time.Millisecond {
-			t.Fatalf("first delay %v outside [0, 100ms]", d)
+		if d := b.next(); d < MinDelay || d > 100*time.Millisecond {
+			t.Fatalf("first delay %v outside [1ms, 100ms]", d)
+		}
+	}
+}
+
+// TestBackoffFloor: a nanosecond or zero backoff still waits MinDelay
+// between attempts, so a misconfigured sender cannot spin.
+func TestBackoffFloor(t *testing.T) {
+	for _, initial := range []time.Duration{0, 5, time.Microsecond} {
+		b := newBackoff(initial, initial)
+		for range 50 {
+			if d := b.next(); d != MinDelay {
+				t.Fatalf("initial %v: delay %v, want the %v floor", initial, d, MinDelay)
+			}
+			if d := b.jitter(initial); d != MinDelay {
+				t.Fatalf("initial %v: jitter %v, want the %v floor", initial, d, MinDelay)
+			}
 		}
 	}
 }

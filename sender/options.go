@@ -149,6 +149,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBackoff < o.InitialBackoff {
 		errs = append(errs, fmt.Errorf("sender: MaxBackoff %v is below InitialBackoff %v", o.MaxBackoff, o.InitialBackoff))
 	}
+	// Below MinDelay a keepalive would spin; the backoffs are floored where
+	// each delay is drawn.
+	o.DurableAckKeepalive = max(o.DurableAckKeepalive, MinDelay)
 	if o.CloseFlushTimeout == 0 {
 		o.CloseFlushTimeout = DefaultCloseFlushTimeout
 	}

@@ -426,7 +426,7 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 		s.rotate()
 		*rejectsThisRound++
 		if *rejectsThisRound < len(s.o.Endpoints) {
-			return time.Duration(s.bo.rand(int64(s.o.InitialBackoff) + 1)), nil
+			return s.bo.jitter(s.o.InitialBackoff), nil
 		}
 		*rejectsThisRound = 0
 		return s.bo.next(), nil

@@ -135,6 +135,9 @@ func (c *crashFS) MkdirAll(dir string) error {
 	}
 }
 
+// Chmod: the crash model keeps no permissions.
+func (c *crashFS) Chmod(string, os.FileMode) error { return nil }
+
 func (c *crashFS) OpenFile(name string, flag int) (File, error) {
 	name = clean(name)
 	c.mu.Lock()

@@ -28,6 +28,12 @@
 // Segment names are the base FSN in 20 decimal digits, so lexical order is
 // FSN order.
 //
+// A slot is private: its directory is 0700 and every file in it 0600 (lock
+// files, side files, segments, .failed, and set-aside slots alike), whatever
+// the umask, because frames hold log bodies and attribute values. Open makes
+// a slot created by an earlier version (0755/0644) private, and this
+// sender's set-aside slots with it.
+//
 // # Segment and frame format
 //
 // All integers are little-endian. A segment file holds at most

@@ -412,3 +412,17 @@ func TestRotationFsyncDoesNotBlockTheConsumer(t *testing.T) {
 		t.Fatalf("after the rotation: %+v", st)
 	}
 }
+
+// TestSyncIntervalFloor: a nanosecond sync interval (a bare integer in a
+// config) is raised to MinSyncInterval instead of fsyncing in a loop.
+func TestSyncIntervalFloor(t *testing.T) {
+	for _, in := range []time.Duration{1, 5, 999 * time.Microsecond} {
+		o, err := Options{SyncInterval: in}.withDefaults()
+		if err != nil || o.SyncInterval != MinSyncInterval {
+			t.Fatalf("SyncInterval %v became %v (%v); want %v", in, o.SyncInterval, err, MinSyncInterval)
+		}
+	}
+	if o, _ := (Options{SyncInterval: 2 * time.Millisecond}).withDefaults(); o.SyncInterval != 2*time.Millisecond {
+		t.Fatalf("2ms became %v", o.SyncInterval)
+	}
+}

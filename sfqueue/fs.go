@@ -12,10 +12,13 @@ import (
 // FS is every file-system operation the queue performs, so that tests can
 // inject failures (ENOSPC, fsync errors) and simulate power loss.
 type FS interface {
-	// MkdirAll creates dir and its parents.
+	// MkdirAll creates dir and its parents, private to the owner (0700).
 	MkdirAll(dir string) error
-	// OpenFile opens name with os.O_* flags; new files get mode 0644.
+	// OpenFile opens name with os.O_* flags; new files get mode 0600.
 	OpenFile(name string, flag int) (File, error)
+	// Chmod sets the permission bits of name (recovery makes slots that
+	// earlier versions created 0755/0644 private).
+	Chmod(name string, mode os.FileMode) error
 	// ReadDir lists the entry names of dir, sorted. A missing dir is an
 	// error satisfying errors.Is(err, fs.ErrNotExist).
 	ReadDir(dir string) ([]string, error)
@@ -60,10 +63,20 @@ type osFS struct{}
 // mode refuses to start.
 func OSFS() FS { return osFS{} }
 
-func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+// Slot directories and files are private: they hold log bodies and
+// attribute values. The modes are within any umask's reach (a umask can only
+// remove bits), so they hold regardless of it.
+const (
+	privateDirMode  os.FileMode = 0o700
+	privateFileMode os.FileMode = 0o600
+)
+
+func (osFS) MkdirAll(dir string) error { return os.MkdirAll(dir, privateDirMode) }
+
+func (osFS) Chmod(name string, mode os.FileMode) error { return os.Chmod(name, mode) }
 
 func (osFS) OpenFile(name string, flag int) (File, error) {
-	f, err := os.OpenFile(name, flag, 0o644)
+	f, err := os.OpenFile(name, flag, privateFileMode)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 // open file description, so a second open in the same process conflicts too,
 // and the kernel drops the lock when the holder dies.
 func lockFile(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, privateFileMode)
 	if err != nil {
 		return nil, err
 	}

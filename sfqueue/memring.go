@@ -31,6 +31,8 @@ type memSegment struct {
 
 func (m *memRing) MkdirAll(string) error { return nil }
 
+func (m *memRing) Chmod(string, os.FileMode) error { return nil }
+
 func (m *memRing) OpenFile(name string, flag int) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -79,6 +79,7 @@ const (
 	DefaultMaxTotalBytesMemory int64 = 128 << 20
 	DefaultMaxSegmentBytes     int64 = 4 << 20
 	DefaultSyncInterval              = 5 * time.Second
+	MinSyncInterval                  = time.Millisecond // shorter intervals are raised to it
 	DefaultAppendDeadline            = 5 * time.Second
 	// MaxSegmentBytesLimit bounds MaxSegmentBytes so frame offsets fit in 32 bits.
 	MaxSegmentBytesLimit int64 = 1 << 30
@@ -143,6 +144,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SyncInterval == 0 {
 		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.SyncInterval > 0 && o.SyncInterval < MinSyncInterval {
+		// A nanosecond interval (a bare integer in YAML) would fsync in a
+		// loop.
+		o.SyncInterval = MinSyncInterval
 	}
 	if o.AppendDeadline == 0 {
 		o.AppendDeadline = DefaultAppendDeadline

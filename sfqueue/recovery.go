@@ -219,6 +219,7 @@ func (q *Queue) recover() error {
 		return err
 	}
 	q.lock = lock
+	q.makePrivate()
 	report, err := q.recoverLocked()
 	if err != nil {
 		q.lock.Close()
@@ -246,6 +247,38 @@ func (q *Queue) recover() error {
 		}
 	}
 	return nil
+}
+
+// makePrivate tightens what earlier versions created 0755/0644: the slot
+// directory (0700), every file in it (0600), and this sender's set-aside
+// slots. A change it cannot make is logged, not fatal: the data is still
+// the data.
+func (q *Queue) makePrivate() {
+	dirs := []string{q.slot}
+	if names, err := q.fs.ReadDir(q.o.Dir); err == nil {
+		for _, n := range names {
+			if strings.HasPrefix(n, q.o.SenderID+unreplayableInfix) && isUnreplayableName(n) {
+				dirs = append(dirs, filepath.Join(q.o.Dir, n))
+			}
+		}
+	}
+	for _, dir := range dirs {
+		paths := []string{dir}
+		if names, err := q.fs.ReadDir(dir); err == nil {
+			for _, n := range names {
+				paths = append(paths, filepath.Join(dir, n))
+			}
+		}
+		for _, p := range paths {
+			mode := privateFileMode
+			if q.fs.IsDir(p) {
+				mode = privateDirMode
+			}
+			if err := q.fs.Chmod(p, mode); err != nil && !os.IsNotExist(err) {
+				q.log.Warn("sfqueue: cannot make a slot file private", zap.String("path", p), zap.Stringer("mode", mode), zap.Error(err))
+			}
+		}
+	}
 }
 
 // recoverLocked scans the locked slot, decides, and either applies the

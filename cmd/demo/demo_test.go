@@ -171,3 +171,16 @@ otelcol_exporter_questdb_queue_bytes_total 99
 		t.Fatal("a malformed sample must be an error")
 	}
 }
+
+func TestCompareTable(t *testing.T) {
+	keys := []string{"timestamp", "series_id"}
+	created := &tableRows{DedupKeys: keys, TTL: "30 DAYS"}
+	if p := compareTable("t", created, keys, "30 DAYS"); len(p) != 0 {
+		t.Fatalf("problems for a table created as wanted: %v", p)
+	}
+	auto := &tableRows{}
+	p := compareTable("t", auto, keys, "30 DAYS")
+	if len(p) != 2 || !strings.Contains(p[0], "dedup keys []") || !strings.Contains(p[1], `ttl ""`) {
+		t.Fatalf("an auto-created table must fail on both counts: %v", p)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -109,6 +110,23 @@ var e2eExpected = map[string]map[string]string{
 	},
 }
 
+// e2eTTL is the exporter's ttl in the e2e check, and e2eTTLClause what
+// QuestDB (the sink) reports for it.
+const (
+	e2eTTL       = "30d"
+	e2eTTLClause = "30 DAYS"
+)
+
+// e2eDedupKeys are the DEDUP UPSERT KEYS each checked table must have been
+// created with: a table QWP auto-created (because the exporter's CREATE
+// TABLE failed or came too late) has none, and a replay doubles its rows.
+var e2eDedupKeys = map[string][]string{
+	"otel_metrics_gauge":     {"timestamp", "series_id"},
+	"otel_metrics_sum":       {"timestamp", "series_id"},
+	"otel_metrics_histogram": {"timestamp", "series_id"},
+	"otel_logs":              {"timestamp", "record_id"},
+}
+
 func runE2E(ctx context.Context, o options) error {
 	s, err := startStack(o)
 	if err != nil {
@@ -164,8 +182,21 @@ func checkE2E(ctx context.Context, sink *sinkClient) ([]string, error) {
 			return nil, err
 		}
 		problems = append(problems, compareRows(table, tr, e2eExpected[table])...)
+		problems = append(problems, compareTable(table, tr, e2eDedupKeys[table], e2eTTLClause)...)
 	}
 	return problems, nil
+}
+
+// compareTable checks that a table was created with its dedup keys and TTL.
+func compareTable(table string, tr *tableRows, keys []string, ttl string) []string {
+	var problems []string
+	if !slices.Equal(tr.DedupKeys, keys) {
+		problems = append(problems, fmt.Sprintf("%s: dedup keys %v, want %v (auto-created instead of by the exporter's CREATE TABLE?)", table, tr.DedupKeys, keys))
+	}
+	if tr.TTL != ttl {
+		problems = append(problems, fmt.Sprintf("%s: ttl %q, want %q", table, tr.TTL, ttl))
+	}
+	return problems
 }
 
 func compareRows(table string, tr *tableRows, want map[string]string) []string {

@@ -25,7 +25,8 @@ type options struct {
 	outageAt  time.Duration
 	outageFor time.Duration
 	killAt    time.Duration
-	rate      int // points per tick (10 ticks a second)
+	rate      int    // points per tick (10 ticks a second)
+	ttl       string // the exporter's ttl (DEMO_TTL); the e2e check sets it
 }
 
 func main() {
@@ -49,6 +50,7 @@ func main() {
 	case "demo":
 		err = runDemo(ctx, o)
 	case "e2e":
+		o.ttl = e2eTTL
 		err = runE2E(ctx, o)
 	default:
 		err = fmt.Errorf("-mode %q: want demo or e2e", o.mode)
@@ -105,6 +107,7 @@ func startStack(o options) (*stack, error) {
 		"DEMO_QUESTDB_ENDPOINT=" + s.sinkAddr,
 		"DEMO_SF_DIR=" + s.sfDir,
 		"DEMO_METRICS_PORT=" + itoa(ports[2]),
+		"DEMO_TTL=" + o.ttl,
 	}
 	if err := s.startCollector(); err != nil {
 		s.ps.stopAll(5 * time.Second)

@@ -27,6 +27,10 @@ type tableRows struct {
 		Type string `json:"type"`
 	} `json:"columns"`
 	Rows [][]any `json:"rows"`
+	// DedupKeys and TTL are the table's DEDUP UPSERT KEYS and TTL, absent
+	// for a table QWP auto-created.
+	DedupKeys []string `json:"dedup_keys"`
+	TTL       string   `json:"ttl"`
 }
 
 // column returns the index of the named column, or -1.

@@ -57,6 +57,13 @@
 // bound), metrics.go, logs.go and traces.go (one writer per signal; traces.go
 // also documents span_key), attrjson.go
 // (attribute maps as sorted-key JSON), hash.go (series and record ids),
-// sanitize.go (UTF-8 repair and promoted column names), ddl.go (CREATE TABLE
-// ... DEDUP UPSERT KEYS and the ttl clause).
+// sanitize.go (UTF-8 repair and promoted column names), ddl.go (the DDL).
+//
+// DDL writes, per table, "CREATE TABLE IF NOT EXISTS name (...)
+// TIMESTAMP(timestamp) PARTITION BY DAY [TTL n UNIT] WAL DEDUP UPSERT
+// KEYS(timestamp, series_id|record_id)" in the clause order of QuestDB's
+// SqlParser, with every name that is a QuestDB SQL keyword
+// (internal/sqlkeywords) or not a plain identifier double-quoted, and the
+// ALTER TABLE statements that give an existing table the dedup keys and
+// TTL. ddl_questdb_test.go runs them all against qwptest's parser.
 package datamodel

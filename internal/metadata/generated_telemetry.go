@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                     []metric.Registration
 	ExporterQuestdbAckLatency         metric.Float64Histogram
 	ExporterQuestdbBackpressureStalls metric.Int64Counter
+	ExporterQuestdbDdlFailures        metric.Int64Counter
 	ExporterQuestdbDictionarySize     metric.Int64ObservableGauge
 	ExporterQuestdbDrainersActive     metric.Int64UpDownCounter
 	ExporterQuestdbDrainersFailed     metric.Int64Counter
@@ -171,6 +172,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{stalls}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDdlFailures, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_ddl_failures",
+		metric.WithDescription("CREATE TABLE statements QuestDB refused (create_tables); the table is then auto-created by QWP without dedup keys or TTL. Statements that failed for the moment are retried and not counted. [Alpha]"),
+		metric.WithUnit("{statements}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionarySize, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_size",
 		metric.WithDescription("Entries in the current generation of the persisted SYMBOL dictionary. [Alpha]"),
@@ -270,7 +277,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbSkippedDataPoints, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_skipped_data_points",
-		metric.WithDescription("Data points or log records not converted to rows, by reason. [Alpha]"),
+		metric.WithDescription("Data points, log records or spans not converted to rows, by reason and signal. [Alpha]"),
 		metric.WithUnit("{points}"),
 	)
 	errs = errors.Join(errs, err)

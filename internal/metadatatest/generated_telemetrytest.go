@@ -52,6 +52,22 @@ func AssertEqualExporterQuestdbBackpressureStalls(t *testing.T, tt *componenttes
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbDdlFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_ddl_failures",
+		Description: "CREATE TABLE statements QuestDB refused (create_tables); the table is then auto-created by QWP without dedup keys or TTL. Statements that failed for the moment are retried and not counted. [Alpha]",
+		Unit:        "{statements}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_ddl_failures")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDictionarySize(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_size",
@@ -302,7 +318,7 @@ func AssertEqualExporterQuestdbServerErrors(t *testing.T, tt *componenttest.Tele
 func AssertEqualExporterQuestdbSkippedDataPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_skipped_data_points",
-		Description: "Data points or log records not converted to rows, by reason. [Alpha]",
+		Description: "Data points, log records or spans not converted to rows, by reason and signal. [Alpha]",
 		Unit:        "{points}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

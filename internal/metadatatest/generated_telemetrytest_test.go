@@ -38,6 +38,7 @@ func TestSetupTelemetry(t *testing.T) {
 	}))
 	tb.ExporterQuestdbAckLatency.Record(context.Background(), 1)
 	tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1)
+	tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersActive.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersSucceeded.Add(context.Background(), 1)
@@ -55,6 +56,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.HistogramDataPoint[float64]{{}}, metricdatatest.IgnoreValue(),
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbBackpressureStalls(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbDdlFailures(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbDictionarySize(t, testTel,

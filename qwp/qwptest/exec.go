@@ -69,14 +69,17 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, reply)
 }
 
-// ExecFailure is an /exec request that fails for the moment, as QuestDB
-// answers one: the engine's message, position 0 (an engine error points at
-// no token of the statement) and HTTP 400, or 500 for an unexpected error.
-// QuestDB's own transient answers include "resource is busy and retry queue
-// is full" (a table lock held too long), "timeout, query aborted" and
-// "table name is reserved" (another client creating the same table).
+// ExecFailure is an /exec request that fails, as QuestDB answers one: for
+// the moment, the engine's message at position 0 (an engine error points at
+// no token of the statement) and HTTP 400, or 500 for an unexpected error;
+// QuestDB's own such answers include "resource is busy and retry queue is
+// full" (a table lock held too long), "timeout, query aborted" and "table
+// name is reserved" (another client creating the same table). With a
+// Position it is a refusal of the statement's content, such as a QuestDB
+// release that does not know a clause would answer.
 type ExecFailure struct {
-	Message string
+	Message  string
+	Position int
 	// Status is the HTTP status; 0 means 400.
 	Status int
 	// AfterRun runs the statement before answering the failure, as when
@@ -109,7 +112,7 @@ func (s *Server) takeExecFailure() *ExecFailure {
 
 func (s *Server) answerExecFailure(w http.ResponseWriter, q string, f *ExecFailure) {
 	s.logf("exec %q: failing with %d %s (fault)", q, f.Status, f.Message)
-	writeJSON(w, f.Status, execErrorJSON{Query: q, Error: f.Message, Position: 0})
+	writeJSON(w, f.Status, execErrorJSON{Query: q, Error: f.Message, Position: f.Position})
 }
 
 // Exec runs one statement as /exec would, without HTTP; a refusal is a
