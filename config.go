@@ -89,7 +89,7 @@ type Config struct {
 	ErrorInboxCapacity    int  `mapstructure:"error_inbox_capacity"`
 	DrainOrphans          bool `mapstructure:"drain_orphans"`
 	MaxBackgroundDrainers int  `mapstructure:"max_background_drainers"`
-	// WaitForAck makes ConsumeMetrics/ConsumeLogs return only once the
+	// WaitForAck makes ConsumeMetrics/Logs/Traces return only once the
 	// server has acknowledged the frames they produced.
 	WaitForAck bool `mapstructure:"wait_for_ack"`
 	// SymbolDictMaxEntries is the size at which the writer starts a new

@@ -254,6 +254,10 @@ func TestConfigValidateAccepts(t *testing.T) {
 		{"ttl weeks", func(c *Config) { c.TTL = "2w" }},
 		{"ttl months", func(c *Config) { c.TTL = "6M" }},
 		{"ttl years without create_tables", func(c *Config) { c.TTL, c.CreateTables = "1y", false }},
+		// Names QuestDB's SQL needs quoted: the DDL quotes them, Validate
+		// refuses none.
+		{"keyword and spaced table names", func(c *Config) { c.Tables.Logs, c.Tables.Gauge, c.Tables.Sum = "order", "my gauges", "FROM" }},
+		{"keyword promoted keys", func(c *Config) { c.AttributesAsSymbols = []string{"order", "limit", "from", "end"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

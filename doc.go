@@ -1,5 +1,5 @@
 // Package questdbexporter is an OpenTelemetry Collector exporter that writes
-// metrics and logs to QuestDB over QWP, QuestDB's columnar WebSocket ingest
+// metrics, logs and traces to QuestDB over QWP, QuestDB's columnar WebSocket ingest
 // protocol, through a crash-safe store-and-forward queue.
 //
 // The pieces, in the order data passes through them:
@@ -7,7 +7,7 @@
 //   - factory.go, config.go: the component (type "questdb") and its
 //     configuration. Every signal of one component ID shares one instance
 //     (shared.go): one writer, one queue slot, one connection.
-//   - package internal/datamodel: pdata to rows of the six tables of the
+//   - package internal/datamodel: pdata to rows of the seven tables of the
 //     data model (README "Tables and columns") and their DDL.
 //   - writer.go, dict.go: the group-commit writer. It encodes every batch
 //     waiting at once into QWP frames, persists new SYMBOL dictionary entries

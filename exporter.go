@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -476,20 +477,25 @@ func (e *questdbExporter) logUnacknowledged(cause error) {
 }
 
 func (e *questdbExporter) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
-	w, s, err := e.components()
-	if err != nil {
-		return receiverError(err)
-	}
-	fsn, err := w.writeMetrics(ctx, md)
-	return e.refuse(e.afterWrite(ctx, s, fsn, err))
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeMetrics(ctx, md) })
 }
 
 func (e *questdbExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeLogs(ctx, ld) })
+}
+
+func (e *questdbExporter) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return e.consume(ctx, func(w *writer) (uint64, error) { return w.writeTraces(ctx, td) })
+}
+
+// consume is what every consume call does: hand the batch to the writer
+// (write) and apply wait_for_ack, or say why the instance takes no data.
+func (e *questdbExporter) consume(ctx context.Context, write func(w *writer) (uint64, error)) error {
 	w, s, err := e.components()
 	if err != nil {
 		return receiverError(err)
 	}
-	fsn, err := w.writeLogs(ctx, ld)
+	fsn, err := write(w)
 	return e.refuse(e.afterWrite(ctx, s, fsn, err))
 }
 
@@ -552,15 +558,22 @@ type rowBatchEncoder struct {
 }
 
 func (b *rowBatchEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeMetrics(md, emit))
+	st, err := b.rows.EncodeMetrics(md, emit)
+	return b.done(signalMetrics, st, err)
 }
 
 func (b *rowBatchEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, error) {
-	return b.done(b.rows.EncodeLogs(ld, emit))
+	st, err := b.rows.EncodeLogs(ld, emit)
+	return b.done(signalLogs, st, err)
 }
 
-func (b *rowBatchEncoder) done(st datamodel.Stats, err error) (int, error) {
-	b.tel.skipped(st)
+func (b *rowBatchEncoder) encodeTraces(td ptrace.Traces, emit func([]byte) error) (int, error) {
+	st, err := b.rows.EncodeTraces(td, emit)
+	return b.done(signalTraces, st, err)
+}
+
+func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, error) {
+	b.tel.skipped(sig, st)
 	rows := 0
 	for _, n := range st.Rows {
 		rows += n

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -151,6 +152,27 @@ func logBatch(base, n int) plog.Logs {
 	return ld
 }
 
+// spanBatch is a traces batch of n spans of one trace, with ids
+// base..base+n-1 in their attributes.
+func spanBatch(base, n int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "checkout")
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	for i := range n {
+		sp := spans.AppendEmpty()
+		start := pcommon.Timestamp(1_700_000_000_000_000_000 + int64(base+i))
+		sp.SetStartTimestamp(start)
+		sp.SetEndTimestamp(start + 1000)
+		sp.SetTraceID(pcommon.TraceID{0: byte(base), 1: byte(base >> 8), 15: 1})
+		sp.SetSpanID(pcommon.SpanID{0: byte(i), 7: 1})
+		sp.SetName(fmt.Sprintf("GET /api/v1/item/%d", i%5))
+		sp.SetKind(ptrace.SpanKindServer)
+		sp.Attributes().PutInt("id", int64(base+i))
+	}
+	return td
+}
+
 var idInJSON = regexp.MustCompile(`"id":(\d+)`)
 
 // serverIDs counts the rows of table by the "id" attribute in its
@@ -203,18 +225,20 @@ func TestExporterEndToEndConcurrent(t *testing.T) {
 	cfg.CloseFlushTimeout = 10 * time.Second
 	e := startExporter(t, cfg, newStatusHost())
 	var wg sync.WaitGroup
-	var stored sync.Map // base id -> "metrics" or "logs"
+	var stored sync.Map // base id -> "metrics", "logs" or "traces"
 	var failure atomic.Value
 	for c := range callers {
 		wg.Go(func() {
 			for i := range perCaller {
 				base := (c*perCaller + i) * points
 				var err error
-				kind := "metrics"
-				if i%2 == 1 {
-					kind = "logs"
+				kind := [...]string{"metrics", "logs", "traces"}[i%3]
+				switch kind {
+				case "logs":
 					err = e.consumeLogs(context.Background(), logBatch(base, points))
-				} else {
+				case "traces":
+					err = e.consumeTraces(context.Background(), spanBatch(base, points))
+				default:
 					err = e.consumeMetrics(context.Background(), gaugeBatch(base, points))
 				}
 				if err != nil {
@@ -229,24 +253,20 @@ func TestExporterEndToEndConcurrent(t *testing.T) {
 	if err, _ := failure.Load().(error); err != nil {
 		t.Fatal(err)
 	}
-	var wantMetrics, wantLogs int64
+	want := map[string]int64{}
 	stored.Range(func(_, v any) bool {
-		if v == "logs" {
-			wantLogs += int64(points)
-		} else {
-			wantMetrics += int64(points)
-		}
+		want[v.(string)] += int64(points)
 		return true
 	})
+	tables := map[string]string{"otel_metrics_gauge": "metrics", "otel_logs": "logs", "otel_traces": "traces"}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.WaitRows(ctx, "otel_metrics_gauge", wantMetrics); err != nil {
-		t.Fatal(err)
+	for table, kind := range tables {
+		if err := srv.WaitRows(ctx, table, want[kind]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := srv.WaitRows(ctx, "otel_logs", wantLogs); err != nil {
-		t.Fatal(err)
-	}
-	for table, kind := range map[string]string{"otel_metrics_gauge": "metrics", "otel_logs": "logs"} {
+	for table, kind := range tables {
 		ids := serverIDs(t, srv, table)
 		stored.Range(func(k, v any) bool {
 			if v != kind {

@@ -24,8 +24,8 @@ import (
 // or from two calls of NewFactory, and they must still share one instance.
 var instances = newRegistry(newInstance)
 
-// NewFactory returns the factory of the questdb exporter (metrics and logs,
-// alpha).
+// NewFactory returns the factory of the questdb exporter (metrics, logs and
+// traces, alpha).
 func NewFactory() exporter.Factory {
 	return newFactory(instances)
 }
@@ -37,6 +37,7 @@ func newFactory(r *registry) exporter.Factory {
 		createDefaultConfig,
 		exporter.WithMetrics(f.createMetrics, metadata.MetricsStability),
 		exporter.WithLogs(f.createLogs, metadata.LogsStability),
+		exporter.WithTraces(f.createTraces, metadata.TracesStability),
 	)
 }
 
@@ -160,6 +161,18 @@ func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg com
 		return nil, err
 	}
 	exp, err := exporterhelper.NewLogs(ctx, helperSettings(set), cfg, h.consumeLogs, f.helperOptions(h)...)
+	if err != nil {
+		return nil, releaseAfter(ctx, h, err)
+	}
+	return exp, nil
+}
+
+func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	h, err := f.acquire(set, cfg)
+	if err != nil {
+		return nil, err
+	}
+	exp, err := exporterhelper.NewTraces(ctx, set, cfg, h.consumeTraces, f.helperOptions(h)...)
 	if err != nil {
 		return nil, releaseAfter(ctx, h, err)
 	}

@@ -23,7 +23,7 @@ func TestFactoryTypeAndStability(t *testing.T) {
 	assert.Equal(t, metadata.Type, f.Type())
 	assert.Equal(t, component.StabilityLevelAlpha, f.MetricsStability())
 	assert.Equal(t, component.StabilityLevelAlpha, f.LogsStability())
-	assert.Equal(t, component.StabilityLevelUndefined, f.TracesStability(), "traces are not exported")
+	assert.Equal(t, component.StabilityLevelAlpha, f.TracesStability())
 	require.NoError(t, componenttest.CheckConfigStruct(f.CreateDefaultConfig()))
 }
 

@@ -51,6 +51,13 @@ func TestComponentLifecycle(t *testing.T) {
 				return factory.CreateMetrics(ctx, set, cfg)
 			},
 		},
+
+		{
+			name: "traces",
+			createFn: func(ctx context.Context, set exporter.Settings, cfg component.Config) (component.Component, error) {
+				return factory.CreateTraces(ctx, set, cfg)
+			},
+		},
 	}
 
 	cm, err := confmaptest.LoadConf("metadata.yaml")

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // instance is the exporter behind one component ID: one writer, one
@@ -30,11 +31,13 @@ type instance interface {
 	// close_flush_timeout for acknowledgements (and never past ctx). It is
 	// called exactly once, also when Start was never called or failed.
 	Shutdown(ctx context.Context) error
-	// consumeMetrics and consumeLogs convert a batch to rows and hand them to
-	// the writer; they are called concurrently, only between Start and
-	// Shutdown, and must not keep the batch after returning.
+	// consumeMetrics, consumeLogs and consumeTraces convert a batch to rows
+	// and hand them to the writer; they are called concurrently, only
+	// between Start and Shutdown, and must not keep the batch after
+	// returning.
 	consumeMetrics(ctx context.Context, md pmetric.Metrics) error
 	consumeLogs(ctx context.Context, ld plog.Logs) error
+	consumeTraces(ctx context.Context, td ptrace.Traces) error
 }
 
 // newInstanceFunc builds an instance from a validated config. It must not
@@ -175,4 +178,8 @@ func (h *handle) consumeMetrics(ctx context.Context, md pmetric.Metrics) error {
 
 func (h *handle) consumeLogs(ctx context.Context, ld plog.Logs) error {
 	return h.entry.inst.consumeLogs(ctx, ld)
+}
+
+func (h *handle) consumeTraces(ctx context.Context, td ptrace.Traces) error {
+	return h.entry.inst.consumeTraces(ctx, td)
 }

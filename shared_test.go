@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 )
@@ -32,6 +33,7 @@ type fakeInstance struct {
 	mu            sync.Mutex
 	starts, stops int
 	metrics, logs int
+	traces        int
 	consumeErr    error
 }
 
@@ -66,6 +68,19 @@ func (f *fakeInstance) consumeLogs(context.Context, plog.Logs) error {
 	defer f.mu.Unlock()
 	f.logs++
 	return f.consumeErr
+}
+
+func (f *fakeInstance) consumeTraces(context.Context, ptrace.Traces) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.traces++
+	return f.consumeErr
+}
+
+func (f *fakeInstance) tracesConsumed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.traces
 }
 
 func (f *fakeInstance) counts() (starts, stops, metrics, logs int) {
@@ -151,17 +166,22 @@ func TestSharedOneInstancePerID(t *testing.T) {
 		require.NoError(t, err)
 		le, err := f.CreateLogs(ctx, settingsFor("a"), cfg)
 		require.NoError(t, err)
-		require.Len(t, fs.instances(), round, "metrics and logs of one ID share one instance")
+		te, err := f.CreateTraces(ctx, settingsFor("a"), cfg)
+		require.NoError(t, err)
+		require.Len(t, fs.instances(), round, "metrics, logs and traces of one ID share one instance")
 		inst := fs.instances()[round-1]
 
 		require.NoError(t, me.Start(ctx, host))
 		require.NoError(t, le.Start(ctx, host))
+		require.NoError(t, te.Start(ctx, host))
 		require.NoError(t, me.ConsumeMetrics(ctx, pmetric.NewMetrics()))
 		require.NoError(t, le.ConsumeLogs(ctx, plog.NewLogs()))
+		require.NoError(t, te.ConsumeTraces(ctx, ptrace.NewTraces()))
 		starts, stops, metrics, logs := inst.counts()
-		assert.Equal(t, []int{1, 0, 1, 1}, []int{starts, stops, metrics, logs})
+		assert.Equal(t, []int{1, 0, 1, 1, 1}, []int{starts, stops, metrics, logs, inst.tracesConsumed()})
 
 		require.NoError(t, me.Shutdown(ctx))
+		require.NoError(t, te.Shutdown(ctx))
 		_, stops, _, _ = inst.counts()
 		assert.Equal(t, 0, stops, "the logs exporter still uses the instance")
 		require.NoError(t, le.Shutdown(ctx))

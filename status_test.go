@@ -21,7 +21,7 @@ func TestStatusReporter(t *testing.T) {
 	type step struct {
 		conn   *sender.State
 		level  *queueLevel
-		aside  []string // set-aside slots found (nil: not this step)
+		aside  []string               // set-aside slots found (nil: not this step)
 		want   componentstatus.Status // StatusNone: nothing reported
 		substr string
 	}

@@ -180,12 +180,13 @@ func (t *telemetry) tornFrames(frames uint64) {
 	t.tb.ExporterQuestdbTornFrames.Add(context.Background(), int64(frames), t.attrs)
 }
 
-// skipped counts data points the row encoder left out, by reason.
-func (t *telemetry) skipped(stats datamodel.Stats) {
+// skipped counts data points, log records or spans the row encoder left
+// out, by reason and signal.
+func (t *telemetry) skipped(sig signal, stats datamodel.Stats) {
 	for reason, n := range stats.Skipped {
 		if n > 0 {
 			t.tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), int64(n),
-				t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
+				t.with(attribute.String("reason", datamodel.SkipReason(reason).String()), attribute.String("signal", sig.String())))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package questdbexporter
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,13 +99,21 @@ func TestTelemetryOfTheWritePath(t *testing.T) {
 	if err := e.consumeLogs(context.Background(), logBatch(0, 4)); err != nil {
 		t.Fatal(err)
 	}
+	td := spanBatch(0, 2)
+	huge := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(1)
+	huge.Attributes().PutStr("payload", strings.Repeat("x", int(cfg.MaxBatchBytes))) // larger than any frame
+	if err := e.consumeTraces(context.Background(), td); err != nil {
+		t.Fatal(err)
+	}
 	exact := []struct {
 		name  string
 		attrs []attribute.KeyValue
 		want  float64
 	}{
-		{"otelcol_exporter_questdb_rows_appended", nil, 14},
-		{"otelcol_exporter_questdb_skipped_data_points", []attribute.KeyValue{attribute.String("reason", "empty_metric_name")}, 1},
+		{"otelcol_exporter_questdb_rows_appended", nil, 15},
+		{"otelcol_exporter_questdb_skipped_data_points", []attribute.KeyValue{attribute.String("reason", "empty_metric_name"), attribute.String("signal", "metrics")}, 1},
+		{"otelcol_exporter_questdb_skipped_data_points", []attribute.KeyValue{attribute.String("reason", "row_too_large"), attribute.String("signal", "traces")}, 1},
+		{"otelcol_exporter_questdb_skipped_data_points", []attribute.KeyValue{attribute.String("signal", "logs")}, 0},
 		{"otelcol_exporter_questdb_queue_capacity", nil, float64(cfg.effectiveMaxTotalBytes())},
 	}
 	atLeast := []string{

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -31,6 +32,7 @@ type frameQueue interface {
 type batchEncoder interface {
 	encodeMetrics(md pmetric.Metrics, emit func(frame []byte) error) (rows int, err error)
 	encodeLogs(ld plog.Logs, emit func(frame []byte) error) (rows int, err error)
+	encodeTraces(td ptrace.Traces, emit func(frame []byte) error) (rows int, err error)
 	flush(emit func(frame []byte) error) error
 	reset(dict qwp.SymbolDict)
 }
@@ -54,9 +56,10 @@ var errWriterClosed = errors.New("questdb exporter is shut down")
 // writeRequest is one Consume call waiting for the group commit.
 type writeRequest struct {
 	ctx     context.Context
+	signal  signal // which of the batches below is set
 	metrics pmetric.Metrics
 	logs    plog.Logs
-	isLogs  bool
+	traces  ptrace.Traces
 	done    chan writeResult // buffered: the writer never blocks on it
 	// state hands the batch over: the writer reads it only after moving
 	// reqQueued to reqEncoding, and closes encoded when done reading; a
@@ -68,6 +71,21 @@ type writeRequest struct {
 	// set by the writer
 	err       error // the caller's own encoding error
 	lastFrame int   // index in the group of the frame holding its last row; -1 none
+}
+
+// signal names the kind of batch a request carries.
+type signal int
+
+const (
+	signalMetrics signal = iota
+	signalLogs
+	signalTraces
+)
+
+// String is the signal's name in the collector's terms (the signal
+// attribute of skipped_data_points).
+func (s signal) String() string {
+	return [...]string{"metrics", "logs", "traces"}[s]
 }
 
 // writeRequest states.
@@ -157,7 +175,14 @@ func (w *writer) writeMetrics(ctx context.Context, md pmetric.Metrics) (uint64, 
 // writeLogs stores ld and returns the FSN of its last frame.
 func (w *writer) writeLogs(ctx context.Context, ld plog.Logs) (uint64, error) {
 	r := newWriteRequest(ctx)
-	r.logs, r.isLogs = ld, true
+	r.logs, r.signal = ld, signalLogs
+	return w.write(r)
+}
+
+// writeTraces stores td and returns the FSN of its last frame.
+func (w *writer) writeTraces(ctx context.Context, td ptrace.Traces) (uint64, error) {
+	r := newWriteRequest(ctx)
+	r.traces, r.signal = td, signalTraces
 	return w.write(r)
 }
 
@@ -261,9 +286,12 @@ func (w *writer) commit(group []*writeRequest) {
 		}
 		var rows int
 		var err error
-		if r.isLogs {
+		switch r.signal {
+		case signalLogs:
 			rows, err = w.enc.encodeLogs(r.logs, w.emit)
-		} else {
+		case signalTraces:
+			rows, err = w.enc.encodeTraces(r.traces, w.emit)
+		default:
 			rows, err = w.enc.encodeMetrics(r.metrics, w.emit)
 		}
 		close(r.encoded)

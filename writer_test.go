@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -23,8 +24,9 @@ import (
 // tinyEncoder is a batchEncoder for writer tests, independent of the data
 // model: one row per gauge data point in table "t" (symbol "name" = metric
 // name, symbol "sym" = attribute sym, long "id" = attribute id) and one row
-// per log record in table "l" (long "id", varchar "body"). A metric named
-// "fail" makes the batch fail after the rows before it.
+// per log record in table "l" (long "id", varchar "body"), and one row per
+// span in table "l" too (its name as the body). A metric named "fail" makes
+// the batch fail after the rows before it.
 type tinyEncoder struct {
 	enc              *qwp.Encoder
 	t, l             *qwp.Table
@@ -131,6 +133,31 @@ func (e *tinyEncoder) encodeLogs(ld plog.Logs, emit func([]byte) error) (int, er
 	return rows, nil
 }
 
+func (e *tinyEncoder) encodeTraces(td ptrace.Traces, emit func([]byte) error) (int, error) {
+	rows := 0
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				sp := spans.At(k)
+				id, _ := sp.Attributes().Get("id")
+				err := e.row(e.l, func() {
+					e.l.TimestampNanos(e.lts, int64(sp.StartTimestamp()))
+					e.l.Long(e.lid, id.Int())
+					e.l.VarcharString(e.body, sp.Name())
+				}, emit)
+				if err != nil {
+					return rows, err
+				}
+				rows++
+			}
+		}
+	}
+	return rows, nil
+}
+
 func (e *tinyEncoder) flush(emit func([]byte) error) error {
 	if e.enc.Rows() == 0 {
 		return nil
@@ -156,6 +183,19 @@ func (o *countingObserver) groupAppended(callers, frames, rows int) {
 func (o *countingObserver) groupStalled() { o.stalls.Add(1) }
 
 func (o *countingObserver) groupFailed(int, error) { o.failed.Add(1) }
+
+// testSpans is a traces batch of n spans with ids base..base+n-1.
+func testSpans(base, n int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for i := range n {
+		sp := spans.AppendEmpty()
+		sp.SetStartTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + int64(base+i)))
+		sp.SetName("span")
+		sp.Attributes().PutInt("id", int64(base+i))
+	}
+	return td
+}
 
 // testGauge is a gauge batch of n points with ids base..base+n-1 and the
 // symbol sym(id) on each.
@@ -377,9 +417,12 @@ func TestWriterConcurrentCallersEachStoredOnce(t *testing.T) {
 				base := (c*perCaller + i) * points
 				var fsn uint64
 				var err error
-				if i%3 == 2 {
+				switch i % 4 {
+				case 2:
 					fsn, err = f.w.writeLogs(context.Background(), testLogs(base, points))
-				} else {
+				case 3:
+					fsn, err = f.w.writeTraces(context.Background(), testSpans(base, points))
+				default:
 					fsn, err = f.w.writeMetrics(context.Background(), testGauge("g", base, points, symOf))
 				}
 				if err != nil {

@@ -307,7 +307,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbSkippedDataPoints, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_skipped_data_points",
-		metric.WithDescription("Data points or log records not converted to rows, by reason. [Alpha]"),
+		metric.WithDescription("Data points, log records or spans not converted to rows, by reason and signal. [Alpha]"),
 		metric.WithUnit("{points}"),
 	)
 	errs = errors.Join(errs, err)

@@ -348,7 +348,7 @@ func AssertEqualExporterQuestdbSetAsideSlots(t *testing.T, tt *componenttest.Tel
 func AssertEqualExporterQuestdbSkippedDataPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_skipped_data_points",
-		Description: "Data points or log records not converted to rows, by reason. [Alpha]",
+		Description: "Data points, log records or spans not converted to rows, by reason and signal. [Alpha]",
 		Unit:        "{points}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
