@@ -695,6 +695,47 @@ func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
 	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
 }
 
+// KeyedSymbol is one value for SymbolsKeyed: v for column Col, named by
+// Key as in SymbolKeyed.
+type KeyedSymbol struct {
+	Col   Col
+	Value []byte
+	Key   uint64
+}
+
+// KeyedSymbolString is a KeyedSymbol for a string value; the string is only
+// read, as in SymbolString.
+func KeyedSymbolString(c Col, v string, key uint64) KeyedSymbol {
+	return KeyedSymbol{Col: c, Value: unsafe.Slice(unsafe.StringData(v), len(v)), Key: key}
+}
+
+// SymbolsKeyed sets each of vals in order, exactly as SymbolKeyed would
+// one by one. It is for a run of columns whose values the caller repeats
+// row after row (a resource's, a scope's and a metric's columns): a value
+// whose key is its column's last one in this frame, in a column the block
+// already has and the row has not set, takes the cached id with none of a
+// setter's per-call checks.
+func (t *Table) SymbolsKeyed(vals []KeyedSymbol) {
+	e := t.e
+	for i := range vals {
+		v := &vals[i]
+		if v.Col.t == t && v.Key != 0 && t.frame == e.frame {
+			c := t.pool[v.Col.i]
+			if c.frame == e.frame && c.symFrame == e.frame && c.symKey == v.Key && c.setSeq != t.seq && c.typ == TypeSymbol {
+				// What value and begin record for a first value in the
+				// row, with its growth added at once instead of settled
+				// by the next setter.
+				c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
+				c.data = binary.AppendUvarint(c.data, uint64(c.symID))
+				t.rowDelta += len(c.data) - c.mark
+				t.setCols++
+				continue
+			}
+		}
+		t.symbol(v.Col, v.Value, v.Key, false)
+	}
+}
+
 // symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid).
 func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 	c := t.value(h, TypeSymbol)
@@ -706,6 +747,9 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 	// looking it up again. The cache lives for one frame, because Reset,
 	// which may come with a cleared dictionary, also starts a new frame.
 	if c.symFrame == t.e.frame && (key != 0 && key == c.symKey || bytes.Equal(v, c.symLast)) {
+		// The bytes matched under another key (a new metric with the
+		// previous one's unit): the new key names them from now on.
+		c.symKey = key
 		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
 		return
 	}

@@ -1,8 +1,6 @@
 package datamodel
 
 import (
-	"encoding/hex"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 )
@@ -14,6 +12,7 @@ import (
 // JSON (bytes as a base64 JSON string), NULL when empty.
 func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
+	defer r.endKeyed() // keep none of the batch reachable, on every return
 	if r.ordinals == nil {
 		r.ordinals = make(map[uint64]uint32)
 	}
@@ -71,8 +70,8 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	}
 	observed, hasObserved := timestampNanos(lr.ObservedTimestamp())
 	hasTrace, hasSpan := f.traceID != [16]byte{}, f.spanID != [8]byte{}
-	hex.Encode(r.traceHex[:], f.traceID[:])
-	hex.Encode(r.spanHex[:], f.spanID[:])
+	encodeHex(r.traceHex[:], f.traceID[:])
+	encodeHex(r.spanHex[:], f.spanID[:])
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
 		4*varcharOverhead + len(r.text) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
@@ -109,5 +108,25 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		if !again || err != nil {
 			return err
 		}
+	}
+}
+
+// hexPairs holds the two lowercase hex digits of every byte value.
+var hexPairs = func() (t [256][2]byte) {
+	const digits = "0123456789abcdef"
+	for b := range t {
+		t[b] = [2]byte{digits[b>>4], digits[b&0xF]}
+	}
+	return t
+}()
+
+// encodeHex is hex.Encode (lowercase, dst twice the length of src) one
+// table lookup per byte instead of two: the trace and span ids of every
+// log record go through it.
+func encodeHex(dst, src []byte) {
+	dst = dst[:2*len(src)]
+	for i, b := range src {
+		p := hexPairs[b]
+		dst[2*i], dst[2*i+1] = p[0], p[1]
 	}
 }

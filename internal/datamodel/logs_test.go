@@ -1,6 +1,7 @@
 package datamodel
 
 import (
+	"encoding/hex"
 	"math"
 	"strings"
 	"testing"
@@ -255,5 +256,17 @@ func TestLogPromotedAndFrameSplit(t *testing.T) {
 		if _, ok := row["user"]; ok != (i%2 == 0) {
 			t.Fatalf("row %d user set=%v", i, ok)
 		}
+	}
+}
+
+func TestEncodeHexIsHexEncode(t *testing.T) {
+	src := make([]byte, 256)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	got := make([]byte, 2*len(src))
+	encodeHex(got, src)
+	if want := hex.EncodeToString(src); string(got) != want {
+		t.Fatalf("encodeHex = %s\nwant        %s", got, want)
 	}
 }

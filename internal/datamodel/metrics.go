@@ -36,6 +36,7 @@ type metricRow struct {
 // export time as its designated timestamp.
 func (r *Encoder) EncodeMetrics(md pmetric.Metrics, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
+	defer r.endKeyed() // keep none of the batch reachable, on every return
 	rms := md.ResourceMetrics()
 	for i := 0; i < rms.Len(); i++ {
 		rm := rms.At(i)
@@ -146,11 +147,15 @@ func (r *Encoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) {
 	if start, ok := timestampNanos(pc.start); ok && tb.kind != tableGauge {
 		t.TimestampNanos(tb.start, start)
 	}
-	setSymbolString(t, tb.service, r.service, r.resKey)
-	t.SymbolStringKeyed(tb.metricName, mr.name, mr.key)
-	setSymbolString(t, tb.unit, mr.unit, mr.key)
-	setSymbolString(t, tb.description, mr.description, mr.key)
-	r.setResourceScope(tb)
+	if r.keyedFor != mr.key || r.keyedTable != tb {
+		r.beginKeyed(tb, mr.key)
+		r.keyed = appendKeyed(r.keyed, tb.service, r.service, r.resKey)
+		r.keyed = append(r.keyed, qwp.KeyedSymbolString(tb.metricName, mr.name, mr.key))
+		r.keyed = appendKeyed(r.keyed, tb.unit, mr.unit, mr.key)
+		r.keyed = appendKeyed(r.keyed, tb.description, mr.description, mr.key)
+		r.keyed = r.appendScopeRun(r.keyed, tb)
+	}
+	t.SymbolsKeyed(r.keyed)
 	if len(r.attrJSON) > 0 { // built here, invalid UTF-8 repaired: the *Valid setters skip a second check
 		if r.attrsVarchar {
 			t.VarcharValid(tb.attrs, r.attrJSON)

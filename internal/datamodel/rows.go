@@ -147,6 +147,14 @@ type Encoder struct {
 
 	ordinals map[uint64]uint32 // identical log records seen in the batch, by record_key
 
+	// keyed is the run of keyed SYMBOL values every row of the current
+	// table, resource, scope (and metric) repeats, written with one
+	// qwp.SymbolsKeyed call; keyedFor is the key it was built for (the
+	// metric's, or for logs the scope's), keyedTable its table.
+	keyed      []qwp.KeyedSymbol
+	keyedFor   uint64
+	keyedTable *table
+
 	// Per row.
 	idBuf    []byte // canonical identity encoding being hashed
 	attrJSON []byte
@@ -474,14 +482,47 @@ func (r *Encoder) beginScope(scope pcommon.InstrumentationScope) {
 	}
 }
 
-// setResourceScope writes the scope and resource attribute columns of a row
-// (service_name is set earlier, for the schema order).
+// setResourceScope writes the scope and resource attribute columns of a
+// log or span row (service_name is set earlier, for the schema order).
 func (r *Encoder) setResourceScope(tb *table) {
-	t := tb.t
-	setSymbolString(t, tb.scopeName, r.scopeName, r.scopeKey)
-	setSymbolString(t, tb.scopeVersion, r.scopeVersion, r.scopeKey)
-	setSymbol(t, tb.resAttrs, r.resJSON, r.resKey)
-	setSymbol(t, tb.scopeAttrs, r.scopeJSON, r.scopeKey)
+	if r.keyedFor != r.scopeKey || r.keyedTable != tb {
+		r.beginKeyed(tb, r.scopeKey)
+		r.keyed = r.appendScopeRun(r.keyed, tb)
+	}
+	tb.t.SymbolsKeyed(r.keyed)
+}
+
+// beginKeyed empties the keyed run for a new table and key.
+func (r *Encoder) beginKeyed(tb *table, key uint64) {
+	clear(r.keyed) // drop references into the previous batch
+	r.keyed, r.keyedFor, r.keyedTable = r.keyed[:0], key, tb
+}
+
+// endKeyed forgets the keyed run at the end of a batch, so that the
+// encoder keeps none of its strings reachable.
+func (r *Encoder) endKeyed() { r.beginKeyed(nil, 0) }
+
+// appendScopeRun appends the scope and resource attribute columns' values
+// (SYMBOL, NULL when empty) to a keyed run.
+func (r *Encoder) appendScopeRun(run []qwp.KeyedSymbol, tb *table) []qwp.KeyedSymbol {
+	run = appendKeyed(run, tb.scopeName, r.scopeName, r.scopeKey)
+	run = appendKeyed(run, tb.scopeVersion, r.scopeVersion, r.scopeKey)
+	if len(r.resJSON) > 0 {
+		run = append(run, qwp.KeyedSymbol{Col: tb.resAttrs, Value: r.resJSON, Key: r.resKey})
+	}
+	if len(r.scopeJSON) > 0 {
+		run = append(run, qwp.KeyedSymbol{Col: tb.scopeAttrs, Value: r.scopeJSON, Key: r.scopeKey})
+	}
+	return run
+}
+
+// appendKeyed appends a keyed SYMBOL value to a run unless it is empty
+// (the column is then NULL).
+func appendKeyed(run []qwp.KeyedSymbol, c qwp.Col, v string, key uint64) []qwp.KeyedSymbol {
+	if v == "" {
+		return run
+	}
+	return append(run, qwp.KeyedSymbolString(c, v, key))
 }
 
 // appendAttrs renders an attribute map as JSON, or nothing when it is empty.
@@ -613,12 +654,5 @@ func clampCount(n uint64) int64 {
 func setSymbolString(t *qwp.Table, c qwp.Col, s string, key uint64) {
 	if s != "" {
 		t.SymbolStringKeyed(c, s, key)
-	}
-}
-
-// setSymbol is setSymbolString for bytes.
-func setSymbol(t *qwp.Table, c qwp.Col, b []byte, key uint64) {
-	if len(b) > 0 {
-		t.SymbolKeyed(c, b, key)
 	}
 }

@@ -132,6 +132,7 @@ func (r *Encoder) appendSpanIdentity(dst []byte, sp ptrace.Span, name string) []
 // NULL.
 func (r *Encoder) EncodeTraces(td ptrace.Traces, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
+	defer r.endKeyed() // keep none of the batch reachable, on every return
 	if r.ordinals == nil {
 		r.ordinals = make(map[uint64]uint32)
 	}

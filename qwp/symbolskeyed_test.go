@@ -1,0 +1,131 @@
+package qwp
+
+import (
+	"bytes"
+	"testing"
+)
+
+// keyedPair writes the same rows into two encoders: one through
+// SymbolsKeyed, the other value by value through SymbolKeyed. Their frames
+// must be byte for byte the same.
+type keyedPair struct {
+	t       *testing.T
+	encs    [2]*Encoder
+	tbs     [2]*Table
+	cols    [2][3]Col // SYMBOL columns a, b, c
+	n       [2]Col    // an INT column
+	other   [2]Col    // a column of another table
+	runs    []KeyedSymbol
+	written int
+}
+
+func newKeyedPair(t *testing.T) *keyedPair {
+	p := &keyedPair{t: t}
+	for i := range 2 {
+		p.encs[i] = NewEncoder(NewMemDict(), EncoderOptions{DeltaSymbolDict: true, Gorilla: true})
+		p.tbs[i] = mustTable(t, p.encs[i], "t")
+		for j, name := range []string{"a", "b", "c"} {
+			p.cols[i][j] = mustCol(t, p.tbs[i], name, TypeSymbol)
+		}
+		p.n[i] = mustCol(t, p.tbs[i], "n", TypeInt)
+		p.other[i] = mustCol(t, mustTable(t, p.encs[i], "u"), "x", TypeSymbol)
+	}
+	return p
+}
+
+// sym is one value of a row: column index (-1: the other table's column),
+// value and key.
+type sym struct {
+	col int
+	v   string
+	key uint64
+}
+
+// row writes one row on both sides: before, set individually on both, then
+// the run, then n; cancel drops it instead of ending it. It returns the
+// EndRow errors.
+func (p *keyedPair) row(before []sym, run []sym, cancel bool) [2]error {
+	p.t.Helper()
+	var errs [2]error
+	for i := range 2 {
+		tb := p.tbs[i]
+		col := func(s sym) Col {
+			if s.col < 0 {
+				return p.other[i]
+			}
+			return p.cols[i][s.col]
+		}
+		for _, s := range before {
+			tb.SymbolStringKeyed(col(s), s.v, s.key)
+		}
+		if i == 0 {
+			p.runs = p.runs[:0]
+			for _, s := range run {
+				p.runs = append(p.runs, KeyedSymbolString(col(s), s.v, s.key))
+			}
+			tb.SymbolsKeyed(p.runs)
+		} else {
+			for _, s := range run {
+				tb.SymbolKeyed(col(s), []byte(s.v), s.key)
+			}
+		}
+		tb.Int(p.n[i], int32(p.written))
+		if cancel {
+			tb.CancelRow()
+		} else {
+			errs[i] = tb.EndRow()
+		}
+	}
+	if (errs[0] == nil) != (errs[1] == nil) {
+		p.t.Fatalf("row %d: EndRow %v through SymbolsKeyed, %v value by value", p.written, errs[0], errs[1])
+	}
+	if p.encs[0].Size() != p.encs[1].Size() {
+		p.t.Fatalf("row %d: frame size %d through SymbolsKeyed, %d value by value", p.written, p.encs[0].Size(), p.encs[1].Size())
+	}
+	p.written++
+	return errs
+}
+
+func (p *keyedPair) finish() {
+	p.t.Helper()
+	a, b := p.encs[0].Finish(nil), p.encs[1].Finish(nil)
+	if !bytes.Equal(a, b) {
+		p.t.Fatalf("frames differ after %d rows:\nSymbolsKeyed %x\none by one   %x", p.written, a, b)
+	}
+	if len(a) != 0 {
+		if _, err := decodeMessage(a); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+func TestSymbolsKeyedIsSymbolKeyedValueByValue(t *testing.T) {
+	p := newKeyedPair(t)
+	k1, k2, k3 := NewSymbolKey(), NewSymbolKey(), NewSymbolKey()
+	run := []sym{{0, "svc", k1}, {1, "metric", k2}, {2, "unit", k2}}
+	for range 5 { // the first row joins the columns, the rest hit the cache
+		p.row(nil, run, false)
+	}
+	// A new key for the same bytes (a new metric with the same unit), then
+	// a new value; a NULL; a key of 0 (no key).
+	k4 := NewSymbolKey()
+	p.row(nil, []sym{{0, "svc", k1}, {1, "metric2", k4}, {2, "unit", k4}}, false)
+	p.row(nil, []sym{{0, "svc", k1}, {1, "metric2", k4}, {2, "unit", k4}}, false)
+	p.row(nil, []sym{{0, "svc", k1}, {2, "unit", k4}}, false)
+	p.row(nil, []sym{{0, "svc", 0}, {1, "metric2", k4}, {2, "unit", k4}}, false)
+	// A column set before the run in the same row (set twice), a row
+	// cancelled after the run, a run holding another table's column.
+	p.row([]sym{{1, "early", k3}}, run, false)
+	p.row(nil, run, true)
+	p.row(nil, run, false)
+	if errs := p.row(nil, []sym{{0, "svc", k1}, {-1, "x", k1}}, false); errs[0] == nil {
+		t.Fatal("a run holding another table's column was accepted")
+	}
+	p.row(nil, run, false)
+	p.finish()
+	// A new frame: the cache of the previous one must not be used.
+	for range 3 {
+		p.row(nil, run, false)
+	}
+	p.finish()
+}
