@@ -144,11 +144,15 @@ var damageClasses = []damage{
 		return []string{"watermark:   unusable (", "above acked FSN 0"}
 	}},
 	{"torn dictionary", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-		if err := os.Truncate(filepath.Join(dir, ".symbol-dict"), s.Dict.Size-3); err != nil {
+		f := s.Dict.Files()[len(s.Dict.Files())-1] // generation 1, the newest
+		if err := os.Truncate(filepath.Join(dir, f.Name), f.Size-3); err != nil {
 			t.Fatal(err)
 		}
-		return []string{fmt.Sprintf(".symbol-dict %d bytes, ", s.Dict.Size-3), "damage: record at offset",
-			fmt.Sprintf("generation 1: %d entries (1 of them rebuilt from the frames' own delta sections)", len(s.Dict.Entries(1)))}
+		es := s.Dict.Entries(1)
+		intact := f.Size - int64(12+len(es[len(es)-1])+4) // the last record is cut
+		return []string{fmt.Sprintf("%s: %d bytes, %d intact, generation 1", f.Name, f.Size-3, intact),
+			fmt.Sprintf("damage: %s: record at offset %d", f.Name, intact),
+			fmt.Sprintf("generation 1: %d entries (1 of them rebuilt from the frames' own delta sections)", len(es))}
 	}},
 }
 
@@ -219,4 +223,23 @@ func TestInspectLiveSlot(t *testing.T) {
 	if _, err := q.Append(context.Background(), payload); err != nil {
 		t.Errorf("the live queue failed after inspect: %v", err)
 	}
+}
+
+// TestInspectLegacySlot reads the slot fixture written before dictionary
+// generations had files of their own (sender/testdata/slot-v1).
+func TestInspectLegacySlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "slot-v1")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "sender", "testdata", "slot-v1"))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTool(t, "inspect", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	mustContain(t, out,
+		".symbol-dict: 294 bytes, 294 intact, every generation (the layout before per-generation files",
+		"generation 0: 7 entries", "generation 1: 7 entries",
+		"FSN 1..10 readable in 00000000000000000001.sfseg from offset 24",
+		"first:       FSN 1 (dictionary generation 0): 10 rows in t; row timestamps 2023-11-14T22:13:20Z .. 2023-11-14T22:13:20.000000009Z",
+		"last:        FSN 10 (dictionary generation 1): no table (dictionary entries or a bare commit)")
 }

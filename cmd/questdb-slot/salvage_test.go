@@ -116,11 +116,11 @@ func TestSalvageUnknownSymbolIDs(t *testing.T) {
 	srv := newServer(t)
 	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 2, perGen: 150})
 	s := scanOf(t, b.dir)
-	var gen0Bytes int64
-	for _, e := range s.Dict.Entries(0) {
-		gen0Bytes += int64(12 + len(e) + 4)
+	gen1 := s.Dict.Files()[len(s.Dict.Files())-1]
+	if gen1.Generation != 1 || gen1.Legacy {
+		t.Fatalf("the newest dictionary file is %+v, want generation 1's", gen1)
 	}
-	if err := os.Truncate(filepath.Join(b.dir, ".symbol-dict"), gen0Bytes); err != nil {
+	if err := os.Remove(filepath.Join(b.dir, gen1.Name)); err != nil {
 		t.Fatal(err)
 	}
 	first1 := uint64(1)
