@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
@@ -46,7 +48,7 @@ func checkSlot(dir string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%s is not a slot: it holds no segment (*.sfseg) and none of .lock, .ack-watermark, .symbol-dict (is it sf_dir itself? give <sf_dir>/<sender_id>)", dir)
+		return fmt.Errorf("%s is not a slot: it holds no segment (*.sfseg) and none of .lock, .ack-watermark, .symbol-dict* (is it sf_dir itself? give <sf_dir>/<sender_id>)", dir)
 	}
 	names, err := os.ReadDir(dir)
 	if err != nil {
@@ -82,7 +84,7 @@ type slotDict struct {
 // loadDict builds the dictionary of scan, reading every readable frame.
 func loadDict(scan *sfqueue.SlotScan) (*slotDict, error) {
 	d := &slotDict{gens: map[uint32][][]byte{}, rebuilt: map[uint32]int{}}
-	for _, g := range sortedGens(scan.Dict.Generations) {
+	for _, g := range slices.Sorted(maps.Keys(scan.Dict.Generations)) {
 		d.gens[g] = append([][]byte(nil), scan.Dict.Entries(g)...)
 	}
 	err := scan.EachFrame(func(_ uint64, _ string, _ int64, payload []byte) error {
