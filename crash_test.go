@@ -104,7 +104,11 @@ func TestCrashChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, comp := range []component.Component{me, le} {
+	te, err := f.CreateTraces(ctx, set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range []component.Component{me, le, te} {
 		if err := comp.Start(ctx, componenttest.NewNopHost()); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +121,7 @@ func TestCrashChildProcess(t *testing.T) {
 	}
 	var next atomic.Int64
 	next.Store(int64(c.IDBase))
-	proofLoad(ctx, 4, 20, proofTables[:], &next, newProofLedger(), factoryConsumer{me: me, le: le, print: print}, nil,
+	proofLoad(ctx, 4, 20, proofTables[:], &next, newProofLedger(), factoryConsumer{me: me, le: le, te: te, print: print}, nil,
 		func(table string, base, n int, err error) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "consume %s %d: %v\n", table, base, err)
@@ -127,17 +131,22 @@ func TestCrashChildProcess(t *testing.T) {
 		})
 }
 
-// factoryConsumer drives the metrics and logs exporters a factory built.
+// factoryConsumer drives the metrics, logs and traces exporters a factory
+// built (one shared instance).
 type factoryConsumer struct {
 	me    exporter.Metrics
 	le    exporter.Logs
+	te    exporter.Traces
 	print func(format string, args ...any)
 }
 
 func (c factoryConsumer) consume(ctx context.Context, table string, base, n int) error {
 	c.print("try %s %d %d\n", table, base, n)
-	if table == "otel_logs" {
+	switch table {
+	case "otel_logs":
 		return c.le.ConsumeLogs(ctx, logBatch(base, n))
+	case "otel_traces":
+		return c.te.ConsumeTraces(ctx, spanBatch(base, n))
 	}
 	return c.me.ConsumeMetrics(ctx, gaugeBatch(base, n))
 }
@@ -298,7 +307,7 @@ func crashKills(t *testing.T) int {
 
 // TestCrashSIGKILL kills collector processes (this test binary re-executed
 // as TestCrashChildProcess) at random moments while they stream metrics and
-// logs from four goroutines into the slot of one sf_dir, each child
+// logs and traces from four goroutines into the slot of one sf_dir, each child
 // recovering what the previous one left. Some kills fall in a server
 // outage, some while the child is still starting; one in four kills while
 // the server withholds its OKs, so that frames QuestDB committed are
@@ -430,10 +439,10 @@ func TestCrashSIGKILL(t *testing.T) {
 			}
 			res := l.check(t, srv)
 			checkDedupKeys(t, srv, createTables)
-			t.Logf("%s: %d kills (%d with acks withheld, %d in an outage, %d while starting), %d rows acked, %d distinct stored, %d duplicates, %d connections",
-				t.Name(), kills, stalls, outages, earlies, res.Acked, res.Stored, res.Duplicates, srv.Accepted())
-			if res.Acked == 0 {
-				t.Fatal("no batch was acknowledged: the children did not run")
+			t.Logf("%s: %d kills (%d with acks withheld, %d in an outage, %d while starting), %d rows acked (%d of them spans), %d distinct stored, %d duplicates, %d connections",
+				t.Name(), kills, stalls, outages, earlies, res.Acked, res.AckedSpans, res.Stored, res.Duplicates, srv.Accepted())
+			if res.Acked == 0 || res.AckedSpans == 0 {
+				t.Fatal("no batch, or no traces batch, was acknowledged: the children did not run")
 			}
 			switch {
 			case createTables && res.Duplicates != 0:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -134,6 +136,7 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 	e.stop, e.stopped = make(chan struct{}), make(chan struct{})
 	go e.monitor(newLevelAlerter(e.logger, e.now, e.cfg.OnFull == "evict_oldest"))
 	e.startDrainers(ctx)
+	e.logStart(q.Recovery().FramesRecovered)
 	return nil
 }
 
@@ -184,6 +187,11 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 // found, and returns the dictionary generation to continue with: the newest
 // one that frames or .symbol-dict know of.
 func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
+	if e.cfg.SFDir != "" {
+		if err := prepareSFDir(e.cfg.SFDir, e.logger); err != nil {
+			return nil, 0, err
+		}
+	}
 	opts := e.cfg.queueOptions(e.senderID, e.logger)
 	var maxGen uint32
 	opts.SymbolUse = func(payload []byte) (uint32, int64) {
@@ -209,14 +217,57 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	if rep.WatermarkIgnored {
 		e.logger.Warn("the .ack-watermark file was unusable; frames after the oldest retained segment are replayed (QuestDB may see duplicates)", fields...)
 	}
-	if rep.FramesRecovered > 0 {
-		e.logger.Info("recovered unacknowledged frames; they are sent first",
-			append(fields, zap.Int("frames", rep.FramesRecovered), zap.Uint64("acked_fsn", rep.AckedFSN), zap.Uint64("published_fsn", rep.PublishedFSN))...)
-	}
 	if gens := q.SymbolGenerations(); len(gens) > 0 {
 		maxGen = max(maxGen, slices.Max(gens))
 	}
 	return q, maxGen, nil
+}
+
+// prepareSFDir makes sure sf_dir can hold the slot: sf_dir is created when
+// missing (and that is logged), but its parent must exist, so a mistyped
+// path fails the start instead of starting an empty queue unnoticed beside
+// the one holding data.
+func prepareSFDir(dir string, logger *zap.Logger) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("questdb exporter: sf_dir %q is not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("questdb exporter: sf_dir %q: %w", dir, err)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if pfi, perr := os.Stat(parent); perr != nil || !pfi.IsDir() {
+		return fmt.Errorf("questdb exporter: sf_dir %q does not exist and neither does its parent %q; the exporter creates sf_dir only inside an existing directory, so a mistyped path cannot start an empty queue: fix sf_dir or create the parent (owned by the collector's user)", dir, parent)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("questdb exporter: creating sf_dir %q: %w", dir, err)
+	}
+	logger.Info("created sf_dir for the store-and-forward queue", zap.String("sf_dir", dir))
+	return nil
+}
+
+// logStart is the one line an operator needs to know what this exporter
+// runs with: where its data waits, where it goes, the bounds, the
+// authentication mode (never the secret) and what was recovered.
+func (e *questdbExporter) logStart(recovered int) {
+	auth := "none"
+	switch {
+	case e.cfg.Token != "":
+		auth = "bearer token"
+	case e.cfg.Username != "":
+		auth = "basic, username " + string(e.cfg.Username)
+	}
+	slot, durability := e.slot, e.cfg.SFDurability
+	if e.cfg.SFDir == "" {
+		slot, durability = "memory only (sf_dir is empty): unacknowledged data is lost on a restart", "memory"
+	}
+	e.logger.Info("QuestDB exporter started",
+		zap.String("slot", slot), zap.Strings("endpoints", e.cfg.endpointURLs()),
+		zap.Stringer("sf_max_total_bytes", e.cfg.effectiveMaxTotalBytes()), zap.String("sf_durability", durability),
+		zap.String("on_full", e.cfg.OnFull), zap.String("auth", auth), zap.Bool("tls", usesTLS(e.cfg.endpointURLs())),
+		zap.Int("recovered_frames", recovered))
 }
 
 // newWriter loads dictionary generation gen and starts the writer on it.
@@ -307,36 +358,42 @@ const ddlTimeout = 10 * time.Second
 
 // senderOptions maps the configuration onto the I/O loop's options.
 func (e *questdbExporter) senderOptions(ctx context.Context, onState func(sender.State)) (sender.Options, error) {
+	o, err := e.cfg.senderOptions(ctx, e.senderID)
+	o.OnState, o.Observer, o.Logger = onState, e.tel, e.logger
+	return o, err
+}
+
+// senderOptions maps the configuration onto the I/O loop's options for the
+// slot senderID, leaving the callbacks, observer and logger unset. Call only
+// after Validate.
+func (c *Config) senderOptions(ctx context.Context, senderID string) (sender.Options, error) {
 	o := sender.Options{
-		Endpoints:           e.cfg.endpointURLs(),
-		Username:            string(e.cfg.Username),
-		Password:            string(e.cfg.Password),
-		Token:               string(e.cfg.Token),
-		ClientID:            "otelcol-questdb/" + e.senderID,
-		DurableAck:          e.cfg.durableAck(),
-		DurableAckKeepalive: e.cfg.DurableAckKeepaliveInterval,
-		MaxInFlight:         e.cfg.MaxInFlight,
-		MaxBatchBytes:       int(e.cfg.MaxBatchBytes),
-		InitialBackoff:      e.cfg.ReconnectInitialBackoff,
-		MaxBackoff:          e.cfg.ReconnectMaxBackoff,
-		MaxFrameRejections:  e.cfg.MaxFrameRejections,
+		Endpoints:           c.endpointURLs(),
+		Username:            string(c.Username),
+		Password:            string(c.Password),
+		Token:               string(c.Token),
+		ClientID:            "otelcol-questdb/" + senderID,
+		DurableAck:          c.durableAck(),
+		DurableAckKeepalive: c.DurableAckKeepaliveInterval,
+		MaxInFlight:         c.MaxInFlight,
+		MaxBatchBytes:       int(c.MaxBatchBytes),
+		InitialBackoff:      c.ReconnectInitialBackoff,
+		MaxBackoff:          c.ReconnectMaxBackoff,
+		MaxFrameRejections:  c.MaxFrameRejections,
 		Policies:            map[qwp.Category]qwp.Policy{},
-		CloseFlushTimeout:   e.cfg.CloseFlushTimeout,
-		ErrorInboxCapacity:  e.cfg.ErrorInboxCapacity,
-		OnState:             onState,
-		Observer:            e.tel,
-		Logger:              e.logger,
+		CloseFlushTimeout:   c.CloseFlushTimeout,
+		ErrorInboxCapacity:  c.ErrorInboxCapacity,
 	}
-	if e.cfg.CloseFlushTimeout == 0 {
+	if c.CloseFlushTimeout == 0 {
 		o.CloseFlushTimeout = -1 // do not wait
 	}
-	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
-		if c.Overridable() {
-			o.Policies[c] = e.cfg.errorPolicy(c)
+	for cat := qwp.CategorySchemaMismatch; cat <= qwp.CategoryDataLoss; cat++ {
+		if cat.Overridable() {
+			o.Policies[cat] = c.errorPolicy(cat)
 		}
 	}
 	if usesTLS(o.Endpoints) {
-		tlsCfg, err := e.cfg.tlsSettings().LoadTLSConfig(ctx)
+		tlsCfg, err := c.tlsSettings().LoadTLSConfig(ctx)
 		if err != nil {
 			return o, fmt.Errorf("questdb exporter: tls: %w", err)
 		}
@@ -413,7 +470,7 @@ func (e *questdbExporter) logUnacknowledged(cause error) {
 	s := e.queue.Stats()
 	fields := []zap.Field{
 		zap.Uint64("frames", s.PublishedFSN-s.AckedFSN), zap.Int64("bytes", s.UnackedBytes),
-		zap.Duration("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
+		zap.Stringer("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
 	}
 	waited := fmt.Sprintf("waited close_flush_timeout (%v)", e.cfg.CloseFlushTimeout)
 	if e.cfg.CloseFlushTimeout == 0 {

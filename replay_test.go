@@ -27,8 +27,21 @@ import (
 // handed to a consume call and which calls returned nil, and check compares
 // that with the exact rows on the server.
 
-// proofTables are the tables the proofs write: gauge points and log records.
-var proofTables = [...]string{"otel_metrics_gauge", "otel_logs"}
+// proofTables are the tables the proofs write: gauge points, log records
+// and spans, through one instance.
+var proofTables = [...]string{"otel_metrics_gauge", "otel_logs", "otel_traces"}
+
+// proofDedupKeys is the dedup key column of each proof table.
+var proofDedupKeys = map[string]string{"otel_metrics_gauge": "series_id", "otel_logs": "record_id", "otel_traces": "span_key"}
+
+// proofRowCount is the number of rows of the proof tables on the server.
+func proofRowCount(srv *qwptest.Server) int64 {
+	var n int64
+	for _, table := range proofTables {
+		n += srv.RowCount(table)
+	}
+	return n
+}
 
 // proofLedger records batches by table: tried (handed to a consume call)
 // and acked (the call returned nil). Safe for concurrent use.
@@ -72,6 +85,7 @@ func (l *proofLedger) ackedRows() int {
 // proofResult is what check found on the server.
 type proofResult struct {
 	Acked      int // rows whose consume call returned nil
+	AckedSpans int // of them, spans (otel_traces): the traces pipeline was exercised
 	Stored     int // distinct rows on the server
 	Duplicates int // rows stored more than once, counted once per extra copy
 }
@@ -99,6 +113,9 @@ func (l *proofLedger) check(t *testing.T, srv *qwptest.Server) proofResult {
 			res.Duplicates += n - 1
 		}
 		res.Acked += len(l.acked[table])
+		if table == "otel_traces" {
+			res.AckedSpans = len(l.acked[table])
+		}
 		res.Stored += len(ids)
 		if len(missing) > 0 {
 			t.Errorf("%s: %d of %d acknowledged rows are not on the server (LOST), first ids %v",
@@ -132,8 +149,11 @@ type instanceConsumer struct {
 func (c instanceConsumer) consume(ctx context.Context, table string, base, n int) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if table == "otel_logs" {
+	switch table {
+	case "otel_logs":
 		return c.e.consumeLogs(ctx, paddedLogBatch(base, n, c.logPad))
+	case "otel_traces":
+		return c.e.consumeTraces(ctx, spanBatch(base, n))
 	}
 	return c.e.consumeMetrics(ctx, gaugeBatch(base, n))
 }
@@ -242,10 +262,7 @@ func checkDedupKeys(t *testing.T, srv *qwptest.Server, createTables bool) {
 		if !ok {
 			t.Fatalf("table %s does not exist", table)
 		}
-		key := "series_id"
-		if table == "otel_logs" {
-			key = "record_id"
-		}
+		key := proofDedupKeys[table]
 		if has := slices.Contains(td.DedupKeys, key); has != createTables {
 			t.Errorf("table %s: dedup keys %v with create_tables %v", table, td.DedupKeys, createTables)
 		}

@@ -411,12 +411,13 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 			cat = qwp.CategorySecurityError
 		}
 		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
-		what := "fix the cause and restart the collector: the sender does not retry this, and the queued data is kept"
+		restart := "restart the collector: the sender does not retry this, and the queued data is kept"
+		what := "fix the cause and " + restart
 		switch ue.StatusCode {
 		case http.StatusUnauthorized:
-			what = "the server refused the credentials: fix username/password or token, then " + what
+			what = "the server refused the credentials: fix username/password or token, then " + restart
 		case http.StatusForbidden:
-			what = "the user may not write over QWP: grant it (or use another user), then " + what
+			what = "the user may not write over QWP: grant it (or use another user), then " + restart
 		}
 		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w; %s", url, err, what)}
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
@@ -539,8 +540,10 @@ func (s *Sender) send(c *conn) (end, bool) {
 		if want := c.win.nextFSN(); fsn != want {
 			if c.win.sent > c.win.catchUp {
 				// Eviction removed frames under us: the wire mapping cannot
-				// skip FSNs, so start a fresh window.
-				s.log.Warn("queue skipped frames (evicted); recycling the connection", zap.Uint64("expected_fsn", want), zap.Uint64("fsn", fsn))
+				// skip FSNs, so start a fresh window. Debug: a queue at its
+				// cap evicts for nearly every append, and the queue's owner
+				// reports the evictions (rate-limited).
+				s.log.Debug("queue skipped frames (evicted); recycling the connection", zap.Uint64("expected_fsn", want), zap.Uint64("fsn", fsn))
 				return end{kind: endRecycle}, true
 			}
 			c.win.fsnAtZero = fsn
@@ -617,7 +620,7 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 			return end{kind: endRecycle}, true
 		}
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's .symbol-dict lost entries",
+			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
 			fsn, uses-1, gen, dict.Len())), true
 	}
 	s.obs.DictionarySize(dict.Len())
