@@ -36,7 +36,8 @@ type telemetry struct {
 	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen atomic.Int64                  // entries of the current dictionary generation
+	dictLen  atomic.Int64                 // entries of the current dictionary generation
+	dictText atomic.Int64                 // its symbol text, the writer's share of RAM
 	queue   atomic.Pointer[sfqueue.Queue] // the started queue, read live
 	last    atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
@@ -76,6 +77,26 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 		}),
 		tb.RegisterExporterQuestdbDictionarySizeCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(t.dictLen.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryDiskBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if s := t.sample(); s.DictOnDisk {
+				o.Observe(s.DictBytes, t.attrs)
+			} else {
+				o.Observe(0, t.attrs)
+			}
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryRAMBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			n := t.dictText.Load()
+			if s := t.sample(); !s.DictOnDisk {
+				n += s.DictBytes
+			}
+			o.Observe(n, t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryGenerationsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(t.sample().DictGenerations), t.attrs)
 			return nil
 		}),
 	)
