@@ -23,30 +23,30 @@ func newServer(t *testing.T) *qwptest.Server {
 	return srv
 }
 
-// withoutLock drops the lock files, which salvage rewrites.
-func withoutLock(files map[string][]byte) map[string][]byte {
-	delete(files, ".lock")
-	delete(files, ".lock.pid")
-	return files
-}
-
 // TestSalvageDeliversEveryFrameOnce salvages a healthy slot of two
 // dictionary generations twice: the first run delivers every frame above
 // the watermark into a table created with dedup keys, the second sends
 // them again and adds no row. The slot is left as it was.
 func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 	srv := newServer(t)
-	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
-	before := withoutLock(slotFiles(t, b.dir))
-	want := b.rowsAbove(3, nil)
+	const ack = 5
+	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: ack})
+	before := slotState(t, b.dir, ".lock", ".lock.pid") // salvage takes the lock
+	// Ack deleted the segments wholly at or below the watermark; the
+	// oldest one left holds acknowledged frames and newer ones.
+	oldest := scanOf(t, b.dir).Segments[0].Base
+	if oldest > ack {
+		t.Fatalf("the oldest segment starts at FSN %d: no acknowledged frame is left for --all", oldest)
+	}
+	want := b.rowsAbove(ack, nil)
 	for run := 1; run <= 2; run++ {
 		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s\n%s", run, code, out, errOut)
 		}
 		mustContain(t, out,
-			fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 4..%d)", b.frames-3, want, b.frames),
-			"skipped:     0 readable frames at or below acked FSN 3",
+			fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN %d..%d)", b.frames-ack, want, ack+1, b.frames),
+			fmt.Sprintf("skipped:     %d readable frames at or below acked FSN %d", ack-oldest+1, ack),
 			"otel_metrics_gauge: a gauge table, from the frames' columns",
 			"result:      complete")
 		td, ok := srv.Rows("otel_metrics_gauge")
@@ -57,13 +57,18 @@ func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 			t.Errorf("dedup keys %v, want the exporter's [timestamp series_id]", td.DedupKeys)
 		}
 	}
-	if !sameFiles(before, withoutLock(slotFiles(t, b.dir))) {
-		t.Error("salvage changed the slot's files")
-	}
-	// --all sends the acknowledged frames too (none left: Ack deleted the
-	// segment that held them).
-	if code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--all"); code != 0 || strings.Contains(out, "skipped:") {
+	// --all sends the acknowledged frames left in the slot too.
+	all := b.rowsAbove(oldest-1, nil)
+	code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--all")
+	if code != 0 || strings.Contains(out, "skipped:") {
 		t.Errorf("--all: exit %d\n%s", code, out)
+	}
+	mustContain(t, out, fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN %d..%d)", uint64(b.frames)-oldest+1, all, oldest, b.frames))
+	if n := srv.RowCount("otel_metrics_gauge"); n != all {
+		t.Errorf("after --all the server holds %d rows, want %d", n, all)
+	}
+	if before != slotState(t, b.dir, ".lock", ".lock.pid") {
+		t.Error("salvage changed the slot's files")
 	}
 }
 
@@ -116,11 +121,11 @@ func TestSalvageUnknownSymbolIDs(t *testing.T) {
 	srv := newServer(t)
 	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 2, perGen: 150})
 	s := scanOf(t, b.dir)
-	// Generation 1's dictionary is lost.
-	if len(s.Dict.Entries(1)) == 0 {
-		t.Fatal("the slot has no generation 1 to lose")
+	gen1 := s.Dict.Files()[len(s.Dict.Files())-1]
+	if gen1.Generation != 1 || gen1.Legacy {
+		t.Fatalf("the newest dictionary file is %+v, want generation 1's", gen1)
 	}
-	if err := os.Remove(filepath.Join(b.dir, ".symbol-dict.0000000001")); err != nil {
+	if err := os.Remove(filepath.Join(b.dir, gen1.Name)); err != nil {
 		t.Fatal(err)
 	}
 	first1 := uint64(1)
@@ -301,4 +306,72 @@ func TestSalvageUnreachable(t *testing.T) {
 	}
 	mustContain(t, errOut, "creating the tables before any frame is sent", "could not be asked")
 	mustContain(t, out, "sent:        0 frames")
+}
+
+// TestSalvageSetAsideCampaign damages a slot in each class of the
+// campaign, lets the queue's recovery open it, and salvages every slot it
+// set aside, twice: the first run delivers every readable frame above the
+// set-aside slot's watermark, the second adds no row. The classes recovery
+// replays (its rule, sfqueue/doc.go) leave nothing to salvage. Short mode
+// recovers in flush durability only; the set-aside rule is the same in all.
+func TestSalvageSetAsideCampaign(t *testing.T) {
+	modes := []sfqueue.Durability{sfqueue.DurabilityFlush}
+	if !testing.Short() {
+		modes = append(modes, sfqueue.DurabilityPeriodic, sfqueue.DurabilityMemory)
+	}
+	replayed := map[string]bool{"newest tail": true, "zeroed watermark": true, "torn dictionary": true}
+	salvaged := 0
+	for _, mode := range modes {
+		for _, c := range damageClasses {
+			t.Run(fmt.Sprintf("%v/%s", mode, c.name), func(t *testing.T) {
+				srv := newServer(t)
+				parent := t.TempDir()
+				b := buildSlot(t, parent, "s", slotSpec{gens: 2, perGen: 150, ack: 3})
+				c.apply(t, b.dir, scanOf(t, b.dir))
+				q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "s", MaxSegmentBytes: 4096, Durability: mode})
+				if err != nil {
+					t.Fatal(err)
+				}
+				setAside := q.Recovery().Unreplayable != nil
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if setAside == replayed[c.name] {
+					t.Fatalf("set aside: %v; the recovery rule says %v", setAside, !replayed[c.name])
+				}
+				if !setAside {
+					return
+				}
+				aside := filepath.Join(parent, "s.unreplayable-1")
+				s := scanOf(t, aside)
+				var want int64
+				frames := 0
+				if err := s.EachFrame(func(fsn uint64, _ string, _ int64, _ []byte) error {
+					if fsn > s.Watermark.Acked {
+						want += int64(b.rows[fsn])
+						frames++
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if frames == 0 {
+					t.Fatal("the set-aside slot holds no readable unacknowledged frame: nothing to prove")
+				}
+				for run := 1; run <= 2; run++ {
+					code, out, errOut := runTool(t, "salvage", aside, "--endpoint", srv.URL())
+					if code != 1 || !strings.Contains(out, fmt.Sprintf("sent:        %d frames, %d rows", frames, want)) {
+						t.Fatalf("run %d: exit %d, want 1 (unreadable frames) and %d frames, %d rows sent\n%s\n%s", run, code, frames, want, out, errOut)
+					}
+					if n := srv.RowCount("otel_metrics_gauge"); n != want {
+						t.Fatalf("run %d: the server holds %d rows, want %d", run, n, want)
+					}
+				}
+				salvaged++
+			})
+		}
+	}
+	if want := len(modes) * (len(damageClasses) - len(replayed)); salvaged != want {
+		t.Errorf("%d set-aside slots salvaged, want %d", salvaged, want)
+	}
 }
