@@ -36,10 +36,10 @@ type telemetry struct {
 	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen  atomic.Int64                 // entries of the current dictionary generation
-	dictText atomic.Int64                 // its symbol text, the writer's share of RAM
-	queue   atomic.Pointer[sfqueue.Queue] // the started queue, read live
-	last    atomic.Pointer[queueSample]   // the last sample, once the queue is closed
+	dictLen  atomic.Int64                  // entries of the current dictionary generation
+	dictText atomic.Int64                  // its symbol text, the writer's share of RAM
+	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
+	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
