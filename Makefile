@@ -55,9 +55,11 @@ generate:
 	(cd internal/tools && $(GO) run go.opentelemetry.io/collector/cmd/mdatagen "$$tmp/questdbexporter/metadata.yaml"); \
 	rc=$$?; rm -f "$$tmp/questdbexporter"; rmdir "$$tmp"; exit $$rc
 
-## build: the collector with this exporter, built by ocb into _build/otelcol-questdb.
+## build: the collector with this exporter, built by ocb into _build/otelcol-questdb,
+## and beside it the slot tool _build/questdb-slot (cmd/questdb-slot).
 build: $(OCB)
 	$(OCB) --config builder-config.yaml
+	$(GO) build -o $(BUILD)/questdb-slot ./cmd/questdb-slot
 
 $(OCB):
 	GOBIN=$(BUILD)/bin $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)

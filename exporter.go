@@ -307,36 +307,42 @@ const ddlTimeout = 10 * time.Second
 
 // senderOptions maps the configuration onto the I/O loop's options.
 func (e *questdbExporter) senderOptions(ctx context.Context, onState func(sender.State)) (sender.Options, error) {
+	o, err := e.cfg.senderOptions(ctx, e.senderID)
+	o.OnState, o.Observer, o.Logger = onState, e.tel, e.logger
+	return o, err
+}
+
+// senderOptions maps the configuration onto the I/O loop's options for the
+// slot senderID, leaving the callbacks, observer and logger unset. Call only
+// after Validate.
+func (c *Config) senderOptions(ctx context.Context, senderID string) (sender.Options, error) {
 	o := sender.Options{
-		Endpoints:           e.cfg.endpointURLs(),
-		Username:            string(e.cfg.Username),
-		Password:            string(e.cfg.Password),
-		Token:               string(e.cfg.Token),
-		ClientID:            "otelcol-questdb/" + e.senderID,
-		DurableAck:          e.cfg.durableAck(),
-		DurableAckKeepalive: e.cfg.DurableAckKeepaliveInterval,
-		MaxInFlight:         e.cfg.MaxInFlight,
-		MaxBatchBytes:       int(e.cfg.MaxBatchBytes),
-		InitialBackoff:      e.cfg.ReconnectInitialBackoff,
-		MaxBackoff:          e.cfg.ReconnectMaxBackoff,
-		MaxFrameRejections:  e.cfg.MaxFrameRejections,
+		Endpoints:           c.endpointURLs(),
+		Username:            string(c.Username),
+		Password:            string(c.Password),
+		Token:               string(c.Token),
+		ClientID:            "otelcol-questdb/" + senderID,
+		DurableAck:          c.durableAck(),
+		DurableAckKeepalive: c.DurableAckKeepaliveInterval,
+		MaxInFlight:         c.MaxInFlight,
+		MaxBatchBytes:       int(c.MaxBatchBytes),
+		InitialBackoff:      c.ReconnectInitialBackoff,
+		MaxBackoff:          c.ReconnectMaxBackoff,
+		MaxFrameRejections:  c.MaxFrameRejections,
 		Policies:            map[qwp.Category]qwp.Policy{},
-		CloseFlushTimeout:   e.cfg.CloseFlushTimeout,
-		ErrorInboxCapacity:  e.cfg.ErrorInboxCapacity,
-		OnState:             onState,
-		Observer:            e.tel,
-		Logger:              e.logger,
+		CloseFlushTimeout:   c.CloseFlushTimeout,
+		ErrorInboxCapacity:  c.ErrorInboxCapacity,
 	}
-	if e.cfg.CloseFlushTimeout == 0 {
+	if c.CloseFlushTimeout == 0 {
 		o.CloseFlushTimeout = -1 // do not wait
 	}
-	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
-		if c.Overridable() {
-			o.Policies[c] = e.cfg.errorPolicy(c)
+	for cat := qwp.CategorySchemaMismatch; cat <= qwp.CategoryDataLoss; cat++ {
+		if cat.Overridable() {
+			o.Policies[cat] = c.errorPolicy(cat)
 		}
 	}
 	if usesTLS(o.Endpoints) {
-		tlsCfg, err := e.cfg.tlsSettings().LoadTLSConfig(ctx)
+		tlsCfg, err := c.tlsSettings().LoadTLSConfig(ctx)
 		if err != nil {
 			return o, fmt.Errorf("questdb exporter: tls: %w", err)
 		}

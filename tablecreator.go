@@ -62,12 +62,18 @@ type tableCreatorConfig struct {
 	Logger            *zap.Logger
 	OnRefused         func(table string) // optional
 	OnOutcome         func(error)        // optional
+	// DDL, when set, is run instead of the statements the data-model keys
+	// above give: cmd/questdb-slot's, for the tables a slot's frames write.
+	DDL []datamodel.TableDDL
 }
 
 func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
-	ddl, err := datamodel.DDL(c.Tables, c.AttributesVarchar, c.Promoted, c.TTL)
-	if err != nil {
-		return nil, err
+	ddl := c.DDL
+	if ddl == nil {
+		var err error
+		if ddl, err = datamodel.DDL(c.Tables, c.AttributesVarchar, c.Promoted, c.TTL); err != nil {
+			return nil, err
+		}
 	}
 	tc := &tableCreator{
 		username: c.Username, password: c.Password, token: c.Token,

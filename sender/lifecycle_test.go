@@ -159,7 +159,7 @@ func TestRecoveryDataLossReachesInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Lose the dictionary: the frames' symbol ids are no longer backed.
-	if err := os.Remove(filepath.Join(dir, "slot", ".symbol-dict")); err != nil {
+	if err := os.Remove(filepath.Join(dir, "slot", ".symbol-dict.0000000000")); err != nil {
 		t.Fatal(err)
 	}
 	q2, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "slot", SymbolUse: symbolUse})

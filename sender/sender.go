@@ -617,7 +617,7 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 			return end{kind: endRecycle}, true
 		}
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's .symbol-dict lost entries",
+			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
 			fsn, uses-1, gen, dict.Len())), true
 	}
 	s.obs.DictionarySize(dict.Len())

@@ -3,6 +3,8 @@ package sender
 import (
 	"context"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // catchUpFrames appends the stored frames a writer leaves after a failed
@@ -128,4 +131,47 @@ func TestCatchUpRefusesAFrameWhoseDictionaryIsShort(t *testing.T) {
 	if srv.Frames() != 0 {
 		t.Fatalf("%d frames reached the server; a frame with unknown ids must never be sent", srv.Frames())
 	}
+}
+
+// copyDir copies the regular files of src into a new directory dst (0700).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testdata/slot-v1 was written by the release before per-generation
+// dictionary files (one .symbol-dict for every generation) with the frames
+// of deferredEnds: generation 0 and the queue end on deferred catch-up
+// frames, as slots of that release can after a failed dictionary write. It
+// must recover and drain.
+func TestOldSlotWithDeferredEndsDrains(t *testing.T) {
+	dir := t.TempDir()
+	copyDir(t, filepath.Join("testdata", "slot-v1"), filepath.Join(dir, "slot"))
+	q, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "slot", SymbolUse: symbolUse})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if rep := q.Recovery(); rep.Unreplayable != nil || rep.FramesRecovered == 0 {
+		t.Fatalf("recovery of the old slot: %+v", rep)
+	}
+	srv := newServer(t, qwptest.Options{})
+	s := startSender(t, q, testOptions(nil, srv.URL()))
+	waitAll(t, s, q)
+	exactRows(t, rowIDs(t, srv), 60)
 }

@@ -19,7 +19,7 @@
 //	    .lock                      flock(LOCK_EX) held while open
 //	    .lock.pid                  PID of the holder, for *LockedError
 //	    .ack-watermark             highest acked FSN (optional)
-//	    .symbol-dict               persisted symbol dictionary log
+//	    .symbol-dict.0000000007    symbol dictionary of generation 7 (one file per generation)
 //	    .failed                    a drainer gave up on this slot (reason inside)
 //	    00000000000000000001.sfseg segment whose first frame is FSN 1
 //	    00000000000000004097.sfseg next segment, first frame FSN 4097
@@ -73,21 +73,25 @@
 // is replaced by write-temp, fsync, rename, fsync-directory, at most every
 // 250 ms and only when the acked FSN moved, and on Close.
 //
-// .symbol-dict is an append-only log of records
+// .symbol-dict.<generation, 10 digits> is one dictionary generation, an
+// append-only log of records
 //
 //	generation u32 | id u32 | length u32 | bytes | CRC32C u32 of the record before it
 //
 // where each id is the next id of its generation. AddSymbols appends before
-// the frames using the ids are appended, and in periodic and flush
-// durability fsyncs before it returns. With Options.SymbolUse set, a
+// the frames using the ids are appended (creating the file, whose directory
+// entry is fsynced with it), and in periodic and flush durability fsyncs
+// before it returns. In SF mode the entries are read from the file when
+// asked for (Symbols), not held in RAM. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
-// the newest (generations.go): acks or evictions passing its last frame
-// wake the background goroutine, which writes .ack-watermark first (so a
-// crash never finds unacked frames whose dictionary is gone) and then
-// rewrites the file through temp + rename with the queue's lock released
-// (AddSymbols meanwhile appends to the old file, a superset, and hands its
-// records to the rewrite). DropSymbolGenerationsBelow does the same on
-// demand.
+// the newest (generations.go): acks passing its last frame wake the
+// background goroutine, and an eviction does it at once; either way
+// .ack-watermark is written first (so a crash never finds unacked frames
+// whose dictionary is gone) and then the generation's file is deleted. Slots
+// written before per-generation files hold every generation in one log of
+// the same records, .symbol-dict: Open moves each generation into its own
+// file (temp, fsync, rename) and then deletes it; a move interrupted by a
+// crash is finished by the next Open.
 //
 // # Durability
 //
@@ -182,12 +186,14 @@
 //
 // # Full queue
 //
-// MaxTotalBytes bounds the header and frame bytes of retained segments. At
+// MaxTotalBytes bounds the header and frame bytes of retained segments
+// together with the dictionary's records (Stats.UsedBytes). At
 // the cap, on_full=block waits up to AppendDeadline (never past the
 // caller's deadline) for Acks to delete segments, then fails with a
 // retryable *FullError saying whether the consumer is publishing or
 // reconnecting; on_full=evict_oldest deletes the oldest segments, acked or
-// not, counting and logging what it dropped. ENOSPC is a full queue with
+// not, counting what it dropped, and with them the dictionary generations
+// only they used. ENOSPC is a full queue with
 // reason DiskFull. A queue with no segments admits a frame larger than the
 // whole cap, so one big frame cannot wedge it.
 //

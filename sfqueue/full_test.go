@@ -429,7 +429,7 @@ func TestAddSymbolsOnAFullDisk(t *testing.T) {
 	defer q.Close()
 	cfs.mu.Lock()
 	cfs.failWrite = func(name string) error {
-		if strings.HasSuffix(name, symbolDictFile) {
+		if strings.Contains(name, symbolDictFile) {
 			return syscall.ENOSPC
 		}
 		return nil

@@ -9,6 +9,7 @@ package sfqueue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -303,7 +304,7 @@ func FuzzAckWatermarkCorruption(f *testing.F) {
 	})
 }
 
-// FuzzSymbolDictCorruption damages .symbol-dict. Recovered entries must be a
+// FuzzSymbolDictCorruption damages a generation's dictionary file. Recovered entries must be a
 // byte-identical prefix of what was added; if that prefix cannot back every
 // unacked frame, the slot must be set aside, never replayed.
 func FuzzSymbolDictCorruption(f *testing.F) {
@@ -311,9 +312,14 @@ func FuzzSymbolDictCorruption(f *testing.F) {
 	f.Fuzz(func(t *testing.T, nFrames, ackPick uint8, sizes []byte, op uint8, pos uint32, data []byte) {
 		n := fuzzFrameCount(nFrames)
 		s := buildFuzzSlot(t, n, uint64(int(ackPick)%n), sizes)
-		sd := filepath.Join(s.slotDir(), ".symbol-dict")
+		// Damage one generation's file: the second one's when ackPick is
+		// odd and it exists.
+		sd := filepath.Join(s.slotDir(), fmt.Sprintf(".symbol-dict.%010d", ackPick&1))
 		if _, err := os.Stat(sd); err != nil {
-			t.Fatalf("no .symbol-dict after AddSymbols: %v", err)
+			sd = filepath.Join(s.slotDir(), ".symbol-dict.0000000000")
+		}
+		if _, err := os.Stat(sd); err != nil {
+			t.Fatalf("no dictionary file after AddSymbols: %v", err)
 		}
 		corrupt(t, sd, corruption(op), pos, data)
 		r := reopenAndCheck(t, s)

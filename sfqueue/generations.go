@@ -8,9 +8,10 @@ import "go.uber.org/zap"
 // it and it is not the newest one (the writer's): when acks or evictions
 // pass its last frame, connected or not. In SF mode the deletion (an
 // .ack-watermark write that covers the generation's frames, then the
-// .symbol-dict rewrite) runs on the queue's background goroutine, never on
-// the caller of Ack or Append; in memory-only mode it only forgets entries
-// and runs at once. Frames recovered at Open have generations the queue does
+// deletion of its file) runs on the queue's background goroutine after
+// acks, never on the caller of Ack, and at once after an eviction (whose
+// freed bytes the append is waiting for); in memory-only mode it only
+// forgets entries and runs at once. Frames recovered at Open have generations the queue does
 // not track, so nothing is deleted until they are all acknowledged or
 // evicted.
 

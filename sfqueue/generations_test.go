@@ -1,10 +1,13 @@
 package sfqueue
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // genPayload is a payload whose first 4 bytes are its dictionary
@@ -85,11 +88,15 @@ func TestEvictionDeletesUnusedGenerations(t *testing.T) {
 				mustAppend(t, q, genPayload(0, 200))
 			}
 			addGen(t, q, 1)
-			before := q.Stats().FramesEvicted
+			st := q.Stats()
+			before, dictBefore := st.FramesEvicted, st.DictBytes
 			for q.Stats().FramesEvicted == before {
 				mustAppend(t, q, genPayload(1, 200))
 			}
 			waitGens(t, q, 1)
+			if st := q.Stats(); st.DictBytes >= dictBefore {
+				t.Fatalf("dictionary bytes %d after evicting generation 0's frames, %d before", st.DictBytes, dictBefore)
+			}
 		})
 	}
 }
@@ -116,4 +123,30 @@ func TestRecoveredFramesKeepTheirGenerations(t *testing.T) {
 	}
 	q.Ack(2)
 	waitGens(t, q, 2)
+}
+
+// The dictionary's records count in the cap with the segments.
+func TestDictionaryCountsInTheCap(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			o := m.opts(t)
+			o.SymbolUse = genUse
+			o.MaxSegmentBytes, o.MaxTotalBytes, o.AppendDeadline = 1024, 2048, time.Millisecond
+			q := mustOpen(t, o)
+			defer q.Close()
+			if err := q.AddSymbols(0, 0, [][]byte{make([]byte, 1200)}); err != nil {
+				t.Fatal(err)
+			}
+			st := q.Stats()
+			if st.DictBytes != 1200+16 || st.UsedBytes != st.DictBytes || st.DictGenerations != 1 {
+				t.Fatalf("after 1,200 bytes of symbols: %+v", st)
+			}
+			mustAppend(t, q, genPayload(0, 300)) // 1216 + 24 + 308 fit 2048
+			_, err := q.Append(context.Background(), genPayload(0, 600))
+			var fe *FullError
+			if !errors.As(err, &fe) {
+				t.Fatalf("a frame that fits beside the segments but not beside the dictionary: %v, want *FullError", err)
+			}
+		})
+	}
 }

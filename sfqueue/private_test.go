@@ -58,7 +58,7 @@ func checkPrivate(t *testing.T, root string, want ...string) {
 	}
 }
 
-// fillSlot gives a slot every kind of file: segments, .symbol-dict,
+// fillSlot gives a slot every kind of file: segments, a dictionary file,
 // .ack-watermark, the lock files.
 func fillSlot(t *testing.T, o Options) {
 	t.Helper()
@@ -84,7 +84,7 @@ func TestSlotIsPrivateRegardlessOfUmask(t *testing.T) {
 	if err := MarkFailed(dir, "s", "test"); err != nil {
 		t.Fatal(err)
 	}
-	checkPrivate(t, dir, "s", "s/.lock", "s/.lock.pid", "s/.ack-watermark", "s/.symbol-dict", "s/.failed", "s/"+segmentName(1))
+	checkPrivate(t, dir, "s", "s/.lock", "s/.lock.pid", "s/.ack-watermark", "s/"+genDictName(0), "s/.failed", "s/"+segmentName(1))
 	// A set-aside slot stays private too.
 	segs, _ := filepath.Glob(filepath.Join(dir, "s", "*"+segmentSuffix))
 	os.Remove(segs[1])
@@ -93,7 +93,7 @@ func TestSlotIsPrivateRegardlessOfUmask(t *testing.T) {
 	if q.Recovery().Unreplayable == nil {
 		t.Fatal("a deleted middle segment did not set the slot aside")
 	}
-	checkPrivate(t, dir, "s.unreplayable-1", "s.unreplayable-1/.symbol-dict", "s/.lock")
+	checkPrivate(t, dir, "s.unreplayable-1", "s.unreplayable-1/"+genDictName(0), "s/.lock")
 }
 
 func TestOldSlotIsMadePrivateOnOpen(t *testing.T) {
@@ -129,5 +129,5 @@ func TestOldSlotIsMadePrivateOnOpen(t *testing.T) {
 	}
 	os.Remove(other)
 	os.Chmod(dir, 0o700) // sf_dir itself is the operator's: only what the queue creates is checked
-	checkPrivate(t, dir, "s/.ack-watermark", "s/.symbol-dict", "s/"+segmentName(1), "s.unreplayable-1/"+segmentName(1))
+	checkPrivate(t, dir, "s/.ack-watermark", "s/"+genDictName(0), "s/"+segmentName(1), "s.unreplayable-1/"+segmentName(1))
 }

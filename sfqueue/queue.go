@@ -192,6 +192,9 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 			q.log.Warn("sfqueue: file system full while appending", zap.String("slot", q.slot), zap.Error(err))
 		}
 		if q.o.OnFull == OnFullEvictOldest && q.evictOldestLocked() {
+			// The dictionaries only evicted frames used count in the cap:
+			// free them now, before evicting more.
+			q.dropUnusedGenerationsLocked()
 			continue
 		}
 		q.atCap = true
@@ -241,7 +244,7 @@ func (q *Queue) consumerReasonLocked() FullReason {
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
 		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
-		return len(q.segs) == 0 || q.used+total <= q.o.MaxTotalBytes
+		return len(q.segs) == 0 || q.used+q.dict.bytes+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
 		return nil
@@ -615,7 +618,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 || q.dict.rewriting {
+	for q.syncing || q.rotating || q.dictSyncs > 0 {
 		q.syncDone.Wait()
 	}
 	var errs []error

@@ -433,7 +433,7 @@ func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][
 			zap.Int64("bytes", rep.SymbolTornBytes), zap.String("cause", scan.Dict.Damage))
 	}
 	for gen, entries := range rebuilt {
-		if err := dict.persist(gen, len(dict.gens[gen])-len(entries), entries); err != nil {
+		if err := dict.persist(gen, dict.counts[gen], entries); err != nil {
 			return err
 		}
 		rep.SymbolsRebuilt += len(entries)

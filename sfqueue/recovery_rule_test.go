@@ -330,7 +330,7 @@ func TestTornDictionaryIsRebuiltFromFrames(t *testing.T) {
 			q.Ack(tc.ack)
 			q.Close()
 			// Tear the dictionary after its first record: ids 1..4 are gone.
-			dict := filepath.Join(o.Dir, "s", symbolDictFile)
+			dict := filepath.Join(o.Dir, "s", genDictName(0))
 			b, _ := os.ReadFile(dict)
 			first := symbolRecordHeader + 1 + 4
 			os.WriteFile(dict, append(b[:first], 0xff, 0xff), 0o600)

@@ -36,7 +36,8 @@ type SlotScan struct {
 	HolderPID    int           // PID recorded in .lock.pid (0: none); it may be stale
 }
 
-// DictScan is what the walk of .symbol-dict found.
+// DictScan is what the walk of the dictionary files found (sizes and byte
+// counts summed over them; Damage names the first damaged file).
 type DictScan struct {
 	Present     bool
 	Size        int64 // file size
@@ -46,7 +47,9 @@ type DictScan struct {
 	Damage      string
 	Generations map[uint32]int // entries per generation in the valid prefix
 
-	gens map[uint32][][]byte // the entries themselves
+	gens   map[uint32][][]byte // the entries themselves
+	onDisk map[uint32]int      // entries per generation in the files
+	files  []dictFileScan
 }
 
 // SegmentScan is what a CRC walk of one segment file found.
@@ -115,7 +118,7 @@ func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64)) (*SlotScan,
 	s := &SlotScan{Dir: dir}
 	w, ok, err := readWatermark(fsys, dir)
 	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable}, ok, err
-	if s.Dict, err = scanSymbolDict(fsys, dir); err != nil {
+	if s.Dict, err = scanSymbolDict(fsys, dir, names); err != nil {
 		return nil, err
 	}
 	if b, err := readSmallFile(fsys, filepath.Join(dir, failedFile), 4096); err == nil {
@@ -248,46 +251,104 @@ func strayFrames(data []byte, from int) []int64 {
 	return out
 }
 
-// scanSymbolDict reads .symbol-dict read-only and keeps its valid prefix.
-func scanSymbolDict(fsys FS, dir string) (DictScan, error) {
-	d := DictScan{Generations: map[uint32]int{}, gens: map[uint32][][]byte{}}
-	p := filepath.Join(dir, symbolDictFile)
-	f, err := fsys.OpenFile(p, os.O_RDONLY)
-	if errors.Is(err, fs.ErrNotExist) {
-		return d, nil
+// dictFileScan is what the walk of one dictionary file found.
+type dictFileScan struct {
+	name         string
+	gen          uint32 // per-generation file: its generation
+	legacy       bool   // .symbol-dict, every generation in one log
+	size, intact int64
+	gens         map[uint32][][]byte // entries of the valid prefix
+}
+
+// scanSymbolDict reads the dictionary files read-only and keeps their valid
+// prefixes. A generation found both in its own file and in a legacy
+// .symbol-dict (a migration interrupted after the rename) is taken from
+// its own file.
+func scanSymbolDict(fsys FS, dir string, names []string) (DictScan, error) {
+	d := DictScan{Generations: map[uint32]int{}, gens: map[uint32][][]byte{}, onDisk: map[uint32]int{}}
+	var legacy *dictFileScan
+	for _, name := range names {
+		gen, perGen := parseGenDictName(name)
+		if !perGen && name != symbolDictFile {
+			continue
+		}
+		r, err := scanDictFile(fsys, dir, name, gen, !perGen)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return d, err
+		}
+		d.Present = true
+		d.Size += r.size
+		d.IntactBytes += r.intact
+		if r.damage != "" && d.Damage == "" {
+			d.Damage = r.damage
+		}
+		d.files = append(d.files, r.dictFileScan)
+		if !perGen {
+			legacy = &d.files[len(d.files)-1]
+			continue
+		}
+		d.gens[gen] = r.gens[gen]
 	}
+	if legacy != nil {
+		for g, es := range legacy.gens {
+			if _, ok := d.gens[g]; !ok {
+				d.gens[g] = es
+			}
+		}
+	}
+	for g, es := range d.gens {
+		d.Generations[g] = len(es)
+		d.onDisk[g] = len(es)
+	}
+	return d, nil
+}
+
+type dictFileResult struct {
+	dictFileScan
+	damage string
+}
+
+// scanDictFile walks one dictionary file.
+func scanDictFile(fsys FS, dir, name string, gen uint32, legacy bool) (dictFileResult, error) {
+	r := dictFileResult{dictFileScan: dictFileScan{name: name, gen: gen, legacy: legacy, gens: map[uint32][][]byte{}}}
+	p := filepath.Join(dir, name)
+	f, err := fsys.OpenFile(p, os.O_RDONLY)
 	if err != nil {
-		return d, err
+		return r, err
 	}
 	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
-		return d, err
+		return r, err
 	}
 	data := make([]byte, size)
 	if _, err := f.ReadAt(data, 0); err != nil && err != io.EOF {
-		return d, fmt.Errorf("sfqueue: read %s: %w", p, err)
+		return r, fmt.Errorf("sfqueue: read %s: %w", p, err)
 	}
-	d.Present, d.Size = true, size
+	r.size = size
 	pos := 0
 	for pos < len(data) {
-		gen, entry, n, ok := parseSymbolRecord(data[pos:])
+		g, entry, n, ok := parseSymbolRecord(data[pos:])
 		if !ok {
-			d.Damage = fmt.Sprintf("record at offset %d is short or fails its CRC32C check", pos)
+			r.damage = fmt.Sprintf("%s: record at offset %d is short or fails its CRC32C check", name, pos)
 			break
 		}
-		if id := binary.LittleEndian.Uint32(data[pos+4:]); int(id) != len(d.gens[gen]) {
-			d.Damage = fmt.Sprintf("record at offset %d has id %d of generation %d, want the next id %d", pos, id, gen, len(d.gens[gen]))
+		if !legacy && g != gen {
+			r.damage = fmt.Sprintf("%s: record at offset %d is of generation %d", name, pos, g)
 			break
 		}
-		d.gens[gen] = append(d.gens[gen], entry)
+		if id := binary.LittleEndian.Uint32(data[pos+4:]); int(id) != len(r.gens[g]) {
+			r.damage = fmt.Sprintf("%s: record at offset %d has id %d of generation %d, want the next id %d", name, pos, id, g, len(r.gens[g]))
+			break
+		}
+		r.gens[g] = append(r.gens[g], entry)
 		pos += n
 	}
-	d.IntactBytes = int64(pos)
-	for g, es := range d.gens {
-		d.Generations[g] = len(es)
-	}
-	return d, nil
+	r.intact = int64(pos)
+	return r, nil
 }
 
 // FSNRange is a run of FSNs of a slot, readable or not.

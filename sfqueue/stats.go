@@ -35,7 +35,9 @@ func (l Level) String() string {
 
 // Stats is a snapshot of the queue's counters.
 type Stats struct {
-	UsedBytes     int64 // headers and frames of retained segments: what the cap counts
+	// UsedBytes is what the cap counts: the headers and frames of retained
+	// segments and the dictionary's records (DictBytes).
+	UsedBytes     int64
 	CapacityBytes int64 // MaxTotalBytes
 	// UnackedBytes is UsedBytes without the acknowledged frames (and fully
 	// acknowledged segments) still on disk: a segment is deleted only when
@@ -49,6 +51,10 @@ type Stats struct {
 	AtCap    bool
 	Level    Level
 	Segments int
+	// DictBytes is the symbol dictionary's records: its files in SF mode,
+	// RAM in memory-only mode. DictGenerations is the generations held.
+	DictBytes       int64
+	DictGenerations int
 
 	FramesAppended uint64
 	BytesAppended  uint64 // payload bytes
@@ -108,7 +114,8 @@ func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := Stats{
-		UsedBytes: q.used, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
+		UsedBytes: q.used + q.dict.bytes, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
+		DictBytes: q.dict.bytes, DictGenerations: len(q.dict.counts),
 		UnackedBytes: q.used - q.ackedRetainedLocked(), AtCap: q.atCap,
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
@@ -122,9 +129,9 @@ func (q *Queue) Stats() Stats {
 		s.Fatal = q.fatal
 	}
 	switch {
-	case q.st.fullSeen || q.used >= q.o.MaxTotalBytes:
+	case q.st.fullSeen || s.UsedBytes >= q.o.MaxTotalBytes:
 		s.Level = LevelFull
-	case q.used*100 >= q.o.MaxTotalBytes*HighWaterPercent:
+	case s.UsedBytes*100 >= q.o.MaxTotalBytes*HighWaterPercent:
 		s.Level = LevelHigh
 	}
 	q.st.fullSeen = false

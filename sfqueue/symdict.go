@@ -2,21 +2,32 @@ package sfqueue
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"go.uber.org/zap"
 )
 
-// .symbol-dict: an append-only log of records
+// Dictionary files. Each generation lives in its own append-only log,
+// .symbol-dict.<generation in 10 digits>, of records
 //
 //	generation u32 | id u32 | length u32 | bytes | CRC32C u32 (of all before it)
 //
-// A record's id must be the next id of its generation. On open the log is
-// walked and cut at the first record that is short, fails its CRC or breaks
-// the id sequence (a torn tail).
+// A record's id must be the next id of its generation. On open each log is
+// walked and cut at the first record that is short, fails its CRC, breaks
+// the id sequence or names another generation (a torn tail). Deleting a
+// generation is deleting its file. Slots written before per-generation
+// files kept every generation in one log, .symbol-dict, of the same
+// records: Open moves its generations into their own files (each written
+// to a temporary file, fsynced and renamed) and then deletes it.
 const (
 	symbolDictFile     = ".symbol-dict"
 	symbolRecordHeader = 12
@@ -25,63 +36,132 @@ const (
 	maxSymbolBytes = 1 << 24
 )
 
-type symbolDict struct {
-	fsys FS // nil: memory-only, nothing persisted
-	dir  string
+// genDictName is the file of generation gen.
+func genDictName(gen uint32) string { return fmt.Sprintf("%s.%010d", symbolDictFile, gen) }
+
+// parseGenDictName reads the generation of a per-generation dictionary
+// file name.
+func parseGenDictName(name string) (uint32, bool) {
+	rest, ok := strings.CutPrefix(name, symbolDictFile+".")
+	if !ok || len(rest) != 10 {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(rest, 10, 32)
+	return uint32(g), err == nil
+}
+
+// symbolRecordBytes is the size of one record holding entry.
+func symbolRecordBytes(entry []byte) int64 { return int64(symbolRecordHeader + len(entry) + 4) }
+
+// genFile is the open log of one generation.
+type genFile struct {
 	f    File
 	size int64
-	gens map[uint32][][]byte
-	sync bool // fsync what persist writes (periodic and flush durability)
-	// rewriting: a rewrite of the file runs with q.mu released; tail holds
-	// the records add appended to the old file meanwhile.
-	rewriting bool
-	tail      []byte
 }
 
-func newMemoryDict() *symbolDict { return &symbolDict{gens: map[uint32][][]byte{}} }
+// symbolDict holds the dictionary generations. In SF mode the entries live
+// only in their files (counts holds their number), so RAM does not grow
+// with the dictionary; in memory-only mode entries holds them.
+type symbolDict struct {
+	fsys    FS // nil: memory-only, nothing persisted
+	dir     string
+	files   map[uint32]*genFile
+	counts  map[uint32]int
+	entries map[uint32][][]byte // memory-only mode
+	bytes   int64               // record bytes held: file sizes in SF mode
+	sync    bool                // fsync what persist writes (periodic and flush durability)
+}
 
-// openSymbolDict opens dir/.symbol-dict for appending, holding the
-// entries of scan (its valid prefix, plus any entries recovery rebuilt,
-// which persist writes). A torn tail past the valid prefix is cut (and the
-// cut fsynced when sync is set).
+func newMemoryDict() *symbolDict {
+	return &symbolDict{counts: map[uint32]int{}, entries: map[uint32][][]byte{}}
+}
+
+// openSymbolDict opens the dictionary of the slot dir as scan found it: it
+// cuts torn tails, moves a legacy .symbol-dict's generations into their
+// own files, and opens every generation's file for appending. scan.gens
+// holds every entry (recovery's rebuilt ones included, which persist
+// writes); they are not kept in RAM.
 func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict, error) {
-	p := filepath.Join(dir, symbolDictFile)
-	f, err := fsys.OpenFile(p, os.O_RDWR|os.O_CREATE)
-	if err != nil {
+	d := &symbolDict{fsys: fsys, dir: dir, files: map[uint32]*genFile{}, counts: map[uint32]int{}, sync: sync}
+	fail := func(err error) (*symbolDict, error) {
+		d.close()
 		return nil, err
 	}
-	if scan.Size > scan.IntactBytes {
-		err := f.Truncate(scan.IntactBytes)
-		if err == nil && sync {
-			err = f.Sync()
+	migrate := map[uint32]bool{}
+	for _, fs := range scan.files {
+		if fs.legacy {
+			for g := range fs.gens {
+				migrate[g] = true
+			}
+			continue
 		}
+		if _, kept := scan.onDisk[fs.gen]; !kept {
+			continue
+		}
+		p := filepath.Join(dir, fs.name)
+		f, err := fsys.OpenFile(p, os.O_RDWR)
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, scan.IntactBytes, err)
+			return fail(err)
+		}
+		if fs.size > fs.intact {
+			err := f.Truncate(fs.intact)
+			if err == nil && sync {
+				err = f.Sync()
+			}
+			if err != nil {
+				f.Close()
+				return fail(fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, fs.intact, err))
+			}
+		}
+		d.files[fs.gen] = &genFile{f: f, size: fs.intact}
+		d.bytes += fs.intact
+	}
+	for g := range migrate {
+		if d.files[g] != nil {
+			continue // moved before an interrupted migration ended
+		}
+		var buf []byte
+		for id, e := range scan.gens[g][:scan.onDisk[g]] {
+			buf = appendSymbolRecord(buf, g, uint32(id), e)
+		}
+		if err := replaceFile(fsys, dir, genDictName(g), buf); err != nil {
+			return fail(fmt.Errorf("sfqueue: moving generation %d out of %s: %w", g, symbolDictFile, err))
+		}
+		f, err := fsys.OpenFile(filepath.Join(dir, genDictName(g)), os.O_RDWR)
+		if err != nil {
+			return fail(err)
+		}
+		d.files[g] = &genFile{f: f, size: int64(len(buf))}
+		d.bytes += int64(len(buf))
+	}
+	if len(migrate) > 0 {
+		// Every generation has its own durable file: the legacy log goes.
+		if err := fsys.Remove(filepath.Join(dir, symbolDictFile)); err != nil && !os.IsNotExist(err) {
+			return fail(err)
+		}
+		if err := fsys.SyncDir(dir); err != nil {
+			return fail(err)
 		}
 	}
-	gens := scan.gens
-	if gens == nil {
-		gens = map[uint32][][]byte{}
+	// Entries recovery rebuilt beyond what the files hold are counted by
+	// persist.
+	for g, n := range scan.onDisk {
+		d.counts[g] = n
 	}
-	return &symbolDict{fsys: fsys, dir: dir, f: f, size: scan.IntactBytes, gens: gens, sync: sync}, nil
+	return d, nil
 }
 
-// persist writes entries firstID.. of gen, which d.gens already holds, to
-// the file (recovery's rebuilt entries) and fsyncs them when d.sync.
+// persist writes entries firstID.. of gen (recovery's rebuilt entries) to
+// the generation's file and fsyncs them when d.sync.
 func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
-	var buf []byte
-	for i, e := range entries {
-		buf = appendSymbolRecord(buf, gen, uint32(firstID+i), e)
+	if _, op, err := d.add(gen, firstID, entries); err != nil {
+		return fmt.Errorf("sfqueue: %s (rebuilt entries): %w", op, err)
 	}
-	if _, err := d.f.WriteAt(buf, d.size); err != nil {
-		return fmt.Errorf("sfqueue: write rebuilt entries to %s: %w", symbolDictFile, err)
-	}
-	d.size += int64(len(buf))
 	if d.sync {
-		if err := d.f.Sync(); err != nil {
-			return fmt.Errorf("sfqueue: fsync %s: %w", symbolDictFile, err)
+		if err := d.files[gen].f.Sync(); err != nil {
+			return fmt.Errorf("sfqueue: fsync %s: %w", genDictName(gen), err)
 		}
+		return d.fsys.SyncDir(d.dir)
 	}
 	return nil
 }
@@ -112,136 +192,113 @@ func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
 }
 
 // add appends entries as ids firstID.. of gen; firstID must be the next id.
-// It writes them but does not fsync (see Queue.AddSymbols).
-func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (op string, err error) {
-	have := len(d.gens[gen])
+// It writes them but does not fsync (see Queue.AddSymbols); created reports
+// a new generation file (its directory entry needs an fsync too).
+func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (created bool, op string, err error) {
+	have := d.counts[gen]
 	if firstID != have {
-		return "", fmt.Errorf("sfqueue: AddSymbols generation %d starts at id %d, but the dictionary holds %d entries: ids must be added in order", gen, firstID, have)
+		return false, "", fmt.Errorf("sfqueue: AddSymbols generation %d starts at id %d, but the dictionary holds %d entries: ids must be added in order", gen, firstID, have)
 	}
 	for i, e := range entries {
 		if len(e) > maxSymbolBytes {
-			return "", fmt.Errorf("sfqueue: symbol id %d of generation %d is %d bytes, above the %d-byte limit", firstID+i, gen, len(e), maxSymbolBytes)
+			return false, "", fmt.Errorf("sfqueue: symbol id %d of generation %d is %d bytes, above the %d-byte limit", firstID+i, gen, len(e), maxSymbolBytes)
 		}
 	}
-	if d.fsys != nil && len(entries) > 0 {
-		var buf []byte
+	if len(entries) == 0 {
+		return false, "", nil
+	}
+	var n int64
+	for _, e := range entries {
+		n += symbolRecordBytes(e)
+	}
+	if d.fsys == nil {
+		for _, e := range entries {
+			d.entries[gen] = append(d.entries[gen], slices.Clone(e))
+		}
+	} else {
+		gf := d.files[gen]
+		if gf == nil {
+			f, err := d.fsys.OpenFile(filepath.Join(d.dir, genDictName(gen)), os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+			if err != nil {
+				return false, "create " + genDictName(gen), err
+			}
+			gf, created = &genFile{f: f}, true
+			d.files[gen] = gf
+		}
+		buf := make([]byte, 0, n)
 		for i, e := range entries {
 			buf = appendSymbolRecord(buf, gen, uint32(firstID+i), e)
 		}
-		if _, err := d.f.WriteAt(buf, d.size); err != nil {
-			return "write " + symbolDictFile, err
+		if _, err := gf.f.WriteAt(buf, gf.size); err != nil {
+			return created, "write " + genDictName(gen), err
 		}
-		d.size += int64(len(buf))
-		if d.rewriting {
-			d.tail = append(d.tail, buf...)
-		}
+		gf.size += n
 	}
-	for _, e := range entries {
-		d.gens[gen] = append(d.gens[gen], slices.Clone(e))
-	}
-	return "", nil
+	d.counts[gen] += len(entries)
+	d.bytes += n
+	return created, "", nil
 }
 
-// dropBelow forgets every generation below gen in memory and returns the
-// records of the generations kept, for the file's rewrite; nil when nothing
-// changed or nothing is persisted.
-func (d *symbolDict) dropBelow(gen uint32) []byte {
-	changed := false
-	for g := range d.gens {
-		if g < gen {
-			delete(d.gens, g)
-			changed = true
-		}
-	}
-	if d.fsys == nil || !changed {
-		return nil
-	}
-	gens := make([]uint32, 0, len(d.gens))
-	for g := range d.gens {
-		gens = append(gens, g)
-	}
-	slices.Sort(gens)
-	buf := []byte{} // non-nil: an empty file is a rewrite too
-	for _, g := range gens {
-		for id, e := range d.gens[g] {
-			buf = appendSymbolRecord(buf, g, uint32(id), e)
-		}
-	}
-	return buf
-}
-
-// rewriteLocked replaces .symbol-dict with records (and whatever AddSymbols
-// appends meanwhile) without holding q.mu during the file I/O, so that the
-// consumer's reads and acks and the producer's appends go on. While it runs,
-// AddSymbols keeps appending to the old file, which stays a superset of the
-// new one until the rename, and also hands its records over (d.tail); they
-// are appended to the temporary file and fsynced before the rename. So a
-// crash at any point leaves a file holding every entry AddSymbols returned
-// for. Called with q.mu held; returns with it held.
-func (q *Queue) rewriteDictLocked(records []byte) error {
-	d := q.dict
-	d.rewriting, d.tail = true, nil
-	defer func() {
-		d.rewriting, d.tail = false, nil
-		q.syncDone.Broadcast()
-	}()
-	tmp := filepath.Join(d.dir, symbolDictFile+".tmp")
-	q.mu.Unlock()
-	f, err := d.fsys.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
-	if err == nil {
-		if _, err = f.WriteAt(records, 0); err == nil {
-			err = f.Sync()
-		}
-	}
-	q.mu.Lock()
-	size := int64(len(records))
-	// Catch up with AddSymbols until nothing is pending and no fsync of the
-	// old file is under way (it must not be closed under one).
-	for err == nil && (len(d.tail) > 0 || q.dictSyncs > 0) {
-		if len(d.tail) == 0 {
-			q.syncDone.Wait()
+// dropBelow forgets every generation below gen and deletes their files.
+func (d *symbolDict) dropBelow(gen uint32) error {
+	var errs []error
+	for g := range d.counts {
+		if g >= gen {
 			continue
 		}
-		tail := d.tail
-		d.tail = nil
-		q.mu.Unlock()
-		if _, err = f.WriteAt(tail, size); err == nil {
-			err = f.Sync()
+		delete(d.counts, g)
+		if d.fsys == nil {
+			for _, e := range d.entries[g] {
+				d.bytes -= symbolRecordBytes(e)
+			}
+			delete(d.entries, g)
+			continue
 		}
-		q.mu.Lock()
-		size += int64(len(tail))
-	}
-	if err == nil {
-		err = d.fsys.Rename(tmp, filepath.Join(d.dir, symbolDictFile))
-	}
-	if err != nil {
-		if f != nil {
-			f.Close()
+		if gf := d.files[g]; gf != nil {
+			gf.f.Close()
+			d.bytes -= gf.size
+			delete(d.files, g)
+			if err := d.fsys.Remove(filepath.Join(d.dir, genDictName(g))); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, err)
+			}
 		}
-		d.fsys.Remove(tmp)
-		return fmt.Errorf("sfqueue: rewrite %s: %w", filepath.Join(d.dir, symbolDictFile), err)
 	}
-	old := d.f
-	d.f, d.size = f, size
-	old.Close()
-	// The rename is durable with the directory; until then a crash leaves
-	// the old file, a superset.
-	q.mu.Unlock()
-	err = d.fsys.SyncDir(d.dir)
-	q.mu.Lock()
-	if err != nil {
-		return fmt.Errorf("sfqueue: fsync %s after replacing %s: %w", d.dir, symbolDictFile, err)
+	return errors.Join(errs...)
+}
+
+// read returns the entries of gen in id order: from RAM in memory-only
+// mode, from its file in SF mode.
+func (d *symbolDict) read(gen uint32) ([][]byte, error) {
+	if d.fsys == nil {
+		return slices.Clone(d.entries[gen]), nil
 	}
-	return nil
+	gf := d.files[gen]
+	if gf == nil {
+		return nil, nil
+	}
+	data := make([]byte, gf.size)
+	if _, err := gf.f.ReadAt(data, 0); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("sfqueue: read %s: %w", genDictName(gen), err)
+	}
+	out := make([][]byte, 0, d.counts[gen])
+	for pos := 0; pos < len(data); {
+		_, e, n, ok := parseSymbolRecord(data[pos:])
+		if !ok {
+			return out, fmt.Errorf("sfqueue: %s: record at offset %d is unreadable", genDictName(gen), pos)
+		}
+		out = append(out, e)
+		pos += n
+	}
+	return out, nil
 }
 
 func (d *symbolDict) close() error {
-	if d.f == nil {
-		return nil
+	var errs []error
+	for g, gf := range d.files {
+		errs = append(errs, gf.f.Close())
+		delete(d.files, g)
 	}
-	err := d.f.Close()
-	d.f = nil
-	return err
+	return errors.Join(errs...)
 }
 
 // AddSymbols records dictionary entries firstID, firstID+1, ... of
@@ -256,7 +313,7 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 		return err
 	}
 	q.gens.newest = max(q.gens.newest, gen)
-	op, err := q.dict.add(gen, firstID, entries)
+	created, op, err := q.dict.add(gen, firstID, entries)
 	if err != nil {
 		if op == "" {
 			return err
@@ -273,18 +330,21 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	if !q.sf || q.o.Durability == DurabilityMemory || len(entries) == 0 {
 		return nil
 	}
-	f := q.dict.f
+	f := q.dict.files[gen].f
 	q.dictSyncs++ // keeps DropSymbolGenerationsBelow and Close off this file
 	q.mu.Unlock()
 	start := time.Now()
 	err = f.Sync()
+	if err == nil && created {
+		err = q.fs.SyncDir(q.slot)
+	}
 	elapsed := time.Since(start)
 	q.mu.Lock()
 	q.dictSyncs--
 	q.syncDone.Broadcast()
 	q.st.recordFsync(elapsed)
 	if err != nil {
-		return q.latchLocked("fsync "+symbolDictFile, err)
+		return q.latchLocked("fsync "+genDictName(gen), err)
 	}
 	return nil
 }
@@ -294,15 +354,19 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 func (q *Queue) Symbols(gen uint32) [][]byte {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return slices.Clone(q.dict.gens[gen])
+	es, err := q.dict.read(gen)
+	if err != nil {
+		q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
+	}
+	return es
 }
 
 // SymbolGenerations lists the generations held, ascending.
 func (q *Queue) SymbolGenerations() []uint32 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	gens := make([]uint32, 0, len(q.dict.gens))
-	for g := range q.dict.gens {
+	gens := make([]uint32, 0, len(q.dict.counts))
+	for g := range q.dict.counts {
 		gens = append(gens, g)
 	}
 	slices.Sort(gens)
@@ -310,9 +374,8 @@ func (q *Queue) SymbolGenerations() []uint32 {
 }
 
 // DropSymbolGenerationsBelow deletes the dictionaries of generations below
-// gen, once every frame using them is acked. It writes the ack watermark and
-// rewrites .symbol-dict with the queue's lock released during the I/O, but
-// it still takes a few fsyncs: call it off any latency-sensitive path.
+// gen, once every frame using them is acked: it writes the ack watermark,
+// then deletes their files.
 func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -320,7 +383,7 @@ func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 }
 
 func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
-	for q.dict.rewriting && !q.closed {
+	for q.dictSyncs > 0 && !q.closed { // never close a file under its fsync
 		q.syncDone.Wait()
 	}
 	if q.closed {
@@ -339,8 +402,5 @@ func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
 			return ErrClosed
 		}
 	}
-	if records := q.dict.dropBelow(gen); records != nil {
-		return q.rewriteDictLocked(records)
-	}
-	return nil
+	return q.dict.dropBelow(gen)
 }

@@ -2,10 +2,10 @@ package sfqueue
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -101,7 +101,7 @@ func TestSymbolDictTornTailIsDropped(t *testing.T) {
 				t.Fatal(err)
 			}
 			q.Close()
-			p := filepath.Join(o.Dir, "s", symbolDictFile)
+			p := filepath.Join(o.Dir, "s", genDictName(0))
 			b, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
@@ -161,7 +161,7 @@ func TestSymbolFsyncDoesNotBlockTheConsumer(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	cfs.mu.Lock()
 	cfs.syncHook = func(name string) {
-		if strings.HasSuffix(name, symbolDictFile) {
+		if strings.Contains(name, symbolDictFile) {
 			close(entered)
 			<-release
 		}
@@ -228,68 +228,72 @@ func TestDropSymbolGenerationsSavesTheWatermarkFirst(t *testing.T) {
 	}
 }
 
-// Dropping generations rewrites .symbol-dict without holding the queue's
-// lock through the I/O: the consumer reads and acks and AddSymbols adds
-// entries meanwhile, and a power loss at any point keeps every entry
-// AddSymbols returned for.
-func TestSymbolDictRewriteRunsUnlocked(t *testing.T) {
-	cfs := newCrashFS()
-	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush}
+// A slot written before per-generation files keeps every generation in
+// .symbol-dict: Open moves each into its own file and deletes the old one,
+// and a migration interrupted after some renames is finished.
+func TestLegacySymbolDictIsSplitPerGeneration(t *testing.T) {
+	for _, interrupted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("interrupted=%v", interrupted), func(t *testing.T) {
+			o := Options{Dir: t.TempDir(), SenderID: "s"}
+			slot := filepath.Join(o.Dir, "s")
+			if err := os.MkdirAll(slot, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			var legacy []byte
+			legacy = appendSymbolRecord(legacy, 0, 0, []byte("a"))
+			legacy = appendSymbolRecord(legacy, 1, 0, []byte("x"))
+			legacy = appendSymbolRecord(legacy, 0, 1, []byte("b"))
+			legacy = appendSymbolRecord(legacy, 1, 1, []byte("y"))
+			if err := os.WriteFile(filepath.Join(slot, symbolDictFile), legacy, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if interrupted { // generation 0 was moved already
+				var g0 []byte
+				g0 = appendSymbolRecord(g0, 0, 0, []byte("a"))
+				g0 = appendSymbolRecord(g0, 0, 1, []byte("b"))
+				if err := os.WriteFile(filepath.Join(slot, genDictName(0)), g0, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 2 { // the second open finds the new layout
+				q := mustOpen(t, o)
+				if got := fmt.Sprintf("%q %q", q.Symbols(0), q.Symbols(1)); got != `["a" "b"] ["x" "y"]` {
+					t.Fatalf("generations after the move: %s", got)
+				}
+				q.Close()
+				if _, err := os.Stat(filepath.Join(slot, symbolDictFile)); !os.IsNotExist(err) {
+					t.Fatalf("the legacy %s is still there: %v", symbolDictFile, err)
+				}
+				for _, g := range []uint32{0, 1} {
+					if _, err := os.Stat(filepath.Join(slot, genDictName(g))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Deleting a generation deletes its file at once: no rewrite, no copy.
+func TestDropDeletesGenerationFiles(t *testing.T) {
+	o := Options{Dir: t.TempDir(), SenderID: "s"}
 	q := mustOpen(t, o)
-	if err := q.AddSymbols(0, 0, [][]byte{[]byte("old")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.AddSymbols(1, 0, [][]byte{[]byte("a")}); err != nil {
-		t.Fatal(err)
-	}
-	last := mustAppend(t, q, testPayload(1, 50))
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	cfs.mu.Lock()
-	cfs.syncHook = func(name string) {
-		if strings.HasSuffix(name, symbolDictFile+".tmp") {
-			once.Do(func() {
-				close(entered)
-				<-release
-			})
+	defer q.Close()
+	for g := range uint32(3) {
+		if err := q.AddSymbols(g, 0, [][]byte{[]byte("entry")}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	cfs.mu.Unlock()
-	q.Ack(last)
-	dropped := make(chan error, 1)
-	go func() { dropped <- q.DropSymbolGenerationsBelow(1) }()
-	<-entered
-	// The rewrite's fsync is blocked: everything else goes on.
-	mustAppend(t, q, testPayload(2, 50))
-	if got := drain(t, q.NewCursor()); len(got) != 1 {
-		t.Fatalf("consumer read %d frames during the rewrite, want 1", len(got))
-	}
-	q.Ack(last + 1)
-	if err := q.AddSymbols(1, 1, [][]byte{[]byte("b")}); err != nil {
+	if err := q.DropSymbolGenerationsBelow(2); err != nil {
 		t.Fatal(err)
 	}
-	// A power loss now leaves the old file, which holds every entry.
-	crashed := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, nil)})
-	if got := crashed.Symbols(1); len(got) != 2 || string(got[1]) != "b" {
-		t.Fatalf("after a power loss mid-rewrite generation 1 holds %q, want [a b]", got)
+	for g, want := range []bool{false, false, true} {
+		_, err := os.Stat(filepath.Join(o.Dir, "s", genDictName(uint32(g))))
+		if (err == nil) != want {
+			t.Fatalf("file of generation %d: %v, want present %v", g, err, want)
+		}
 	}
-	crashed.Close()
-	close(release)
-	if err := <-dropped; err != nil {
-		t.Fatal(err)
-	}
-	if err := q.AddSymbols(1, 2, [][]byte{[]byte("c")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Close(); err != nil {
-		t.Fatal(err)
-	}
-	q = mustOpen(t, o)
-	defer q.Close()
-	if got := q.Symbols(1); len(got) != 3 || string(got[0]) != "a" || string(got[1]) != "b" || string(got[2]) != "c" {
-		t.Fatalf("after the rewrite generation 1 holds %q, want [a b c]", got)
-	}
-	if got := q.SymbolGenerations(); len(got) != 1 || got[0] != 1 {
-		t.Fatalf("generations %v after dropping those below 1, want [1]", got)
+	if got := q.SymbolGenerations(); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("generations %v, want [2]", got)
 	}
 }

@@ -169,18 +169,27 @@ func DDL(tables Tables, attrsVarchar bool, promoted []PromotedColumn, ttl string
 	}
 	out := make([]TableDDL, numTables)
 	for k := range numTables {
-		name := tables.of(k)
-		stmt, err := createTableSQL(name, k, attrsType, promoted, ttl)
+		d, err := tableDDL(tables.of(k), k, attrsType, promoted, ttl)
 		if err != nil {
 			return nil, err
 		}
-		out[k] = TableDDL{Table: name, Create: stmt, EnableDedup: enableDedupSQL(name, k)}
-		if ttl != "" {
-			v, _ := ttlValue(ttl) // createTableSQL accepted it
-			out[k].SetTTL = "ALTER TABLE " + quoteIdent(name) + " SET TTL " + v
-		}
+		out[k] = d
 	}
 	return out, nil
+}
+
+// tableDDL is the DDL of one table.
+func tableDDL(name string, k tableKind, attrsType qwp.ColumnType, promoted []PromotedColumn, ttl string) (TableDDL, error) {
+	stmt, err := createTableSQL(name, k, attrsType, promoted, ttl)
+	if err != nil {
+		return TableDDL{}, err
+	}
+	d := TableDDL{Table: name, Create: stmt, EnableDedup: enableDedupSQL(name, k)}
+	if ttl != "" {
+		v, _ := ttlValue(ttl) // createTableSQL accepted it
+		d.SetTTL = "ALTER TABLE " + quoteIdent(name) + " SET TTL " + v
+	}
+	return d, nil
 }
 
 // CheckTTL reports whether ttl is a setting DDL accepts; its message starts

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+// holder is what lockHolder found out about the slot's lock.
+type holder struct {
+	live bool   // a live process holds the lock
+	pid  int    // its PID (or the stale one in .lock.pid)
+	how  string // how that was found out
+}
+
+func (h holder) String() string {
+	switch {
+	case h.live:
+		return fmt.Sprintf("held by live process %d (%s): a collector has the slot open; the newest segment's tail may be mid-write", h.pid, h.how)
+	case h.pid > 0:
+		return fmt.Sprintf("free (.lock.pid names process %d, which holds no lock: %s)", h.pid, h.how)
+	}
+	return fmt.Sprintf("free (%s)", h.how)
+}
+
+// view is a slot as the tool reads it: the queue's read-only scan, the lock
+// holder, the rebuilt dictionary and the FSN ranges, with the runs a live
+// writer is still producing told apart from damage.
+type view struct {
+	dir    string
+	scan   *sfqueue.SlotScan
+	holder holder
+	dict   *slotDict
+	acked  uint64 // the watermark's acked FSN (0 without a usable one)
+	ranges []fsnRange
+}
+
+// fsnRange is a scanned range, and whether it is the live writer's work in
+// progress rather than damage.
+type fsnRange struct {
+	sfqueue.FSNRange
+	inProgress bool
+}
+
+// readSlot checks dir and reads it without taking or trying its lock.
+func readSlot(dir string) (*view, error) {
+	if err := checkSlot(dir); err != nil {
+		return nil, err
+	}
+	scan, err := sfqueue.ScanSlot(dir)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{dir: dir, scan: scan, holder: lockHolder(dir, scan.HolderPID)}
+	if scan.WatermarkOK {
+		v.acked = scan.Watermark.Acked
+	}
+	if v.dict, err = loadDict(scan); err != nil {
+		return nil, err
+	}
+	newest := ""
+	if n := len(scan.Segments); n > 0 {
+		newest = scan.Segments[n-1].Name
+	}
+	for _, r := range scan.Ranges() {
+		fr := fsnRange{FSNRange: r}
+		// A live writer appends to the newest segment (a frame may be
+		// half-written as we read) and may publish frames past what the
+		// listing saw; neither is damage. Stray valid frames after the bad
+		// bytes would be: a torn write has nothing valid after it.
+		if v.holder.live && !r.Readable {
+			tail := r.File == newest && r.File != "" && !strings.Contains(r.Cause, "valid frames follow")
+			fr.inProgress = tail || strings.HasPrefix(r.Cause, "vanished")
+		}
+		v.ranges = append(v.ranges, fr)
+	}
+	return v, nil
+}
+
+// frameInfo summarises one decoded frame.
+type frameInfo struct {
+	fsn      uint64
+	gen      uint32
+	rows     int
+	tables   []string
+	min, max int64 // designated timestamps, ns; valid when rows > 0 and hasTS
+	hasTS    bool
+	err      error // the frame cannot be decoded
+}
+
+// describeFrame decodes payload (frame fsn) against its generation's
+// dictionary with qwptest's decoder and gathers its tables, row count and
+// designated timestamps.
+func (v *view) describeFrame(fsn uint64, payload []byte) frameInfo {
+	fi := frameInfo{fsn: fsn}
+	gen, msg, err := splitPayload(payload)
+	if err != nil {
+		fi.err = err
+		return fi
+	}
+	fi.gen = gen
+	dec, err := v.dict.decoder(gen)
+	if err != nil {
+		fi.err = err
+		return fi
+	}
+	m, err := dec.Decode(msg)
+	if err != nil {
+		fi.err = err
+		return fi
+	}
+	for _, b := range m.Tables {
+		fi.rows += b.Rows
+		fi.tables = append(fi.tables, b.Table)
+		for _, c := range b.Columns {
+			if c.Name != "" {
+				continue
+			}
+			scale := int64(1) // TIMESTAMP_NANOS
+			if c.Type == qwp.TypeTimestamp {
+				scale = 1000 // microseconds
+			}
+			for _, val := range c.Values {
+				ts, ok := val.(int64)
+				if !ok {
+					continue
+				}
+				ts *= scale
+				if !fi.hasTS || ts < fi.min {
+					fi.min = ts
+				}
+				if !fi.hasTS || ts > fi.max {
+					fi.max = ts
+				}
+				fi.hasTS = true
+			}
+		}
+	}
+	return fi
+}
+
+func (fi frameInfo) String() string {
+	if fi.err != nil {
+		return fmt.Sprintf("FSN %d: cannot be decoded: %v", fi.fsn, fi.err)
+	}
+	s := fmt.Sprintf("FSN %d (dictionary generation %d): %d rows in %s", fi.fsn, fi.gen, fi.rows, strings.Join(fi.tables, ", "))
+	if fi.hasTS {
+		s += fmt.Sprintf("; row timestamps %s .. %s", nanosUTC(fi.min), nanosUTC(fi.max))
+	} else if fi.rows > 0 {
+		s += "; no designated timestamp (the server stamps the rows)"
+	}
+	return s
+}
+
+func nanosUTC(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+// inspect prints what the slot dir holds. It changes nothing and never
+// takes or tries the lock.
+func inspect(dir string, w io.Writer) error {
+	v, err := readSlot(dir)
+	if err != nil {
+		return err
+	}
+	s := v.scan
+	fmt.Fprintf(w, "slot:        %s\n", dir)
+	fmt.Fprintf(w, "format:      %s\n", formatLine(dir, s))
+	fmt.Fprintf(w, "lock:        %s\n", v.holder)
+	switch {
+	case s.WatermarkOK:
+		fmt.Fprintf(w, "watermark:   acked FSN %d, on disk FSN %d (.ack-watermark)\n", s.Watermark.Acked, s.Watermark.Durable)
+	case s.WatermarkErr != nil:
+		fmt.Fprintf(w, "watermark:   unusable (%v): every readable frame counts as unacknowledged\n", s.WatermarkErr)
+	default:
+		fmt.Fprintf(w, "watermark:   none: every readable frame counts as unacknowledged\n")
+	}
+	printDict(w, v)
+	if s.Failed != "" {
+		fmt.Fprintf(w, ".failed:     %s\n", s.Failed)
+	}
+	if len(s.TempFiles) > 0 {
+		fmt.Fprintf(w, "temp files:  %s (an interrupted replace)\n", strings.Join(s.TempFiles, ", "))
+	}
+	fmt.Fprintf(w, "segments:    %d\n", len(s.Segments))
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		fmt.Fprintf(w, "  %s  ", seg.Name)
+		switch {
+		case seg.HeaderErr != nil:
+			fmt.Fprintf(w, "base FSN %d, header unusable: %v", seg.Base, seg.HeaderErr)
+		case len(seg.Frames) == 0:
+			fmt.Fprintf(w, "base FSN %d, no valid frame", seg.Base)
+		default:
+			fmt.Fprintf(w, "FSN %d..%d (%d frames)", seg.Base, seg.End()-1, len(seg.Frames))
+		}
+		fmt.Fprintf(w, ", %d bytes, written to offset %d\n", seg.Size, seg.NonZeroEnd)
+	}
+	fmt.Fprintln(w, "ranges:")
+	for _, r := range v.ranges {
+		note := ""
+		switch {
+		case r.inProgress:
+			note = "  [being written by the live holder: not corruption]"
+		case r.Last != 0 && r.Last <= v.acked:
+			note = "  [acknowledged]"
+		case r.First <= v.acked:
+			note = fmt.Sprintf("  [acknowledged up to FSN %d]", v.acked)
+		}
+		fmt.Fprintf(w, "  %s%s\n", r.FSNRange, note)
+	}
+	return v.printUnacked(w)
+}
+
+// formatLine reports the segment format versions found.
+func formatLine(dir string, s *sfqueue.SlotScan) string {
+	seen := map[uint32]bool{}
+	for _, seg := range s.Segments {
+		if v, ok, err := sfqueue.SegmentFormat(filepath.Join(dir, seg.Name)); err == nil && ok {
+			seen[v] = true
+		}
+	}
+	switch {
+	case len(seen) == 0:
+		return fmt.Sprintf("no intact segment header (this tool reads segment format %d)", sfqueue.FormatVersion)
+	case len(seen) == 1 && seen[sfqueue.FormatVersion]:
+		return fmt.Sprintf("segment format %d", sfqueue.FormatVersion)
+	}
+	var vs []string
+	for v := range seen {
+		vs = append(vs, fmt.Sprint(v))
+	}
+	return fmt.Sprintf("segment formats %s (this tool reads %d)", strings.Join(vs, ", "), sfqueue.FormatVersion)
+}
+
+func printDict(w io.Writer, v *view) {
+	d := v.scan.Dict
+	if !d.Present {
+		fmt.Fprintf(w, "dictionary:  no .symbol-dict\n")
+	} else {
+		fmt.Fprintf(w, "dictionary:  .symbol-dict %d bytes, %d intact\n", d.Size, d.IntactBytes)
+		if d.Damage != "" {
+			fmt.Fprintf(w, "  damage: %s\n", d.Damage)
+		}
+	}
+	for _, g := range sortedGens(v.dict.gens) {
+		line := fmt.Sprintf("  generation %d: %d entries", g, len(v.dict.gens[g]))
+		if n := v.dict.rebuilt[g]; n > 0 {
+			line += fmt.Sprintf(" (%d of them rebuilt from the frames' own delta sections)", n)
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// printUnacked counts the unacknowledged frames and decodes the first and
+// the last readable one.
+func (v *view) printUnacked(w io.Writer) error {
+	var (
+		frames, bytes int64
+		first         frameInfo
+		lastPayload   []byte
+		lastFSN       uint64
+	)
+	err := v.scan.EachFrame(func(fsn uint64, _ string, _ int64, payload []byte) error {
+		if fsn <= v.acked {
+			return nil
+		}
+		if frames == 0 {
+			first = v.describeFrame(fsn, payload)
+		}
+		frames++
+		bytes += int64(len(payload))
+		lastFSN, lastPayload = fsn, append(lastPayload[:0], payload...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var unreadable uint64
+	unknown := false
+	for _, r := range v.ranges {
+		if r.Readable || r.inProgress || r.Last != 0 && r.Last <= v.acked {
+			continue
+		}
+		if r.Last == 0 {
+			unknown = true
+			continue
+		}
+		unreadable += r.Last - max(r.First, v.acked+1) + 1
+	}
+	fmt.Fprintf(w, "unacked:     %d readable frames, %d payload bytes, above acked FSN %d\n", frames, bytes, v.acked)
+	if unreadable > 0 || unknown {
+		more := ""
+		if unknown {
+			more = " and a damaged run of unknown length"
+		}
+		fmt.Fprintf(w, "unreadable:  %d unacknowledged frames%s (see ranges)\n", unreadable, more)
+	}
+	if frames > 0 {
+		fmt.Fprintf(w, "first:       %s\n", first)
+		fmt.Fprintf(w, "last:        %s\n", v.describeFrame(lastFSN, lastPayload))
+	}
+	return nil
+}

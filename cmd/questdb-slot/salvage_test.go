@@ -1,0 +1,304 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
+)
+
+func newServer(t *testing.T) *qwptest.Server {
+	t.Helper()
+	srv, err := qwptest.NewServer(qwptest.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// withoutLock drops the lock files, which salvage rewrites.
+func withoutLock(files map[string][]byte) map[string][]byte {
+	delete(files, ".lock")
+	delete(files, ".lock.pid")
+	return files
+}
+
+// TestSalvageDeliversEveryFrameOnce salvages a healthy slot of two
+// dictionary generations twice: the first run delivers every frame above
+// the watermark into a table created with dedup keys, the second sends
+// them again and adds no row. The slot is left as it was.
+func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
+	srv := newServer(t)
+	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
+	before := withoutLock(slotFiles(t, b.dir))
+	want := b.rowsAbove(3, nil)
+	for run := 1; run <= 2; run++ {
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s\n%s", run, code, out, errOut)
+		}
+		mustContain(t, out,
+			fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 4..%d)", b.frames-3, want, b.frames),
+			"skipped:     0 readable frames at or below acked FSN 3",
+			"otel_metrics_gauge: a gauge table, from the frames' columns",
+			"result:      complete")
+		td, ok := srv.Rows("otel_metrics_gauge")
+		if !ok || td.RowCount != want {
+			t.Fatalf("run %d: the server holds %d rows, want %d", run, td.RowCount, want)
+		}
+		if !slices.Equal(td.DedupKeys, []string{"timestamp", "series_id"}) {
+			t.Errorf("dedup keys %v, want the exporter's [timestamp series_id]", td.DedupKeys)
+		}
+	}
+	if !sameFiles(before, withoutLock(slotFiles(t, b.dir))) {
+		t.Error("salvage changed the slot's files")
+	}
+	// --all sends the acknowledged frames too (none left: Ack deleted the
+	// segment that held them).
+	if code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--all"); code != 0 || strings.Contains(out, "skipped:") {
+		t.Errorf("--all: exit %d\n%s", code, out)
+	}
+}
+
+// TestSalvageSetAsideSlot damages a slot in the middle, lets the queue's
+// recovery set it aside as DATA_LOSS, and salvages the set-aside slot: every
+// readable frame above the watermark arrives, the unreadable range is
+// reported, and --delete keeps the incomplete slot.
+func TestSalvageSetAsideSlot(t *testing.T) {
+	srv := newServer(t)
+	parent := t.TempDir()
+	b := buildSlot(t, parent, "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
+	s := scanOf(t, b.dir)
+	bad := s.Segments[1]
+	flip(t, filepath.Join(b.dir, bad.Name), int64(bad.Frames[1])+30)
+	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "questdb-primary", MaxSegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Recovery().Unreplayable == nil {
+		t.Fatal("recovery did not set the damaged slot aside")
+	}
+	q.Close()
+	aside := filepath.Join(parent, "questdb-primary.unreplayable-1")
+	lostFrom, lostTo := bad.Base+1, s.Segments[2].Base-1
+	lost := func(fsn uint64) bool { return fsn >= lostFrom && fsn <= lostTo }
+	want := b.rowsAbove(3, lost)
+
+	code, out, _ := runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete")
+	if code != 1 {
+		t.Errorf("exit %d, want 1 for an incomplete salvage", code)
+	}
+	mustContain(t, out,
+		fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 4..%d, %d..%d)", uint64(b.frames)-3-(lostTo-lostFrom+1), want, lostFrom-1, lostTo+1, b.frames),
+		fmt.Sprintf("unreadable:  FSN %d..%d unreadable in %s at offset %d: CRC32C mismatch", lostFrom, lostTo, bad.Name, bad.Frames[1]),
+		"result:      INCOMPLETE",
+		"delete:      not deleted: the salvage is incomplete")
+	if n := srv.RowCount("otel_metrics_gauge"); n != want {
+		t.Errorf("the server holds %d rows, want %d", n, want)
+	}
+	if _, err := os.Stat(aside); err != nil {
+		t.Errorf("the incomplete slot is gone: %v", err)
+	}
+}
+
+// TestSalvageUnknownSymbolIDs loses the dictionary of generation 1 and the
+// frame that defined its first symbols: the later frames of that generation
+// use ids nobody can define, so each is reported and none is sent (one
+// would poison the connection), while generation 0 is delivered.
+func TestSalvageUnknownSymbolIDs(t *testing.T) {
+	srv := newServer(t)
+	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 2, perGen: 150})
+	s := scanOf(t, b.dir)
+	var gen0Bytes int64
+	for _, e := range s.Dict.Entries(0) {
+		gen0Bytes += int64(12 + len(e) + 4)
+	}
+	if err := os.Truncate(filepath.Join(b.dir, ".symbol-dict"), gen0Bytes); err != nil {
+		t.Fatal(err)
+	}
+	first1 := uint64(1)
+	for b.gen[first1] == 0 {
+		first1++
+	}
+	var seg sfqueue.SegmentScan
+	var idx int
+	for _, sg := range s.Segments {
+		if first1 >= sg.Base && first1 < sg.End() {
+			seg, idx = sg, int(first1-sg.Base)
+		}
+	}
+	if idx+1 >= len(seg.Frames) && seg.End() == uint64(b.frames)+1 {
+		t.Fatal("the test needs a frame of generation 1 after the damaged one")
+	}
+	flip(t, filepath.Join(b.dir, seg.Name), int64(seg.Frames[idx])+30)
+	damagedTo := seg.End() - 1 // recovery cannot place the frames after the bad one in its segment
+
+	code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	want := b.rowsAbove(0, func(f uint64) bool { return b.gen[f] == 1 })
+	mustContain(t, out, fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 1..%d)", first1-1, want, first1-1))
+	refused := strings.Count(out, "a server would refuse it, poisoning the connection")
+	if wantRefused := b.frames - int(damagedTo); refused != wantRefused {
+		t.Errorf("%d frames reported as refused, want %d (FSN %d..%d):\n%s", refused, wantRefused, damagedTo+1, b.frames, out)
+	}
+	if !strings.Contains(out, "delta_start") && !strings.Contains(out, "symbol id") {
+		t.Errorf("the refusal does not name the unknown symbol ids:\n%s", out)
+	}
+	if n := srv.RowCount("otel_metrics_gauge"); n != want {
+		t.Errorf("the server holds %d rows, want %d (generation 0 only)", n, want)
+	}
+}
+
+func TestSalvageRefusesALockedSlot(t *testing.T) {
+	srv := newServer(t)
+	parent := t.TempDir()
+	b := buildSlot(t, parent, "busy", slotSpec{gens: 1, perGen: 200})
+	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "busy", MaxSegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	mustContain(t, errOut, "is in use", fmt.Sprintf("PID %d", os.Getpid()), "stop the collector that holds it")
+	if len(srv.TableNames()) != 0 {
+		t.Errorf("rows or tables reached the server: %v", srv.TableNames())
+	}
+}
+
+func TestSalvageDeleteAfterCompleteSalvage(t *testing.T) {
+	srv := newServer(t)
+	b := buildSlot(t, t.TempDir(), "done", slotSpec{gens: 1, perGen: 200})
+	code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustContain(t, out, "result:      complete", "delete:      the slot was deleted")
+	if _, err := os.Stat(b.dir); !os.IsNotExist(err) {
+		t.Errorf("the slot is still there: %v", err)
+	}
+	if n := srv.RowCount("otel_metrics_gauge"); n != b.rowsAbove(0, nil) {
+		t.Errorf("the server holds %d rows, want %d", n, b.rowsAbove(0, nil))
+	}
+}
+
+// TestSalvageTableDDL creates a renamed table with a promoted attribute
+// twice: from the frames' columns alone, and from --config, which also
+// gives the ttl and the endpoint.
+func TestSalvageTableDDL(t *testing.T) {
+	colType := func(td qwptest.TableData, name string) qwp.ColumnType {
+		for _, c := range td.Columns {
+			if c.Name == name {
+				return c.Type
+			}
+		}
+		return 0
+	}
+	spec := slotSpec{gens: 1, perGen: 200, table: "my_gauge", promoted: []string{"host.name"}}
+
+	t.Run("from the frames", func(t *testing.T) {
+		srv := newServer(t)
+		b := buildSlot(t, t.TempDir(), "s", spec)
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "my_gauge: a gauge table, from the frames' columns, promoted attributes host_name")
+		td, _ := srv.Rows("my_gauge")
+		if td.RowCount != b.rowsAbove(0, nil) || !slices.Equal(td.DedupKeys, []string{"timestamp", "series_id"}) || colType(td, "host_name") != qwp.TypeSymbol {
+			t.Errorf("my_gauge: %d rows, dedup %v, host_name %v", td.RowCount, td.DedupKeys, colType(td, "host_name"))
+		}
+	})
+	t.Run("from --config", func(t *testing.T) {
+		srv := newServer(t)
+		dir := t.TempDir()
+		b := buildSlot(t, dir, "s", spec)
+		cfg := filepath.Join(dir, "collector.yaml")
+		yaml := fmt.Sprintf(`receivers:
+  otlp:
+exporters:
+  debug:
+  questdb/main:
+    endpoints: [%s]
+    sf_dir: %s
+    tables:
+      gauge: my_gauge
+    attributes_as_symbols: [host.name]
+    metric_attributes_type: varchar
+    ttl: 30d
+`, srv.URL(), dir)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", cfg)
+		// The frames wrote attributes as SYMBOL, the configuration says
+		// VARCHAR: the table follows the configuration, QuestDB converts.
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "my_gauge: as the configuration defines it", "endpoint:    "+srv.URL())
+		td, _ := srv.Rows("my_gauge")
+		if td.TTL != "30 DAYS" || colType(td, "attributes") != qwp.TypeVarchar || colType(td, "host_name") != qwp.TypeSymbol || td.RowCount != b.rowsAbove(0, nil) {
+			t.Errorf("my_gauge: ttl %q, attributes %v, host_name %v, %d rows", td.TTL, colType(td, "attributes"), colType(td, "host_name"), td.RowCount)
+		}
+	})
+	t.Run("config errors", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec)
+		cfg := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(cfg, []byte("exporters:\n  questdb/a:\n  questdb/b:\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, errOut := runTool(t, "salvage", b.dir, "--config", cfg)
+		mustContain(t, errOut, "several questdb exporters (questdb/a, questdb/b): choose one with --exporter")
+		_, _, errOut = runTool(t, "salvage", b.dir, "--config", cfg, "--exporter", "questdb/c")
+		mustContain(t, errOut, `no exporter "questdb/c"`)
+	})
+}
+
+// TestSalvageServerRefusal: QuestDB refuses a frame for its content, which
+// stops the exporter's sender (SCHEMA_MISMATCH is terminal by default); the
+// report names the frame and counts the ones left undelivered.
+func TestSalvageServerRefusal(t *testing.T) {
+	srv := newServer(t)
+	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
+	// Binary frame 1 is the dictionary catch-up, frame 5 carries FSN 4.
+	if err := srv.RejectFrame(5, qwp.StatusSchemaMismatch, "column value: cannot convert"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	want := b.rows[1] + b.rows[2] + b.rows[3]
+	mustContain(t, out,
+		fmt.Sprintf("sent:        3 frames, %d rows, acknowledged (FSN 1..3)", want),
+		fmt.Sprintf("undelivered: %d frames (FSN 4..%d): the sender stopped at FSN 4: SCHEMA_MISMATCH", b.frames-3, b.frames),
+		"cannot convert",
+		"delete:      not deleted")
+	if n := srv.RowCount("otel_metrics_gauge"); n != int64(want) {
+		t.Errorf("the server holds %d rows, want %d", n, want)
+	}
+}
+
+// TestSalvageUnreachable: QuestDB cannot be asked to create the tables, so
+// nothing is sent (a table QWP auto-creates would lack dedup keys).
+func TestSalvageUnreachable(t *testing.T) {
+	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
+	code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", "ws://127.0.0.1:1", "--timeout", "2s")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	mustContain(t, errOut, "creating the tables before any frame is sent", "could not be asked")
+	mustContain(t, out, "sent:        0 frames")
+}

@@ -1,0 +1,82 @@
+package sfqueue
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Read-only helpers for the slot tool (cmd/questdb-slot), beside ScanSlot:
+// they expose what the queue already knows about a slot's files so that the
+// tool shares the queue's decoding instead of copying it.
+
+// FormatVersion is the segment format version this package writes and reads
+// (the version field of the segment header, see doc.go).
+const FormatVersion = segmentVersion
+
+// SegmentFormat reads the header of the segment file at path and returns its
+// format version. ok is false when the file does not start with an intact
+// header carrying the segment magic (a damaged or never-written header: the
+// version is then unknown, not newer).
+func SegmentFormat(path string) (version uint32, ok bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	h := make([]byte, segmentHeaderSize)
+	if _, err := io.ReadFull(f, h); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	if binary.LittleEndian.Uint32(h) != segmentMagic {
+		return 0, false, nil
+	}
+	// The CRC covers the version: a flipped bit there is damage, not a
+	// newer format.
+	if binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli) {
+		return 0, false, nil
+	}
+	return binary.LittleEndian.Uint32(h[4:]), true, nil
+}
+
+// IsSlotDir reports whether dir looks like a slot: it holds a segment file
+// or one of the side files a queue creates (.lock, .ack-watermark,
+// .symbol-dict).
+func IsSlotDir(dir string) (bool, error) {
+	names, err := OSFS().ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if _, ok := parseSegmentName(n); ok {
+			return true, nil
+		}
+		switch n {
+		case lockFileName, watermarkFile, symbolDictFile:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// LockSlot takes the lock of the slot directory dir as Open does (flock on
+// .lock, our PID in .lock.pid). A slot held by another process is a
+// *LockedError naming its PID. Close the result to release the lock.
+func LockSlot(dir string) (io.Closer, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "lock slot", Path: dir, Err: errors.New("not a directory")}
+	}
+	return lockSlot(OSFS(), dir)
+}
+
+// Entries returns the entries of generation gen in the valid prefix of
+// .symbol-dict, in id order. The slices must not be modified.
+func (d *DictScan) Entries(gen uint32) [][]byte { return d.gens[gen] }
