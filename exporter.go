@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -134,6 +136,7 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 	e.stop, e.stopped = make(chan struct{}), make(chan struct{})
 	go e.monitor(newLevelAlerter(e.logger, e.now, e.cfg.OnFull == "evict_oldest"))
 	e.startDrainers(ctx)
+	e.logStart(q.Recovery().FramesRecovered)
 	return nil
 }
 
@@ -184,6 +187,11 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 // found, and returns the dictionary generation to continue with: the newest
 // one that frames or .symbol-dict know of.
 func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
+	if e.cfg.SFDir != "" {
+		if err := prepareSFDir(e.cfg.SFDir, e.logger); err != nil {
+			return nil, 0, err
+		}
+	}
 	opts := e.cfg.queueOptions(e.senderID, e.logger)
 	var maxGen uint32
 	opts.SymbolUse = func(payload []byte) (uint32, int64) {
@@ -209,14 +217,57 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	if rep.WatermarkIgnored {
 		e.logger.Warn("the .ack-watermark file was unusable; frames after the oldest retained segment are replayed (QuestDB may see duplicates)", fields...)
 	}
-	if rep.FramesRecovered > 0 {
-		e.logger.Info("recovered unacknowledged frames; they are sent first",
-			append(fields, zap.Int("frames", rep.FramesRecovered), zap.Uint64("acked_fsn", rep.AckedFSN), zap.Uint64("published_fsn", rep.PublishedFSN))...)
-	}
 	if gens := q.SymbolGenerations(); len(gens) > 0 {
 		maxGen = max(maxGen, slices.Max(gens))
 	}
 	return q, maxGen, nil
+}
+
+// prepareSFDir makes sure sf_dir can hold the slot: sf_dir is created when
+// missing (and that is logged), but its parent must exist, so a mistyped
+// path fails the start instead of starting an empty queue unnoticed beside
+// the one holding data.
+func prepareSFDir(dir string, logger *zap.Logger) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("questdb exporter: sf_dir %q is not a directory", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("questdb exporter: sf_dir %q: %w", dir, err)
+	}
+	parent := filepath.Dir(filepath.Clean(dir))
+	if pfi, perr := os.Stat(parent); perr != nil || !pfi.IsDir() {
+		return fmt.Errorf("questdb exporter: sf_dir %q does not exist and neither does its parent %q; the exporter creates sf_dir only inside an existing directory, so a mistyped path cannot start an empty queue: fix sf_dir or create the parent (owned by the collector's user)", dir, parent)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("questdb exporter: creating sf_dir %q: %w", dir, err)
+	}
+	logger.Info("created sf_dir for the store-and-forward queue", zap.String("sf_dir", dir))
+	return nil
+}
+
+// logStart is the one line an operator needs to know what this exporter
+// runs with: where its data waits, where it goes, the bounds, the
+// authentication mode (never the secret) and what was recovered.
+func (e *questdbExporter) logStart(recovered int) {
+	auth := "none"
+	switch {
+	case e.cfg.Token != "":
+		auth = "bearer token"
+	case e.cfg.Username != "":
+		auth = "basic, username " + string(e.cfg.Username)
+	}
+	slot, durability := e.slot, e.cfg.SFDurability
+	if e.cfg.SFDir == "" {
+		slot, durability = "memory only (sf_dir is empty): unacknowledged data is lost on a restart", "memory"
+	}
+	e.logger.Info("QuestDB exporter started",
+		zap.String("slot", slot), zap.Strings("endpoints", e.cfg.endpointURLs()),
+		zap.Stringer("sf_max_total_bytes", e.cfg.effectiveMaxTotalBytes()), zap.String("sf_durability", durability),
+		zap.String("on_full", e.cfg.OnFull), zap.String("auth", auth), zap.Bool("tls", usesTLS(e.cfg.endpointURLs())),
+		zap.Int("recovered_frames", recovered))
 }
 
 // newWriter loads dictionary generation gen and starts the writer on it.
@@ -419,7 +470,7 @@ func (e *questdbExporter) logUnacknowledged(cause error) {
 	s := e.queue.Stats()
 	fields := []zap.Field{
 		zap.Uint64("frames", s.PublishedFSN-s.AckedFSN), zap.Int64("bytes", s.UnackedBytes),
-		zap.Duration("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
+		zap.Stringer("close_flush_timeout", e.cfg.CloseFlushTimeout), zap.NamedError("cause", cause),
 	}
 	waited := fmt.Sprintf("waited close_flush_timeout (%v)", e.cfg.CloseFlushTimeout)
 	if e.cfg.CloseFlushTimeout == 0 {

@@ -365,7 +365,7 @@ func TestExporterStatusFollowsConnection(t *testing.T) {
 		ev := host.last()
 		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError
 	})
-	if msg := host.last().Err().Error(); !regexp.MustCompile(`reconnecting to .* \(\d+ attempts since `).MatchString(msg) {
+	if msg := host.last().Err().Error(); !regexp.MustCompile(`cannot reach QuestDB since \S+Z \(reconnecting; data is queued\): .+`).MatchString(msg) {
 		t.Fatalf("recoverable status %q does not name the reconnect condition", msg)
 	}
 }

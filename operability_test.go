@@ -2,12 +2,17 @@ package questdbexporter
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -15,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 )
 
@@ -27,8 +33,9 @@ func collectorLogger() (*zap.Logger, *observer.ObservedLogs) {
 // TestFullQueueUnderLoadLogsBoundedLines: four sources push through
 // exporterhelper (as the collector calls the exporter) into a queue at its
 // cap while QuestDB is unreachable. For the whole run (3 s with -short, 60 s
-// without) the log holds at most 3 lines at info or above — the failed
-// connect, and the queue's high and full alerts — none with a stack trace and
+// without) the log holds at most 4 lines at info or above — the start line,
+// the failed connect, and the queue's high and full alerts — none with a
+// stack trace and
 // none from exporterhelper; the collector's own counters still count every
 // refused point (error.type ResourceExhausted) and every accepted one.
 func TestFullQueueUnderLoadLogsBoundedLines(t *testing.T) {
@@ -105,11 +112,11 @@ func TestFullQueueUnderLoadLogsBoundedLines(t *testing.T) {
 	if logs.FilterMessageSnippet("queue full: refusing new records").Len() != 1 {
 		t.Errorf("the full alert was logged %d times, want once", logs.FilterMessageSnippet("queue full").Len())
 	}
-	if len(lines) > 3 {
+	if len(lines) > 4 {
 		for _, e := range lines {
 			t.Logf("%v %s %v", e.Level, e.Message, e.ContextMap())
 		}
-		t.Fatalf("%d log lines at info or above, want at most 3", len(lines))
+		t.Fatalf("%d log lines at info or above, want at most 4", len(lines))
 	}
 	id := attribute.String("exporter", "questdb")
 	if got, _ := metricTotal(t, tt, "otelcol_exporter_send_failed_metric_points", id,
@@ -118,5 +125,102 @@ func TestFullQueueUnderLoadLogsBoundedLines(t *testing.T) {
 	}
 	if got, _ := metricTotal(t, tt, "otelcol_exporter_sent_metric_points", id); got != float64(accepted.Load()) {
 		t.Errorf("otelcol_exporter_sent_metric_points = %v, want the %d accepted", got, accepted.Load())
+	}
+}
+
+// TestStartLineAndCloseWarning: one Info line at start says where the data
+// waits, where it goes, the bounds, the auth mode without the secret and the
+// frames recovered; a shutdown that leaves frames behind says how many, how
+// many bytes, where, and which key bounded the wait.
+func TestStartLineAndCloseWarning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "questdb") // created: its parent exists
+	dead := closedPort(t)
+	cfg := testConfig(t, dead)
+	cfg.SFDir = dir
+	cfg.SenderID = "ops"
+	cfg.Username, cfg.Password = "ingest", "s3cret-pw"
+	cfg.CloseFlushTimeout = 50 * time.Millisecond
+	run := func(consume bool) *observer.ObservedLogs {
+		logger, logs := collectorLogger()
+		set := exportertest.NewNopSettings(metadata.Type)
+		set.Logger = logger
+		inst, err := newInstance(cfg, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if consume {
+			for i := range 3 {
+				if err := inst.consumeMetrics(context.Background(), gaugeBatch(i*100, 50)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := inst.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return logs
+	}
+	first := run(true)
+	if first.FilterMessage("created sf_dir for the store-and-forward queue").Len() != 1 {
+		t.Errorf("creating the missing sf_dir was not logged: %v", first.All())
+	}
+	closing := first.FilterMessageSnippet("QuestDB exporter stopped").All()
+	if len(closing) != 1 || closing[0].Level != zapcore.WarnLevel {
+		t.Fatalf("shutdown with unacknowledged frames logged %v; want one warning", closing)
+	}
+	frames := closing[0].ContextMap()["frames"].(uint64)
+	bytes := closing[0].ContextMap()["bytes"].(int64)
+	for _, want := range []string{"waited close_flush_timeout (50ms)", fmt.Sprintf("%d frames (%d bytes)", frames, bytes),
+		filepath.Join(dir, "ops"), "sent at the next start"} {
+		if !strings.Contains(closing[0].Message, want) {
+			t.Errorf("close warning %q does not say %q", closing[0].Message, want)
+		}
+	}
+	if frames == 0 || bytes == 0 {
+		t.Errorf("close warning counts %d frames, %d bytes; want the unacknowledged batch", frames, bytes)
+	}
+
+	second := run(false)
+	started := second.FilterMessage("QuestDB exporter started").All()
+	if len(started) != 1 || started[0].Level != zapcore.InfoLevel {
+		t.Fatalf("start logged %v; want one info line", second.All())
+	}
+	m := started[0].ContextMap()
+	if m["slot"] != filepath.Join(dir, "ops") || m["auth"] != "basic, username ingest" || m["sf_durability"] != "memory" ||
+		m["sf_max_total_bytes"] != "10GiB" || m["recovered_frames"] != int64(frames) || m["on_full"] != "block" {
+		t.Errorf("start line fields %v; want the slot, basic auth as ingest, memory durability, the 10GiB cap and %d recovered frames", m, frames)
+	}
+	if eps, _ := m["endpoints"].([]any); len(eps) != 1 || eps[0] != "ws://"+dead+"/write/v4" {
+		t.Errorf("start line endpoints %v", m["endpoints"])
+	}
+	for _, e := range append(first.All(), second.All()...) {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), "s3cret-pw") {
+			t.Fatalf("the password is in the log: %q %v", e.Message, e.ContextMap())
+		}
+	}
+}
+
+// TestSFDirParentMustExist: a sf_dir whose parent is missing (a typo) fails
+// the start with a message naming both, and creates nothing.
+func TestSFDirParentMustExist(t *testing.T) {
+	base := t.TempDir()
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir = filepath.Join(base, "otelcl", "questdb")
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inst.Start(context.Background(), componenttest.NewNopHost())
+	if err == nil || !strings.Contains(err.Error(), "sf_dir") || !strings.Contains(err.Error(), filepath.Join(base, "otelcl")) {
+		t.Fatalf("Start with a missing parent: %v; want an error naming sf_dir and the parent", err)
+	}
+	if err := inst.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "otelcl")); !os.IsNotExist(err) {
+		t.Fatalf("the missing parent was created (%v)", err)
 	}
 }

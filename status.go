@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
 
-	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sender"
 )
 
@@ -87,10 +86,6 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 		if err == nil {
 			err = errors.New(c.Reason)
 		}
-		var te *sender.TerminalError
-		if errors.As(err, &te) && te.Category == qwp.CategorySecurityError {
-			err = fmt.Errorf("authentication or authorization refused by %s: %w", c.Endpoint, err)
-		}
 		return componentstatus.NewPermanentErrorEvent(fmt.Errorf("questdb exporter stopped sending (data is kept in the queue): %w", err)), "terminal"
 	}
 	if r.full {
@@ -105,14 +100,16 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 	}
 	switch c.Kind {
 	case sender.Reconnecting:
-		err := fmt.Errorf("questdb exporter reconnecting to %s (%d attempts since %s): %s",
-			c.Endpoint, c.Attempts, c.Since.UTC().Format(time.RFC3339), c.Reason)
+		// One event per outage, stamped when it began: a health check's
+		// recovery_duration counts from that event's time, so re-reporting
+		// each attempt would keep an endless outage healthy. The attempts
+		// so far are otelcol_exporter_questdb_reconnect_attempts.
+		cause := c.Reason
 		if c.Err != nil {
-			err = fmt.Errorf("%w: %w", err, c.Err)
+			cause = c.Err.Error()
 		}
-		// Each attempt is a new message but the same condition: report it
-		// once per outage.
-		return componentstatus.NewRecoverableErrorEvent(err), fmt.Sprintf("reconnecting %d", c.Since.UnixNano())
+		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf("questdb exporter cannot reach QuestDB since %s (reconnecting; data is queued): %s",
+			c.Since.UTC().Format(time.RFC3339), cause)), fmt.Sprintf("reconnecting %d", c.Since.UnixNano())
 	case sender.Connected:
 		if r.ddl != nil {
 			return componentstatus.NewRecoverableErrorEvent(fmt.Errorf(

@@ -37,7 +37,7 @@ func TestStatusReporter(t *testing.T) {
 				{conn: st(sender.State{Kind: sender.Connecting}), want: componentstatus.StatusNone},
 				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
 				{level: lv(levelOK), want: componentstatus.StatusNone},
-				{conn: st(reconnecting(1)), want: componentstatus.StatusRecoverableError, substr: "reconnecting to ws://db:9000/write/v4 (1 attempts since 2026-11-30T09:00:00Z): connection refused"},
+				{conn: st(reconnecting(1)), want: componentstatus.StatusRecoverableError, substr: "cannot reach QuestDB since 2026-11-30T09:00:00Z (reconnecting; data is queued): dial tcp: connection refused"},
 				{conn: st(reconnecting(2)), want: componentstatus.StatusNone},
 				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
 			},
@@ -60,11 +60,11 @@ func TestStatusReporter(t *testing.T) {
 			},
 		},
 		{
-			name: "terminal is permanent and names refused authentication",
+			name: "terminal is permanent and states the sender's cause once",
 			steps: []step{
-				{conn: st(sender.State{Kind: sender.Terminal, Endpoint: "ws://db:9000/write/v4",
-					Err: &sender.TerminalError{Category: qwp.CategorySecurityError, Err: errors.New("HTTP 401")}}),
-					want: componentstatus.StatusPermanentError, substr: "authentication or authorization refused by ws://db:9000/write/v4"},
+				{conn: st(sender.State{Kind: sender.Terminal, Endpoint: "ws://db:9000/write/v4", Reason: "refused credentials",
+					Err: &sender.TerminalError{Category: qwp.CategorySecurityError, Err: errors.New("refused credentials")}}),
+					want: componentstatus.StatusPermanentError, substr: "stopped sending (data is kept in the queue): refused credentials"},
 				{level: lv(levelFull), want: componentstatus.StatusNone},
 			},
 		},
@@ -95,6 +95,13 @@ func TestStatusReporter(t *testing.T) {
 				}
 				if s.substr != "" && (ev.Err() == nil || !strings.Contains(ev.Err().Error(), s.substr)) {
 					t.Fatalf("step %d: error %v does not contain %q", i, ev.Err(), s.substr)
+				}
+				// One statement of the cause: the state's Reason and Err
+				// say the same thing, and the text carries it once.
+				for _, cause := range []string{"connection refused", "refused credentials"} {
+					if ev.Err() != nil && strings.Count(ev.Err().Error(), cause) > 1 {
+						t.Fatalf("step %d: %q states its cause more than once", i, ev.Err())
+					}
 				}
 			}
 		})

@@ -28,6 +28,13 @@ func TestUnauthorizedIsTerminalAndKeepsData(t *testing.T) {
 			if te.Category != qwp.CategorySecurityError || !strings.Contains(te.Error(), "bad credentials") {
 				t.Fatalf("terminal error %v (category %v); want SECURITY_ERROR naming the server's reason", te, te.Category)
 			}
+			// It says what to do: what to fix, and that only a restart retries.
+			fix := map[int]string{401: "fix username/password or token", 403: "grant it"}[code]
+			for _, want := range []string{fix, "restart the collector", "queued data is kept"} {
+				if !strings.Contains(te.Error(), want) {
+					t.Fatalf("terminal error %q does not say %q", te, want)
+				}
+			}
 			if q.AckedFSN() != 0 || q.PublishedFSN() != 5 || srv.Accepted() != 0 {
 				t.Fatalf("acked %d published %d accepted %d; want 0, 5, 0", q.AckedFSN(), q.PublishedFSN(), srv.Accepted())
 			}

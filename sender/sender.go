@@ -411,12 +411,13 @@ func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.
 			cat = qwp.CategorySecurityError
 		}
 		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
-		what := "fix the cause and restart the collector: the sender does not retry this, and the queued data is kept"
+		restart := "restart the collector: the sender does not retry this, and the queued data is kept"
+		what := "fix the cause and " + restart
 		switch ue.StatusCode {
 		case http.StatusUnauthorized:
-			what = "the server refused the credentials: fix username/password or token, then " + what
+			what = "the server refused the credentials: fix username/password or token, then " + restart
 		case http.StatusForbidden:
-			what = "the user may not write over QWP: grant it (or use another user), then " + what
+			what = "the user may not write over QWP: grant it (or use another user), then " + restart
 		}
 		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w; %s", url, err, what)}
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:

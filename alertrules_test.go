@@ -1,0 +1,174 @@
+package questdbexporter
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+)
+
+// scrape is one collection of the own metrics as a Prometheus scrape shows
+// them: series by name and labels. The names are the metric names as they
+// are: this build's Prometheus endpoint adds no _total suffix (checked on a
+// scrape of _build/otelcol-questdb).
+type scrape map[string]float64
+
+// seriesKey is name{label="value",...} with the labels in the order given.
+func seriesKey(name string, labels ...string) string {
+	if len(labels) == 0 {
+		return name
+	}
+	var b strings.Builder
+	b.WriteString(name + "{")
+	for i := 0; i+1 < len(labels); i += 2 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(labels[i] + `="` + labels[i+1] + `"`)
+	}
+	return b.String() + "}"
+}
+
+// takeScrape collects every otelcol_exporter_questdb_* series of the
+// exporter id, keyed by name and its other label (category, reason).
+func takeScrape(t *testing.T, tt *componenttest.Telemetry, id string) scrape {
+	t.Helper()
+	s := scrape{}
+	add := func(name string, set attribute.Set, v float64) {
+		if ex, _ := set.Value("exporter"); ex.AsString() != id {
+			return
+		}
+		var labels []string
+		for _, kv := range set.ToSlice() {
+			if kv.Key != "exporter" {
+				labels = append(labels, string(kv.Key), kv.Value.Emit())
+			}
+		}
+		s[seriesKey(name, labels...)] = v
+	}
+	var rm metricdata.ResourceMetrics
+	if err := tt.Reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if !strings.HasPrefix(m.Name, "otelcol_exporter_questdb_") {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					add(m.Name, dp.Attributes, float64(dp.Value))
+				}
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					add(m.Name, dp.Attributes, float64(dp.Value))
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range d.DataPoints {
+					add(m.Name, dp.Attributes, dp.Value)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// TestAlertRulesAgainstOutageScrape evaluates the README's example alert
+// rules on two scrapes of an exporter whose QuestDB is down and whose queue
+// filled until calls were refused: every metric and label the rules use
+// exists for the exporter, and the rules that must fire during such an
+// outage (queue filling, queue full, reconnecting) do, and the others (data
+// loss, stopped sender) do not. Each rule's expression must be the README's
+// word for word.
+func TestAlertRulesAgainstOutageScrape(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)- alert: (\w+)\n\s+expr: (.+)$`).FindAllStringSubmatch(string(readme), -1) {
+		rules[m[1]] = m[2]
+	}
+
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.SFDir = t.TempDir()
+	cfg.MaxBatchBytes = minMaxBatchBytes
+	cfg.SFMaxSegmentBytes = 256 << 10
+	cfg.SFMaxTotalBytes = 1 << 20
+	cfg.SFAppendDeadline = 10 * time.Millisecond
+	e := startWithTelemetry(t, tt, "questdb/audit", cfg)
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return takeScrape(t, tt, "questdb/audit")["otelcol_exporter_questdb_frames_acked"] > 0 })
+	srv.Outage(time.Hour)
+	before := takeScrape(t, tt, "questdb/audit")
+	var refused error
+	for i := 1; i < 500 && refused == nil; i++ {
+		refused = e.consumeMetrics(context.Background(), gaugeBatch(i*1000, 300))
+	}
+	if status.Code(refused) != codes.ResourceExhausted {
+		t.Fatalf("filling the queue ended with %v, want ResourceExhausted", refused)
+	}
+	waitFor(t, func() bool {
+		return takeScrape(t, tt, "questdb/audit")["otelcol_exporter_questdb_reconnect_attempts"] > before["otelcol_exporter_questdb_reconnect_attempts"]
+	})
+	now := takeScrape(t, tt, "questdb/audit")
+
+	get := func(s scrape, key string) float64 {
+		v, ok := s[key]
+		if !ok {
+			t.Fatalf("the scrape has no series %s{exporter=\"questdb/audit\"}; it has %v", key, s)
+		}
+		return v
+	}
+	increase := func(key string) float64 { return get(now, key) - get(before, key) }
+	const (
+		fill      = "otelcol_exporter_questdb_queue_fill_ratio"
+		bytes     = "otelcol_exporter_questdb_queue_bytes"
+		evicted   = "otelcol_exporter_questdb_frames_evicted"
+		acked     = "otelcol_exporter_questdb_frames_acked"
+		attempts  = "otelcol_exporter_questdb_reconnect_attempts"
+		successes = "otelcol_exporter_questdb_reconnect_successes"
+	)
+	dataLoss := seriesKey("otelcol_exporter_questdb_server_errors", "category", "data_loss")
+	for _, r := range []struct {
+		name, expr string
+		fires      bool
+		eval       func() bool
+	}{
+		{"QuestDBExporterQueueFilling", fill + " >= 0.8", true, func() bool { return get(now, fill) >= 0.8 }},
+		{"QuestDBExporterQueueFull", fill + " >= 1", true, func() bool { return get(now, fill) >= 1 }},
+		{"QuestDBExporterDataLoss", "increase(" + evicted + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
+			false, func() bool { return increase(evicted) > 0 || increase(dataLoss) > 0 }},
+		{"QuestDBExporterStopped", bytes + " > 0 and increase(" + acked + "[15m]) == 0 and increase(" + attempts + "[15m]) == 0",
+			false, func() bool { return get(now, bytes) > 0 && increase(acked) == 0 && increase(attempts) == 0 }},
+		{"QuestDBExporterReconnecting", "increase(" + attempts + "[10m]) > 0 and increase(" + successes + "[10m]) == 0",
+			true, func() bool { return increase(attempts) > 0 && increase(successes) == 0 }},
+	} {
+		if got := rules[r.name]; got != r.expr {
+			t.Errorf("README rule %s: expr %q, want %q", r.name, got, r.expr)
+			continue
+		}
+		if fired := r.eval(); fired != r.fires {
+			t.Errorf("rule %s fired %v during the outage, want %v (before %v, now %v)", r.name, fired, r.fires, before, now)
+		}
+	}
+	if len(rules) != 5 {
+		t.Errorf("README has %d alert rules, the test checks 5: %v", len(rules), rules)
+	}
+}
