@@ -540,8 +540,10 @@ func (s *Sender) send(c *conn) (end, bool) {
 		if want := c.win.nextFSN(); fsn != want {
 			if c.win.sent > c.win.catchUp {
 				// Eviction removed frames under us: the wire mapping cannot
-				// skip FSNs, so start a fresh window.
-				s.log.Warn("queue skipped frames (evicted); recycling the connection", zap.Uint64("expected_fsn", want), zap.Uint64("fsn", fsn))
+				// skip FSNs, so start a fresh window. Debug: a queue at its
+				// cap evicts for nearly every append, and the queue's owner
+				// reports the evictions (rate-limited).
+				s.log.Debug("queue skipped frames (evicted); recycling the connection", zap.Uint64("expected_fsn", want), zap.Uint64("fsn", fsn))
 				return end{kind: endRecycle}, true
 			}
 			c.win.fsnAtZero = fsn

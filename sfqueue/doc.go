@@ -195,7 +195,13 @@
 // not, counting what it dropped, and with them the dictionary generations
 // only they used. ENOSPC is a full queue with
 // reason DiskFull. A queue with no segments admits a frame larger than the
-// whole cap, so one big frame cannot wedge it.
+// whole cap, so one big frame cannot wedge it. Stats.UnackedBytes is
+// UsedBytes without the acknowledged frames retained segments still hold
+// (the segment taking appends is deleted only once sealed), and Stats.AtCap
+// holds from an append that found no room (refused, waited or evicted)
+// until acknowledgements delete a segment. The queue logs no eviction: at
+// the cap it evicts for nearly every append, so its owner summarises
+// Stats.FramesEvicted.
 //
 // # Use
 //

@@ -47,7 +47,7 @@ func SegmentFormat(path string) (version uint32, ok bool, err error) {
 
 // IsSlotDir reports whether dir looks like a slot: it holds a segment file
 // or one of the side files a queue creates (.lock, .ack-watermark,
-// .symbol-dict).
+// .symbol-dict or a generation's .symbol-dict.<n>).
 func IsSlotDir(dir string) (bool, error) {
 	names, err := OSFS().ReadDir(dir)
 	if err != nil {
@@ -55,6 +55,9 @@ func IsSlotDir(dir string) (bool, error) {
 	}
 	for _, n := range names {
 		if _, ok := parseSegmentName(n); ok {
+			return true, nil
+		}
+		if _, ok := parseGenDictName(n); ok {
 			return true, nil
 		}
 		switch n {

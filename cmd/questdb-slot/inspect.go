@@ -239,9 +239,9 @@ func formatLine(dir string, s *sfqueue.SlotScan) string {
 func printDict(w io.Writer, v *view) {
 	d := v.scan.Dict
 	if !d.Present {
-		fmt.Fprintf(w, "dictionary:  no .symbol-dict\n")
+		fmt.Fprintf(w, "dictionary:  no dictionary file\n")
 	} else {
-		fmt.Fprintf(w, "dictionary:  .symbol-dict %d bytes, %d intact\n", d.Size, d.IntactBytes)
+		fmt.Fprintf(w, "dictionary:  files of %d bytes, %d intact\n", d.Size, d.IntactBytes)
 		if d.Damage != "" {
 			fmt.Fprintf(w, "  damage: %s\n", d.Damage)
 		}

@@ -136,10 +136,15 @@ func TestInspectDamage(t *testing.T) {
 			return []string{"watermark:   unusable (", "above acked FSN 0"}
 		}},
 		{"torn dictionary", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			if err := os.Truncate(filepath.Join(dir, ".symbol-dict"), s.Dict.Size-3); err != nil {
+			gen1 := filepath.Join(dir, ".symbol-dict.0000000001")
+			fi, err := os.Stat(gen1)
+			if err != nil {
 				t.Fatal(err)
 			}
-			return []string{fmt.Sprintf(".symbol-dict %d bytes, ", s.Dict.Size-3), "damage: record at offset",
+			if err := os.Truncate(gen1, fi.Size()-3); err != nil {
+				t.Fatal(err)
+			}
+			return []string{fmt.Sprintf("files of %d bytes, ", s.Dict.Size-3), "damage: .symbol-dict.0000000001: record at offset",
 				fmt.Sprintf("generation 1: %d entries (1 of them rebuilt from the frames' own delta sections)", len(s.Dict.Entries(1)))}
 		}},
 	}
