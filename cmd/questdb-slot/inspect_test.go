@@ -15,7 +15,7 @@ import (
 func TestInspectHealthySlot(t *testing.T) {
 	parent := t.TempDir()
 	b := buildSlot(t, parent, "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
-	before := slotFiles(t, b.dir)
+	before := slotState(t, b.dir)
 	scan := scanOf(t, b.dir)
 	var frames, bytes int
 	if err := scan.EachFrame(func(fsn uint64, _ string, _ int64, p []byte) error {
@@ -54,7 +54,7 @@ func TestInspectHealthySlot(t *testing.T) {
 	if len(scan.Segments) < 3 {
 		t.Errorf("the slot spans %d segments; the damage tests need at least 3", len(scan.Segments))
 	}
-	if !sameFiles(before, slotFiles(t, b.dir)) {
+	if before != slotState(t, b.dir) {
 		t.Error("inspect changed the slot's files")
 	}
 }
@@ -165,13 +165,13 @@ func TestInspectDamage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150})
 			want := c.apply(t, b.dir, scanOf(t, b.dir))
-			before := slotFiles(t, b.dir)
+			before := slotState(t, b.dir)
 			code, out, errOut := runTool(t, "inspect", b.dir)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			mustContain(t, out, want...)
-			if !sameFiles(before, slotFiles(t, b.dir)) {
+			if before != slotState(t, b.dir) {
 				t.Error("inspect changed the slot's files")
 			}
 		})

@@ -23,13 +23,6 @@ func newServer(t *testing.T) *qwptest.Server {
 	return srv
 }
 
-// withoutLock drops the lock files, which salvage rewrites.
-func withoutLock(files map[string][]byte) map[string][]byte {
-	delete(files, ".lock")
-	delete(files, ".lock.pid")
-	return files
-}
-
 // TestSalvageDeliversEveryFrameOnce salvages a healthy slot of two
 // dictionary generations twice: the first run delivers every frame above
 // the watermark into a table created with dedup keys, the second sends
@@ -38,7 +31,7 @@ func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 	srv := newServer(t)
 	const ack = 5
 	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: ack})
-	before := withoutLock(slotFiles(t, b.dir))
+	before := slotState(t, b.dir, ".lock", ".lock.pid") // salvage takes the lock
 	// Ack deleted the segments wholly at or below the watermark; the
 	// oldest one left holds acknowledged frames and newer ones.
 	oldest := scanOf(t, b.dir).Segments[0].Base
@@ -74,7 +67,7 @@ func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 	if n := srv.RowCount("otel_metrics_gauge"); n != all {
 		t.Errorf("after --all the server holds %d rows, want %d", n, all)
 	}
-	if !sameFiles(before, withoutLock(slotFiles(t, b.dir))) {
+	if before != slotState(t, b.dir, ".lock", ".lock.pid") {
 		t.Error("salvage changed the slot's files")
 	}
 }
