@@ -280,7 +280,10 @@ func TestInspectLiveSlotUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	for i := range 30 {
+	// At least 30 inspections, and on until the queue has appended 200
+	// frames (about 15 segments of 4 KiB, most deleted by the acks).
+	start := q.PublishedFSN()
+	for i := 0; i < 30 || q.PublishedFSN() < start+200; i++ {
 		code, out, errOut := runTool(t, "inspect", filepath.Join(parent, "busy"))
 		if code != 0 {
 			t.Fatalf("inspection %d: exit %d: %s", i, code, errOut)
