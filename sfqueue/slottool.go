@@ -46,8 +46,8 @@ func SegmentFormat(path string) (version uint32, ok bool, err error) {
 }
 
 // IsSlotDir reports whether dir looks like a slot: it holds a segment file
-// or one of the side files a queue creates (.lock, .ack-watermark,
-// .symbol-dict).
+// or one of the side files a queue creates (.lock, .ack-watermark, a
+// dictionary file).
 func IsSlotDir(dir string) (bool, error) {
 	names, err := OSFS().ReadDir(dir)
 	if err != nil {
@@ -55,6 +55,9 @@ func IsSlotDir(dir string) (bool, error) {
 	}
 	for _, n := range names {
 		if _, ok := parseSegmentName(n); ok {
+			return true, nil
+		}
+		if _, ok := parseGenDictName(n); ok {
 			return true, nil
 		}
 		switch n {
@@ -78,5 +81,27 @@ func LockSlot(dir string) (io.Closer, error) {
 }
 
 // Entries returns the entries of generation gen in the valid prefix of
-// .symbol-dict, in id order. The slices must not be modified.
+// its dictionary file, in id order. The slices must not be modified.
 func (d *DictScan) Entries(gen uint32) [][]byte { return d.gens[gen] }
+
+// DictFile is what the walk of one dictionary file found.
+type DictFile struct {
+	Name string
+	// Legacy is set for .symbol-dict, the single log of every generation
+	// that slots written before per-generation files hold (the next Open
+	// moves its generations into their own files); otherwise the file
+	// holds Generation.
+	Legacy     bool
+	Generation uint32
+	Size       int64 // file size
+	Intact     int64 // length of the valid prefix of records
+}
+
+// Files lists the dictionary files in directory order.
+func (d *DictScan) Files() []DictFile {
+	out := make([]DictFile, 0, len(d.files))
+	for _, f := range d.files {
+		out = append(out, DictFile{Name: f.name, Legacy: f.legacy, Generation: f.gen, Size: f.size, Intact: f.intact})
+	}
+	return out
+}

@@ -148,6 +148,9 @@ func (fi frameInfo) String() string {
 	if fi.err != nil {
 		return fmt.Sprintf("FSN %d: cannot be decoded: %v", fi.fsn, fi.err)
 	}
+	if len(fi.tables) == 0 {
+		return fmt.Sprintf("FSN %d (dictionary generation %d): no table (dictionary entries or a bare commit)", fi.fsn, fi.gen)
+	}
 	s := fmt.Sprintf("FSN %d (dictionary generation %d): %d rows in %s", fi.fsn, fi.gen, fi.rows, strings.Join(fi.tables, ", "))
 	if fi.hasTS {
 		s += fmt.Sprintf("; row timestamps %s .. %s", nanosUTC(fi.min), nanosUTC(fi.max))
@@ -239,9 +242,16 @@ func formatLine(dir string, s *sfqueue.SlotScan) string {
 func printDict(w io.Writer, v *view) {
 	d := v.scan.Dict
 	if !d.Present {
-		fmt.Fprintf(w, "dictionary:  no .symbol-dict\n")
+		fmt.Fprintf(w, "dictionary:  no dictionary file\n")
 	} else {
-		fmt.Fprintf(w, "dictionary:  .symbol-dict %d bytes, %d intact\n", d.Size, d.IntactBytes)
+		fmt.Fprintf(w, "dictionary:  %d bytes in %d files, %d intact\n", d.Size, len(d.Files()), d.IntactBytes)
+		for _, f := range d.Files() {
+			what := fmt.Sprintf("generation %d", f.Generation)
+			if f.Legacy {
+				what = "every generation (the layout before per-generation files: the next open moves them into their own files)"
+			}
+			fmt.Fprintf(w, "  %s: %d bytes, %d intact, %s\n", f.Name, f.Size, f.Intact, what)
+		}
 		if d.Damage != "" {
 			fmt.Fprintf(w, "  damage: %s\n", d.Damage)
 		}

@@ -76,74 +76,91 @@ func flip(t *testing.T, file string, off int64) {
 	}
 }
 
+// damage is one way to damage a slot of several segments.
+type damage struct {
+	name string
+	// apply damages the slot and returns what inspect's output must hold.
+	apply func(t *testing.T, dir string, s *sfqueue.SlotScan) []string
+}
+
+func segPath(dir string, s *sfqueue.SlotScan, i int) string {
+	return filepath.Join(dir, s.Segments[i].Name)
+}
+
+// frameRange is the start of inspect's line for a damaged run that begins
+// at frame f of segment i.
+func frameRange(s *sfqueue.SlotScan, i, f int, tail string) string {
+	sg := s.Segments[i]
+	return fmt.Sprintf("FSN %d..%s unreadable in %s at offset %d: ", sg.Base+uint64(f), tail, sg.Name, sg.Frames[f])
+}
+
+// damageClasses are the campaign's classes of damage: bit flips in a
+// header, in frame 0, mid-segment, in the last frame of an older segment
+// and in the newest tail; a truncation; a deleted middle segment; a zeroed
+// watermark; a torn dictionary.
+var damageClasses = []damage{
+	{"header bit flip", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		flip(t, segPath(dir, s, 1), 9)
+		return []string{fmt.Sprintf("FSN %d..%d unreadable in %s at offset 0: unusable segment header: header CRC mismatch",
+			s.Segments[1].Base, s.Segments[2].Base-1, s.Segments[1].Name), "header unusable"}
+	}},
+	{"frame 0 of the oldest segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		flip(t, segPath(dir, s, 0), int64(s.Segments[0].Frames[0])+20)
+		return []string{frameRange(s, 0, 0, fmt.Sprint(s.Segments[1].Base-1)) + "CRC32C mismatch (", "valid frames follow it"}
+	}},
+	{"mid-segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		flip(t, segPath(dir, s, 1), int64(s.Segments[1].Frames[1])+30)
+		return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
+	}},
+	{"last frame of an older segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		n := len(s.Segments[1].Frames) - 1
+		flip(t, segPath(dir, s, 1), int64(s.Segments[1].Frames[n])+30)
+		return []string{frameRange(s, 1, n, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
+	}},
+	{"newest tail", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		i := len(s.Segments) - 1
+		n := len(s.Segments[i].Frames) - 1
+		flip(t, segPath(dir, s, i), int64(s.Segments[i].Frames[n])+30)
+		fsn := s.Segments[i].Base + uint64(n)
+		return []string{frameRange(s, i, n, fmt.Sprint(fsn)) + "CRC32C mismatch", "unreadable:  1 unacknowledged frames"}
+	}},
+	{"truncation", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		if err := os.Truncate(segPath(dir, s, 1), int64(s.Segments[1].Frames[1])+10); err != nil {
+			t.Fatal(err)
+		}
+		return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "frame length"}
+	}},
+	{"deleted middle segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		if err := os.Remove(segPath(dir, s, 1)); err != nil {
+			t.Fatal(err)
+		}
+		return []string{fmt.Sprintf("FSN %d..%d unreadable: missing: %s ends at FSN %d", s.Segments[1].Base, s.Segments[2].Base-1,
+			s.Segments[0].Name, s.Segments[1].Base-1)}
+	}},
+	{"zeroed watermark", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		if err := os.WriteFile(filepath.Join(dir, ".ack-watermark"), make([]byte, 24), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"watermark:   unusable (", "above acked FSN 0"}
+	}},
+	{"torn dictionary", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		f := s.Dict.Files()[len(s.Dict.Files())-1] // generation 1, the newest
+		if err := os.Truncate(filepath.Join(dir, f.Name), f.Size-3); err != nil {
+			t.Fatal(err)
+		}
+		es := s.Dict.Entries(1)
+		intact := f.Size - int64(12+len(es[len(es)-1])+4) // the last record is cut
+		return []string{fmt.Sprintf("%s: %d bytes, %d intact, generation 1", f.Name, f.Size-3, intact),
+			fmt.Sprintf("damage: %s: record at offset %d", f.Name, intact),
+			fmt.Sprintf("generation 1: %d entries (1 of them rebuilt from the frames' own delta sections)", len(es))}
+	}},
+}
+
 // TestInspectDamage damages a healthy slot one way at a time and checks
 // that inspect names the unreadable FSN range with the file and the offset
 // of the damage, and that it changes no file.
 func TestInspectDamage(t *testing.T) {
-	type damage struct {
-		name string
-		// apply damages the slot and returns what the output must hold.
-		apply func(t *testing.T, dir string, s *sfqueue.SlotScan) []string
-	}
-	seg := func(dir string, s *sfqueue.SlotScan, i int) string { return filepath.Join(dir, s.Segments[i].Name) }
-	frameRange := func(s *sfqueue.SlotScan, i, f int, tail string) string {
-		sg := s.Segments[i]
-		return fmt.Sprintf("FSN %d..%s unreadable in %s at offset %d: ", sg.Base+uint64(f), tail, sg.Name, sg.Frames[f])
-	}
-	cases := []damage{
-		{"header bit flip", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			flip(t, seg(dir, s, 1), 9)
-			return []string{fmt.Sprintf("FSN %d..%d unreadable in %s at offset 0: unusable segment header: header CRC mismatch",
-				s.Segments[1].Base, s.Segments[2].Base-1, s.Segments[1].Name), "header unusable"}
-		}},
-		{"frame 0 of the oldest segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			flip(t, seg(dir, s, 0), int64(s.Segments[0].Frames[0])+20)
-			return []string{frameRange(s, 0, 0, fmt.Sprint(s.Segments[1].Base-1)) + "CRC32C mismatch (", "valid frames follow it"}
-		}},
-		{"mid-segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			flip(t, seg(dir, s, 1), int64(s.Segments[1].Frames[1])+30)
-			return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
-		}},
-		{"last frame of an older segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			n := len(s.Segments[1].Frames) - 1
-			flip(t, seg(dir, s, 1), int64(s.Segments[1].Frames[n])+30)
-			return []string{frameRange(s, 1, n, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
-		}},
-		{"newest tail", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			i := len(s.Segments) - 1
-			n := len(s.Segments[i].Frames) - 1
-			flip(t, seg(dir, s, i), int64(s.Segments[i].Frames[n])+30)
-			fsn := s.Segments[i].Base + uint64(n)
-			return []string{frameRange(s, i, n, fmt.Sprint(fsn)) + "CRC32C mismatch", "unreadable:  1 unacknowledged frames"}
-		}},
-		{"truncation", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			if err := os.Truncate(seg(dir, s, 1), int64(s.Segments[1].Frames[1])+10); err != nil {
-				t.Fatal(err)
-			}
-			return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "frame length"}
-		}},
-		{"deleted middle segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			if err := os.Remove(seg(dir, s, 1)); err != nil {
-				t.Fatal(err)
-			}
-			return []string{fmt.Sprintf("FSN %d..%d unreadable: missing: %s ends at FSN %d", s.Segments[1].Base, s.Segments[2].Base-1,
-				s.Segments[0].Name, s.Segments[1].Base-1)}
-		}},
-		{"zeroed watermark", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			if err := os.WriteFile(filepath.Join(dir, ".ack-watermark"), make([]byte, 24), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"watermark:   unusable (", "above acked FSN 0"}
-		}},
-		{"torn dictionary", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-			if err := os.Truncate(filepath.Join(dir, ".symbol-dict"), s.Dict.Size-3); err != nil {
-				t.Fatal(err)
-			}
-			return []string{fmt.Sprintf(".symbol-dict %d bytes, ", s.Dict.Size-3), "damage: record at offset",
-				fmt.Sprintf("generation 1: %d entries (1 of them rebuilt from the frames' own delta sections)", len(s.Dict.Entries(1)))}
-		}},
-	}
-	for _, c := range cases {
+	for _, c := range damageClasses {
 		t.Run(c.name, func(t *testing.T) {
 			b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150})
 			want := c.apply(t, b.dir, scanOf(t, b.dir))
@@ -206,4 +223,23 @@ func TestInspectLiveSlot(t *testing.T) {
 	if _, err := q.Append(context.Background(), payload); err != nil {
 		t.Errorf("the live queue failed after inspect: %v", err)
 	}
+}
+
+// TestInspectLegacySlot reads the slot fixture written before dictionary
+// generations had files of their own (sender/testdata/slot-v1).
+func TestInspectLegacySlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "slot-v1")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "sender", "testdata", "slot-v1"))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTool(t, "inspect", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	mustContain(t, out,
+		".symbol-dict: 294 bytes, 294 intact, every generation (the layout before per-generation files",
+		"generation 0: 7 entries", "generation 1: 7 entries",
+		"FSN 1..10 readable in 00000000000000000001.sfseg from offset 24",
+		"first:       FSN 1 (dictionary generation 0): 10 rows in t; row timestamps 2023-11-14T22:13:20Z .. 2023-11-14T22:13:20.000000009Z",
+		"last:        FSN 10 (dictionary generation 1): no table (dictionary entries or a bare commit)")
 }

@@ -46,7 +46,7 @@ func checkSlot(dir string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%s is not a slot: it holds no segment (*.sfseg) and none of .lock, .ack-watermark, .symbol-dict (is it sf_dir itself? give <sf_dir>/<sender_id>)", dir)
+		return fmt.Errorf("%s is not a slot: it holds no segment (*.sfseg) and none of .lock, .ack-watermark, .symbol-dict* (is it sf_dir itself? give <sf_dir>/<sender_id>)", dir)
 	}
 	names, err := os.ReadDir(dir)
 	if err != nil {
