@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,7 +258,7 @@ func printDict(w io.Writer, v *view) {
 			fmt.Fprintf(w, "  damage: %s\n", d.Damage)
 		}
 	}
-	for _, g := range sortedGens(v.dict.gens) {
+	for _, g := range slices.Sorted(maps.Keys(v.dict.gens)) {
 		line := fmt.Sprintf("  generation %d: %d entries", g, len(v.dict.gens[g]))
 		if n := v.dict.rebuilt[g]; n > 0 {
 			line += fmt.Sprintf(" (%d of them rebuilt from the frames' own delta sections)", n)

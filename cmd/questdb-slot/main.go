@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 )
 
@@ -66,13 +65,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "questdb-slot: unknown command %q\n%s", args[0], usage)
 	return 2
-}
-
-func sortedGens[V any](m map[uint32]V) []uint32 {
-	gens := make([]uint32, 0, len(m))
-	for g := range m {
-		gens = append(gens, g)
-	}
-	slices.Sort(gens)
-	return gens
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -341,7 +342,7 @@ func createTables(ctx context.Context, s questdbexporter.SlotToolSettings, haveC
 		}
 	}
 	var ddl []datamodel.TableDDL
-	for _, name := range sortedKeys(schemas) {
+	for _, name := range slices.Sorted(maps.Keys(schemas)) {
 		i := slices.IndexFunc(configured, func(d datamodel.TableDDL) bool { return d.Table == name })
 		if i >= 0 {
 			ddl = append(ddl, configured[i])
@@ -379,15 +380,6 @@ func createTables(ctx context.Context, s questdbexporter.SlotToolSettings, haveC
 		return fmt.Errorf("creating the tables before any frame is sent (a table QWP auto-creates has no dedup keys): %w", err)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // salvageQueueBytes bounds the frames held in memory between the slot and

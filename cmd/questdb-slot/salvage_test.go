@@ -23,30 +23,30 @@ func newServer(t *testing.T) *qwptest.Server {
 	return srv
 }
 
-// withoutLock drops the lock files, which salvage rewrites.
-func withoutLock(files map[string][]byte) map[string][]byte {
-	delete(files, ".lock")
-	delete(files, ".lock.pid")
-	return files
-}
-
 // TestSalvageDeliversEveryFrameOnce salvages a healthy slot of two
 // dictionary generations twice: the first run delivers every frame above
 // the watermark into a table created with dedup keys, the second sends
 // them again and adds no row. The slot is left as it was.
 func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 	srv := newServer(t)
-	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
-	before := withoutLock(slotFiles(t, b.dir))
-	want := b.rowsAbove(3, nil)
+	const ack = 5
+	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: ack})
+	before := slotState(t, b.dir, ".lock", ".lock.pid") // salvage takes the lock
+	// Ack deleted the segments wholly at or below the watermark; the
+	// oldest one left holds acknowledged frames and newer ones.
+	oldest := scanOf(t, b.dir).Segments[0].Base
+	if oldest > ack {
+		t.Fatalf("the oldest segment starts at FSN %d: no acknowledged frame is left for --all", oldest)
+	}
+	want := b.rowsAbove(ack, nil)
 	for run := 1; run <= 2; run++ {
 		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
 		if code != 0 {
 			t.Fatalf("run %d: exit %d\n%s\n%s", run, code, out, errOut)
 		}
 		mustContain(t, out,
-			fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 4..%d)", b.frames-3, want, b.frames),
-			"skipped:     0 readable frames at or below acked FSN 3",
+			fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN %d..%d)", b.frames-ack, want, ack+1, b.frames),
+			fmt.Sprintf("skipped:     %d readable frames at or below acked FSN %d", ack-oldest+1, ack),
 			"otel_metrics_gauge: a gauge table, from the frames' columns",
 			"result:      complete")
 		td, ok := srv.Rows("otel_metrics_gauge")
@@ -57,13 +57,18 @@ func TestSalvageDeliversEveryFrameOnce(t *testing.T) {
 			t.Errorf("dedup keys %v, want the exporter's [timestamp series_id]", td.DedupKeys)
 		}
 	}
-	if !sameFiles(before, withoutLock(slotFiles(t, b.dir))) {
-		t.Error("salvage changed the slot's files")
-	}
-	// --all sends the acknowledged frames too (none left: Ack deleted the
-	// segment that held them).
-	if code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--all"); code != 0 || strings.Contains(out, "skipped:") {
+	// --all sends the acknowledged frames left in the slot too.
+	all := b.rowsAbove(oldest-1, nil)
+	code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--all")
+	if code != 0 || strings.Contains(out, "skipped:") {
 		t.Errorf("--all: exit %d\n%s", code, out)
+	}
+	mustContain(t, out, fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN %d..%d)", uint64(b.frames)-oldest+1, all, oldest, b.frames))
+	if n := srv.RowCount("otel_metrics_gauge"); n != all {
+		t.Errorf("after --all the server holds %d rows, want %d", n, all)
+	}
+	if before != slotState(t, b.dir, ".lock", ".lock.pid") {
+		t.Error("salvage changed the slot's files")
 	}
 }
 

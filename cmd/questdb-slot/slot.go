@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
@@ -82,7 +84,7 @@ type slotDict struct {
 // loadDict builds the dictionary of scan, reading every readable frame.
 func loadDict(scan *sfqueue.SlotScan) (*slotDict, error) {
 	d := &slotDict{gens: map[uint32][][]byte{}, rebuilt: map[uint32]int{}}
-	for _, g := range sortedGens(scan.Dict.Generations) {
+	for _, g := range slices.Sorted(maps.Keys(scan.Dict.Generations)) {
 		d.gens[g] = append([][]byte(nil), scan.Dict.Entries(g)...)
 	}
 	err := scan.EachFrame(func(_ uint64, _ string, _ int64, payload []byte) error {
