@@ -176,6 +176,9 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 			e.logger.Error("drain_orphans failed", zap.String("sf_dir", e.cfg.SFDir), zap.Error(err))
 			return
 		}
+		for _, dl := range rep.DataLoss {
+			e.reportUnreplayable(dl, []zap.Field{zap.String("sf_dir", e.cfg.SFDir), zap.String("orphan_slot", dl.Path)})
+		}
 		if len(rep.Drained)+len(rep.Failed)+len(rep.Skipped) > 0 {
 			e.logger.Info("drain_orphans finished", zap.Strings("drained", rep.Drained),
 				zap.Strings("failed", rep.Failed), zap.Strings("skipped", rep.Skipped))
@@ -205,15 +208,7 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	}
 	rep := q.Recovery()
 	fields := []zap.Field{zap.String("sf_dir", e.cfg.SFDir), zap.String("sender_id", e.senderID)}
-	if rep.Unreplayable != nil {
-		e.logger.Error("DATA_LOSS: the store-and-forward slot could not be replayed and was set aside; its unacknowledged data will never reach QuestDB",
-			append(fields, zap.String("set_aside_as", rep.Unreplayable.Path), zap.Int("frames", rep.Unreplayable.Frames),
-				zap.String("reason", rep.Unreplayable.Reason))...)
-	}
-	if rep.TornBytes > 0 || rep.SymbolTornBytes > 0 {
-		e.logger.Warn("recovery cut a torn tail (bytes written but never acknowledged to a caller as durable)",
-			append(fields, zap.Int64("segment_bytes", rep.TornBytes), zap.Int64("symbol_dict_bytes", rep.SymbolTornBytes))...)
-	}
+	e.reportRecovery(rep, fields)
 	if rep.WatermarkIgnored {
 		e.logger.Warn("the .ack-watermark file was unusable; frames after the oldest retained segment are replayed (QuestDB may see duplicates)", fields...)
 	}
@@ -221,6 +216,50 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 		maxGen = max(maxGen, slices.Max(gens))
 	}
 	return q, maxGen, nil
+}
+
+// reportRecovery makes what recovery lost loud: an Error log naming the
+// slot, the FSN ranges and the cause, and the data_loss_frames and
+// torn_frames counters. A torn tail cut in flush durability was never
+// answered to a caller (seed 004): logged at Info, counted all the same.
+func (e *questdbExporter) reportRecovery(rep sfqueue.RecoveryReport, fields []zap.Field) {
+	if rep.Unreplayable != nil {
+		e.reportUnreplayable(rep.Unreplayable, fields)
+	}
+	for _, r := range rep.Lost {
+		e.logger.Error("DATA_LOSS: frames the slot recorded as on disk are gone; they will never reach QuestDB",
+			append(fields, zap.Uint64("first_fsn", r.First), zap.Uint64("last_fsn", r.Last), zap.Uint64("frames", r.Frames()),
+				zap.String("cause", r.Cause))...)
+		e.tel.dataLoss(lossVanished, r.Frames())
+	}
+	if rep.TornFrames > 0 {
+		torn := append(fields, zap.Uint64("first_fsn", rep.TornFirstFSN), zap.Uint64("last_fsn", rep.TornFirstFSN+rep.TornFrames-1),
+			zap.Uint64("frames", rep.TornFrames), zap.Int64("bytes", rep.TornBytes), zap.String("sf_durability", e.cfg.SFDurability))
+		if e.cfg.SFDurability == "flush" {
+			e.logger.Info("recovery cut the torn tail of the newest segment: frames whose write never completed, answered to no caller", torn...)
+		} else {
+			e.logger.Error("recovery cut the torn tail of the newest segment: accepted frames that had not reached the disk are lost (the loss window of sf_durability "+e.cfg.SFDurability+"; flush has none)", torn...)
+		}
+		e.tel.tornFrames(rep.TornFrames)
+	}
+	if rep.SymbolTornBytes > 0 || rep.SymbolsRebuilt > 0 {
+		e.logger.Warn("recovery cut a torn .symbol-dict tail; entries the frames still define were rebuilt from them",
+			append(fields, zap.Int64("symbol_dict_bytes", rep.SymbolTornBytes), zap.Int("entries_rebuilt", rep.SymbolsRebuilt))...)
+	}
+}
+
+// reportUnreplayable logs and counts a slot set aside (or an orphan
+// marked .failed) with every unreadable range.
+func (e *questdbExporter) reportUnreplayable(dl *sfqueue.DataLossError, fields []zap.Field) {
+	ranges := make([]string, len(dl.Unreadable))
+	for i, r := range dl.Unreadable {
+		ranges[i] = r.String()
+	}
+	e.logger.Error("DATA_LOSS: the store-and-forward slot could not be replayed and was set aside; its unacknowledged data will never reach QuestDB unless an operator salvages it",
+		append(fields, zap.String("set_aside_as", dl.Path), zap.Int("readable_unacked_frames", dl.Frames),
+			zap.Uint64("unreadable_frames", dl.UnreadableFrames), zap.Strings("unreadable", ranges),
+			zap.String("reason", dl.Reason))...)
+	e.tel.dataLoss(lossUnreplayable, uint64(dl.Frames)+dl.UnreadableFrames)
 }
 
 // prepareSFDir makes sure sf_dir can hold the slot: sf_dir is created when
@@ -427,6 +466,15 @@ func (e *questdbExporter) sampleQueue(alerts *levelAlerter) {
 	s := e.queue.Stats()
 	e.tel.observeQueue(s)
 	e.status.queueLevel(alerts.observe(sampleQueue(s)))
+	if e.cfg.SFDir != "" {
+		aside, err := sfqueue.SetAsideSlots(e.cfg.SFDir)
+		if err != nil {
+			e.logger.Warn("cannot list set-aside slots", zap.String("sf_dir", e.cfg.SFDir), zap.Error(err))
+			return
+		}
+		e.tel.setAside.Store(int64(len(aside)))
+		e.status.setAside(aside)
+	}
 }
 
 // Shutdown stops accepting data, lets the writer finish the calls it

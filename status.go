@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,10 @@ import (
 //     without a fix and a restart;
 //   - RecoverableError while the queue is full (new data is refused or the
 //     oldest evicted) or the sender is reconnecting, naming the condition;
+//   - RecoverableError while set-aside slots (DATA_LOSS) are present under
+//     sf_dir, naming them: recoverable, not permanent, so that health checks
+//     do not restart a collector that is working; it clears once an
+//     operator removed them;
 //   - RecoverableError while connected but a table lacks the dedup keys
 //     the exporter wants (QuestDB refused its CREATE TABLE, or it exists
 //     without them): rows flow, replays can duplicate them;
@@ -35,8 +40,9 @@ type statusReporter struct {
 	haveConn bool
 	full     bool
 	evict    bool
-	ddl      error  // what the last table check found wrong, nil when nothing
-	last     string // the condition last reported
+	ddl      error    // what the last table check found wrong, nil when nothing
+	aside    []string // set-aside slots under sf_dir
+	last     string   // the condition last reported
 }
 
 func newStatusReporter(host component.Host, evict bool) *statusReporter {
@@ -56,6 +62,14 @@ func (r *statusReporter) queueLevel(l queueLevel) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.full = l == levelFull
+	r.reportLocked()
+}
+
+// setAside records the set-aside slots found under sf_dir.
+func (r *statusReporter) setAside(names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.aside = names
 	r.reportLocked()
 }
 
@@ -94,6 +108,12 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 			what = "evicting the oldest data (on_full: evict_oldest)"
 		}
 		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf("questdb exporter queue full: %s", what)), "full"
+	}
+	if len(r.aside) > 0 {
+		names := strings.Join(r.aside, ", ")
+		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf(
+			"questdb exporter: DATA_LOSS: %d set-aside slot(s) under sf_dir hold data that will never be sent (%s); inspect and salvage them with questdb-slot, then remove them",
+			len(r.aside), names)), "aside " + names
 	}
 	if !r.haveConn {
 		return nil, ""

@@ -21,6 +21,7 @@ func TestStatusReporter(t *testing.T) {
 	type step struct {
 		conn   *sender.State
 		level  *queueLevel
+		aside  []string               // set-aside slots found (nil: not this step)
 		want   componentstatus.Status // StatusNone: nothing reported
 		substr string
 	}
@@ -53,6 +54,19 @@ func TestStatusReporter(t *testing.T) {
 			},
 		},
 		{
+			name: "set-aside slots are a recoverable DATA_LOSS until removed",
+			steps: []step{
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
+				{aside: []string{}, want: componentstatus.StatusNone},
+				{aside: []string{"q.unreplayable-1"}, want: componentstatus.StatusRecoverableError, substr: "DATA_LOSS: 1 set-aside slot(s) under sf_dir hold data that will never be sent (q.unreplayable-1)"},
+				{aside: []string{"q.unreplayable-1"}, want: componentstatus.StatusNone},
+				{aside: []string{"q.unreplayable-1", "orphan"}, want: componentstatus.StatusRecoverableError, substr: "2 set-aside slot(s)"},
+				{conn: st(reconnecting(1)), want: componentstatus.StatusNone},
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusNone},
+				{aside: []string{}, want: componentstatus.StatusOK},
+			},
+		},
+		{
 			name:  "evict_oldest wording",
 			evict: true,
 			steps: []step{
@@ -77,6 +91,8 @@ func TestStatusReporter(t *testing.T) {
 				before := len(host.events)
 				if s.conn != nil {
 					r.connState(*s.conn)
+				} else if s.aside != nil {
+					r.setAside(s.aside)
 				} else {
 					r.queueLevel(*s.level)
 				}

@@ -36,10 +36,11 @@ type telemetry struct {
 	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen atomic.Int64                  // entries of the current dictionary generation
-	stopped atomic.Int64                  // 1 while the sender is terminal
-	queue   atomic.Pointer[sfqueue.Queue] // the started queue, read live
-	last    atomic.Pointer[queueSample]   // the last sample, once the queue is closed
+	dictLen  atomic.Int64                  // entries of the current dictionary generation
+	stopped  atomic.Int64                  // 1 while the sender is terminal
+	setAside atomic.Int64                  // set-aside slots under sf_dir, per the monitor
+	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
+	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
@@ -83,6 +84,10 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 			o.Observe(t.stopped.Load(), t.attrs)
 			return nil
 		}),
+		tb.RegisterExporterQuestdbSetAsideSlotsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(t.setAside.Load(), t.attrs)
+			return nil
+		}),
 	)
 	t.zeroCounters()
 	return t, err
@@ -96,13 +101,16 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
 		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
 		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
-		t.tb.ExporterQuestdbRowsAppended,
+		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbTornFrames,
 	} {
 		c.Add(ctx, 0, t.attrs)
 	}
 	t.tb.ExporterQuestdbDrainersActive.Add(ctx, 0, t.attrs)
 	for c := qwp.CategorySchemaMismatch; c <= qwp.CategoryDataLoss; c++ {
 		t.tb.ExporterQuestdbServerErrors.Add(ctx, 0, t.with(attribute.String("category", categoryName(c))))
+	}
+	for _, cause := range []lossCause{lossUnreplayable, lossVanished} {
+		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
 		t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
@@ -167,6 +175,24 @@ func (t *telemetry) senderState(s sender.State) {
 		v = 1
 	}
 	t.stopped.Store(v)
+}
+
+// lossCause is the cause attribute of data_loss_frames.
+type lossCause string
+
+const (
+	lossUnreplayable lossCause = "unreplayable" // in a set-aside slot, readable or not
+	lossVanished     lossCause = "vanished"     // recorded as on disk, found nowhere
+)
+
+// dataLoss counts accepted frames that will never be sent.
+func (t *telemetry) dataLoss(cause lossCause, frames uint64) {
+	t.tb.ExporterQuestdbDataLossFrames.Add(context.Background(), int64(frames), t.with(attribute.String("cause", string(cause))))
+}
+
+// tornFrames counts frames recovery cut from a torn tail.
+func (t *telemetry) tornFrames(frames uint64) {
+	t.tb.ExporterQuestdbTornFrames.Add(context.Background(), int64(frames), t.attrs)
 }
 
 // skipped counts data points, log records or spans the row encoder left

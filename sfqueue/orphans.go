@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // failedFile marks a slot a background drainer gave up on.
@@ -80,6 +81,41 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 	}
 	return false, nil
 }
+
+// SetAsideSlots lists the slots under dir that hold data the queue will
+// never send and wait for an operator: those recovery renamed
+// <id>.unreplayable-<n>, and orphan slots a drainer marked .failed for
+// DATA_LOSS. A missing dir has none.
+func SetAsideSlots(dir string) ([]string, error) {
+	fsys := OSFS()
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range names {
+		slot := filepath.Join(dir, name)
+		if !fsys.IsDir(slot) {
+			continue
+		}
+		if isUnreplayableName(name) {
+			out = append(out, name)
+			continue
+		}
+		if b, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 4096); err == nil && strings.Contains(string(b), dataLossMarker) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// dataLossMarker is in the .failed reason of a slot set aside for
+// DATA_LOSS (DataLossError.Error), unlike one a drainer gave up on for a
+// server's refusal.
+const dataLossMarker = "DATA_LOSS"
 
 // MarkFailed writes <dir>/<senderID>/.failed with reason, so that later
 // orphan scans skip the slot. The slot and its data are kept.

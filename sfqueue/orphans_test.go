@@ -81,3 +81,22 @@ func TestListOrphansMarkFailedRemoveSlot(t *testing.T) {
 		}
 	}
 }
+
+func TestSetAsideSlots(t *testing.T) {
+	dir := t.TempDir()
+	if got, err := SetAsideSlots(filepath.Join(dir, "missing")); err != nil || len(got) != 0 {
+		t.Fatalf("missing sf_dir: %v, %v", got, err)
+	}
+	for _, d := range []string{"a", "a.unreplayable-2", "b", "c", "d.unreplayable-x"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "b", failedFile), []byte("sfqueue: DATA_LOSS: unreplayable slot kept as b\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "c", failedFile), []byte("authentication refused\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "e.unreplayable-1"), nil, 0o600) // a file, not a slot
+	got, err := SetAsideSlots(dir)
+	if err != nil || !slices.Equal(got, []string{"a.unreplayable-2", "b"}) {
+		t.Fatalf("SetAsideSlots = %v, %v; want the renamed slot and the DATA_LOSS orphan", got, err)
+	}
+}

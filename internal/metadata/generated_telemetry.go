@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                     []metric.Registration
 	ExporterQuestdbAckLatency         metric.Float64Histogram
 	ExporterQuestdbBackpressureStalls metric.Int64Counter
+	ExporterQuestdbDataLossFrames     metric.Int64Counter
 	ExporterQuestdbDdlFailures        metric.Int64Counter
 	ExporterQuestdbDictionarySize     metric.Int64ObservableGauge
 	ExporterQuestdbDrainersActive     metric.Int64UpDownCounter
@@ -48,7 +49,9 @@ type TelemetryBuilder struct {
 	ExporterQuestdbRowsAppended       metric.Int64Counter
 	ExporterQuestdbSenderStopped      metric.Int64ObservableGauge
 	ExporterQuestdbServerErrors       metric.Int64Counter
+	ExporterQuestdbSetAsideSlots      metric.Int64ObservableGauge
 	ExporterQuestdbSkippedDataPoints  metric.Int64Counter
+	ExporterQuestdbTornFrames         metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -137,6 +140,21 @@ func (builder *TelemetryBuilder) RegisterExporterQuestdbSenderStoppedCallback(cb
 	return nil
 }
 
+// RegisterExporterQuestdbSetAsideSlotsCallback sets callback for observable ExporterQuestdbSetAsideSlots metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbSetAsideSlotsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbSetAsideSlots, obs: o})
+		return nil
+	}, builder.ExporterQuestdbSetAsideSlots)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 type observerInt64 struct {
 	embedded.Int64Observer
 	inst metric.Int64Observable
@@ -186,6 +204,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_questdb_backpressure_stalls",
 		metric.WithDescription("Consume calls that had to wait for room because the queue was full (on_full is block). [Alpha]"),
 		metric.WithUnit("{stalls}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDataLossFrames, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_data_loss_frames",
+		metric.WithDescription("Accepted frames the exporter will never send (DATA_LOSS: page on it): frames of a slot recovery could not replay, counted when it was set aside (readable ones wait there for the slot tool), and frames the slot recorded as on disk that recovery found nowhere. [Alpha]"),
+		metric.WithUnit("{frames}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDdlFailures, err = builder.meter.Int64Counter(
@@ -297,10 +321,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{errors}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbSetAsideSlots, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_set_aside_slots",
+		metric.WithDescription("Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed for DATA_LOSS); above 0 while the evidence waits for an operator. [Alpha]"),
+		metric.WithUnit("{slots}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbSkippedDataPoints, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_skipped_data_points",
 		metric.WithDescription("Data points, log records or spans not converted to rows, by reason and signal. [Alpha]"),
 		metric.WithUnit("{points}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbTornFrames, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_torn_frames",
+		metric.WithDescription("Frames recovery cut from the torn tail of the newest segment: in sf_durability periodic and memory the frames accepted within the mode's loss window (logged at error); in flush, frames no caller was answered for. [Alpha]"),
+		metric.WithUnit("{frames}"),
 	)
 	errs = errors.Join(errs, err)
 	return &builder, errs

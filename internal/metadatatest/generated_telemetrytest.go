@@ -52,6 +52,22 @@ func AssertEqualExporterQuestdbBackpressureStalls(t *testing.T, tt *componenttes
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbDataLossFrames(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_data_loss_frames",
+		Description: "Accepted frames the exporter will never send (DATA_LOSS: page on it): frames of a slot recovery could not replay, counted when it was set aside (readable ones wait there for the slot tool), and frames the slot recorded as on disk that recovery found nowhere. [Alpha]",
+		Unit:        "{frames}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_data_loss_frames")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDdlFailures(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_ddl_failures",
@@ -329,6 +345,20 @@ func AssertEqualExporterQuestdbServerErrors(t *testing.T, tt *componenttest.Tele
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbSetAsideSlots(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_set_aside_slots",
+		Description: "Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed for DATA_LOSS); above 0 while the evidence waits for an operator. [Alpha]",
+		Unit:        "{slots}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_set_aside_slots")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbSkippedDataPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_skipped_data_points",
@@ -341,6 +371,22 @@ func AssertEqualExporterQuestdbSkippedDataPoints(t *testing.T, tt *componenttest
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_questdb_skipped_data_points")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbTornFrames(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_torn_frames",
+		Description: "Frames recovery cut from the torn tail of the newest segment: in sf_durability periodic and memory the frames accepted within the mode's loss window (logged at error); in flush, frames no caller was answered for. [Alpha]",
+		Unit:        "{frames}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_torn_frames")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -40,8 +40,13 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	require.NoError(t, tb.RegisterExporterQuestdbSetAsideSlotsCallback(func(_ context.Context, observer metric.Int64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	tb.ExporterQuestdbAckLatency.Record(context.Background(), 1)
 	tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1)
+	tb.ExporterQuestdbDataLossFrames.Add(context.Background(), 1)
 	tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersActive.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1)
@@ -56,10 +61,14 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterQuestdbRowsAppended.Add(context.Background(), 1)
 	tb.ExporterQuestdbServerErrors.Add(context.Background(), 1)
 	tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), 1)
+	tb.ExporterQuestdbTornFrames.Add(context.Background(), 1)
 	AssertEqualExporterQuestdbAckLatency(t, testTel,
 		[]metricdata.HistogramDataPoint[float64]{{}}, metricdatatest.IgnoreValue(),
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbBackpressureStalls(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbDataLossFrames(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbDdlFailures(t, testTel,
@@ -116,7 +125,13 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualExporterQuestdbServerErrors(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbSetAsideSlots(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbSkippedDataPoints(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbTornFrames(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 
