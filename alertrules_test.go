@@ -141,6 +141,7 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 		fill      = "otelcol_exporter_questdb_queue_fill_ratio"
 		stopped   = "otelcol_exporter_questdb_sender_stopped"
 		evicted   = "otelcol_exporter_questdb_frames_evicted"
+		lost      = "otelcol_exporter_questdb_data_loss_frames"
 		attempts  = "otelcol_exporter_questdb_reconnect_attempts"
 		successes = "otelcol_exporter_questdb_reconnect_successes"
 	)
@@ -152,8 +153,11 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	}{
 		{"QuestDBExporterQueueFilling", fill + " >= 0.8", true, func() bool { return get(now, fill) >= 0.8 }},
 		{"QuestDBExporterQueueFull", fill + " >= 1", true, func() bool { return get(now, fill) >= 1 }},
-		{"QuestDBExporterDataLoss", "increase(" + evicted + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
-			false, func() bool { return increase(evicted) > 0 || increase(dataLoss) > 0 }},
+		{"QuestDBExporterDataLoss", "increase(" + evicted + "[10m]) > 0 or increase(" + lost + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
+			false, func() bool {
+				return increase(evicted) > 0 || increase(seriesKey(lost, "cause", "unreplayable")) > 0 ||
+					increase(seriesKey(lost, "cause", "vanished")) > 0 || increase(dataLoss) > 0
+			}},
 		{"QuestDBExporterStopped", stopped + " == 1", false, func() bool { return get(now, stopped) == 1 }},
 		{"QuestDBExporterReconnecting", "increase(" + attempts + "[10m]) > 0 and increase(" + successes + "[10m]) == 0",
 			true, func() bool { return increase(attempts) > 0 && increase(successes) == 0 }},
@@ -191,5 +195,27 @@ func TestSenderStoppedGauge(t *testing.T) {
 	waitFor(t, func() bool { return takeScrape(t, ok, "questdb/ok")["otelcol_exporter_questdb_frames_acked"] > 0 })
 	if v, present := takeScrape(t, ok, "questdb/ok")["otelcol_exporter_questdb_sender_stopped"]; !present || v != 0 {
 		t.Fatalf("sender_stopped of a working exporter: %v (present %v), want 0", v, present)
+	}
+}
+
+// TestReadmeListsEveryOwnMetric: the README's own-telemetry table names
+// every metric metadata.yaml declares.
+func TestReadmeListsEveryOwnMetric(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile("metadata.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`(?m)^    (exporter_questdb_\w+):$`).FindAllStringSubmatch(string(meta), -1)
+	if len(names) < 20 {
+		t.Fatalf("found %d metrics in metadata.yaml; the pattern no longer matches its layout", len(names))
+	}
+	for _, m := range names {
+		if !strings.Contains(string(readme), "| `otelcol_"+m[1]+"` |") {
+			t.Errorf("README's own-telemetry table does not list otelcol_%s", m[1])
+		}
 	}
 }
