@@ -21,4 +21,7 @@
 //     never doubles a row.
 //   - errors.go, status.go, alerts.go, telemetry.go: what receivers, the
 //     collector and operators are told.
+//   - slottool.go: what the operator tool cmd/questdb-slot takes from the
+//     exporter (the configuration's sender options and table settings, the
+//     table creator), so that a salvage sends as the exporter would.
 package questdbexporter
