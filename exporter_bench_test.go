@@ -88,7 +88,13 @@ func BenchmarkConsumeMetrics(b *testing.B) {
 // benchWriter is the exporter's writer on q with the default data model.
 func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 	b.Helper()
-	cfg := createDefaultConfig().(*Config)
+	return benchWriterFor(b, q, createDefaultConfig().(*Config))
+}
+
+// benchWriterFor is the exporter's writer on q with cfg's data model and
+// dictionary bounds.
+func benchWriterFor(b *testing.B, q *sfqueue.Queue, cfg *Config) *writer {
+	b.Helper()
 	dict, err := openGenDict(q, cfg.SymbolDictMaxEntries, int(cfg.effectiveSymbolDictMaxBytes()), 0)
 	if err != nil {
 		b.Fatal(err)
