@@ -337,6 +337,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 		room = nil // evicting is not stalling
 	}
 	e.tel.dictLen.Store(int64(dict.Len()))
+	e.tel.dictText.Store(int64(dict.Bytes()))
 	return newWriter(q, dict, be, e.tel, room, int(e.cfg.MaxBatchBytes)), nil
 }
 
@@ -645,6 +646,7 @@ func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, 
 func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 	err := b.rows.Flush(emit)
 	b.tel.dictLen.Store(int64(b.dict.Len()))
+	b.tel.dictText.Store(int64(b.dict.Bytes()))
 	return err
 }
 

@@ -37,6 +37,7 @@ type telemetry struct {
 
 	// Read by the observable gauges, written by their owners.
 	dictLen  atomic.Int64                  // entries of the current dictionary generation
+	dictText atomic.Int64                  // its symbol text, the writer's share of RAM
 	setAside atomic.Int64                  // set-aside slots under sf_dir, per the monitor
 	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
 	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
@@ -77,6 +78,26 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 		}),
 		tb.RegisterExporterQuestdbDictionarySizeCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(t.dictLen.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryDiskBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			if s := t.sample(); s.DictOnDisk {
+				o.Observe(s.DictBytes, t.attrs)
+			} else {
+				o.Observe(0, t.attrs)
+			}
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryRAMBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			n := t.dictText.Load()
+			if s := t.sample(); !s.DictOnDisk {
+				n += s.DictBytes
+			}
+			o.Observe(n, t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryGenerationsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(int64(t.sample().DictGenerations), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbSetAsideSlotsCallback(func(_ context.Context, o metric.Int64Observer) error {
