@@ -57,6 +57,11 @@ type queueSample struct {
 	// are already below the cap again. EvictedBytes are the evicted frames'
 	// payload bytes.
 	Refused, Evicted, EvictedBytes uint64
+	// DictBytes are the dictionary's records (files when DictOnDisk, else
+	// RAM) in DictGenerations generations; they count in Capacity too.
+	DictBytes       int64
+	DictGenerations int
+	DictOnDisk      bool
 }
 
 // sampleQueue is the one definition of queue_bytes and of the state behind
@@ -64,6 +69,7 @@ type queueSample struct {
 func sampleQueue(s sfqueue.Stats) queueSample {
 	return queueSample{
 		Used: s.UnackedBytes, Capacity: s.CapacityBytes, AtCap: s.AtCap,
+		DictBytes: s.DictBytes, DictGenerations: s.DictGenerations, DictOnDisk: s.OnDisk,
 		Refused: s.FullErrors, Evicted: s.FramesEvicted, EvictedBytes: s.BytesEvicted,
 	}
 }

@@ -302,6 +302,10 @@ func (e *questdbExporter) logStart(recovered int) {
 	if e.cfg.SFDir == "" {
 		slot, durability = "memory only (sf_dir is empty): unacknowledged data is lost on a restart", "memory"
 	}
+	if urls := e.cfg.plaintextCredentialURLs(); len(urls) > 0 {
+		e.logger.Warn("credentials (username/password or token) go unencrypted over the network: anyone on the path can read them and the data; use wss:// endpoints (or a tls section with host:port endpoints), which also makes the DDL use https://",
+			zap.Strings("unencrypted", urls))
+	}
 	e.logger.Info("QuestDB exporter started",
 		zap.String("slot", slot), zap.Strings("endpoints", e.cfg.endpointURLs()),
 		zap.Stringer("sf_max_total_bytes", e.cfg.effectiveMaxTotalBytes()), zap.String("sf_durability", durability),
@@ -333,6 +337,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 		room = nil // evicting is not stalling
 	}
 	e.tel.dictLen.Store(int64(dict.Len()))
+	e.tel.dictText.Store(int64(dict.Bytes()))
 	return newWriter(q, dict, be, e.tel, room, int(e.cfg.MaxBatchBytes)), nil
 }
 
@@ -340,6 +345,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 // state to status and to the queue (for the full-queue error).
 func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, status *statusReporter) (*sender.Sender, error) {
 	o, err := e.senderOptions(ctx, func(s sender.State) {
+		e.tel.senderState(s)
 		status.connState(s)
 		q.SetConsumerState(sfqueue.ConsumerState{
 			Reconnecting: s.Kind == sender.Reconnecting || s.Kind == sender.Connecting,
@@ -641,6 +647,7 @@ func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, 
 func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 	err := b.rows.Flush(emit)
 	b.tel.dictLen.Store(int64(b.dict.Len()))
+	b.tel.dictText.Store(int64(b.dict.Bytes()))
 	return err
 }
 

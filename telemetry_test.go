@@ -2,6 +2,7 @@ package questdbexporter
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,52 @@ func TestFillRatioIsOneAtTheFirstRefusal(t *testing.T) {
 	})
 	if st := e.queue.Stats(); st.UsedBytes == 0 {
 		t.Fatalf("the live segment holds no bytes (%+v): the test does not show acknowledged bytes are left out", st)
+	}
+}
+
+// TestDictionaryGauges: the dictionary's bytes on disk and in RAM and its
+// generations are gauges of their own, in each mode.
+func TestDictionaryGauges(t *testing.T) {
+	for _, sf := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sf=%v", sf), func(t *testing.T) {
+			tt := componenttest.NewTelemetry()
+			defer tt.Shutdown(context.Background())
+			cfg := testConfig(t, closedPort(t)) // an outage: nothing is acknowledged
+			if sf {
+				cfg.SFDir = t.TempDir()
+			}
+			cfg.SymbolDictMaxEntries = 16
+			e := startWithTelemetry(t, tt, "questdb", cfg)
+			for b := range 4 { // unique attributes: new symbols, several generations
+				if err := e.consumeMetrics(context.Background(), gaugeBatch(b*20, 20)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A few points more leave the generation being written short of full.
+			if err := e.consumeMetrics(context.Background(), gaugeBatch(100, 2)); err != nil {
+				t.Fatal(err)
+			}
+			gauge := func(name string) float64 {
+				v, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name)
+				if !ok {
+					t.Fatalf("no %s series", name)
+				}
+				return v
+			}
+			st := e.queue.Stats()
+			if got := gauge("dictionary_generations"); got < 2 || got != float64(st.DictGenerations) {
+				t.Errorf("dictionary_generations %v, queue holds %d; want several, all unacknowledged", got, st.DictGenerations)
+			}
+			disk, ram := gauge("dictionary_disk_bytes"), gauge("dictionary_ram_bytes")
+			text := float64(e.writer.dict.Bytes())
+			switch {
+			case text <= 0:
+				t.Errorf("the writer's generation holds no text")
+			case sf && (disk != float64(st.DictBytes) || ram != text):
+				t.Errorf("SF mode: disk %v ram %v, want the files' %d and the writer's %v", disk, ram, st.DictBytes, text)
+			case !sf && (disk != 0 || ram != text+float64(st.DictBytes)):
+				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, text+float64(st.DictBytes))
+			}
+		})
 	}
 }

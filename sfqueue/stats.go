@@ -55,6 +55,7 @@ type Stats struct {
 	// RAM in memory-only mode. DictGenerations is the generations held.
 	DictBytes       int64
 	DictGenerations int
+	OnDisk          bool // SF mode: segments and DictBytes are files
 
 	FramesAppended uint64
 	BytesAppended  uint64 // payload bytes
@@ -115,7 +116,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := Stats{
 		UsedBytes: q.used + q.dict.bytes, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
-		DictBytes: q.dict.bytes, DictGenerations: len(q.dict.counts),
+		DictBytes: q.dict.bytes, DictGenerations: len(q.dict.counts), OnDisk: q.sf,
 		UnackedBytes: q.used - q.ackedRetainedLocked(), AtCap: q.atCap,
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,

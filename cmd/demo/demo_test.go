@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
 func TestVerdictCountsLostAndDuplicates(t *testing.T) {
@@ -19,7 +21,7 @@ func TestVerdictCountsLostAndDuplicates(t *testing.T) {
 		Name string `json:"name"`
 		Type string `json:"type"`
 	}{Name: "attributes", Type: "SYMBOL"})
-	v, err := countMetricPoints(tr, 4)
+	v, err := countSeq(tr, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestVerdictRejectsRowsWithoutIdentity(t *testing.T) {
 		Name string `json:"name"`
 		Type string `json:"type"`
 	}{Name: "attributes"})
-	if _, err := countMetricPoints(tr, 1); err == nil {
+	if _, err := countSeq(tr, 1); err == nil {
 		t.Fatal("a row without seq must be an error, not a silent miss")
 	}
 	logs := &tableRows{Rows: [][]any{{"something else"}}}
@@ -79,11 +81,11 @@ func TestGeneratorRetriesBackpressureAndCountsOnlyAccepted(t *testing.T) {
 	defer srv.Close()
 	g := &generator{endpoint: srv.URL, hc: srv.Client(), hosts: []string{"a", "b"}}
 	start := time.Now()
-	if err := g.tick(context.Background(), 10, 2); err != nil {
+	if err := g.tick(context.Background(), 10, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	if g.sentPoints.Load() != 10 || g.sentLogs.Load() != 2 {
-		t.Fatalf("sent points=%d logs=%d, want 10 and 2", g.sentPoints.Load(), g.sentLogs.Load())
+	if g.sentPoints.Load() != 10 || g.sentLogs.Load() != 2 || g.sentSpans.Load() != 3 {
+		t.Fatalf("sent points=%d logs=%d spans=%d, want 10, 2 and 3", g.sentPoints.Load(), g.sentLogs.Load(), g.sentSpans.Load())
 	}
 	if g.backpressure.Load() != 1 || g.retries.Load() != 2 {
 		t.Fatalf("backpressure=%d retries=%d, want 1 and 2", g.backpressure.Load(), g.retries.Load())
@@ -97,7 +99,7 @@ func TestGeneratorRetriesBackpressureAndCountsOnlyAccepted(t *testing.T) {
 	}))
 	defer bad.Close()
 	g2 := &generator{endpoint: bad.URL, hc: bad.Client(), hosts: []string{"a"}}
-	if err := g2.tick(context.Background(), 1, 1); err == nil {
+	if err := g2.tick(context.Background(), 1, 1, 1); err == nil {
 		t.Fatal("400 must not be retried or counted")
 	}
 	if g2.sentPoints.Load() != 0 {
@@ -127,6 +129,43 @@ func TestGeneratorSeqIsUniqueAcrossBatches(t *testing.T) {
 	}
 	if len(seen) != 21 {
 		t.Fatalf("%d distinct seq, want 21", len(seen))
+	}
+}
+
+func TestVerdictCombinesSignals(t *testing.T) {
+	v := combine([]string{"points", "spans"}, verdict{Sent: 4, Landed: 3, Lost: 1, Duplicates: 2}, verdict{Sent: 5, Landed: 5})
+	want := "sent 9, landed 8, lost 1, duplicates 2 (points 3/4, spans 5/5)"
+	if v.String() != want {
+		t.Fatalf("combined verdict = %q, want %q", v, want)
+	}
+}
+
+func TestGeneratorSpansCarryUniqueSeqInTraces(t *testing.T) {
+	g := &generator{}
+	seen := map[int64]bool{}
+	traces := map[pcommon.TraceID]int{}
+	for b := 0; b < 3; b++ {
+		td := g.spansBatch(7, time.Unix(0, 0))
+		spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		if spans.Len() != 7 {
+			t.Fatalf("batch %d: %d spans, want 7", b, spans.Len())
+		}
+		for i := 0; i < spans.Len(); i++ {
+			sp := spans.At(i)
+			v, _ := sp.Attributes().Get("seq")
+			if seen[v.Int()] {
+				t.Fatalf("seq %d twice", v.Int())
+			}
+			seen[v.Int()] = true
+			traces[sp.TraceID()]++
+			if sp.EndTimestamp() <= sp.StartTimestamp() {
+				t.Fatalf("span %d ends at %d, before its start %d", v.Int(), sp.EndTimestamp(), sp.StartTimestamp())
+			}
+		}
+		g.sentSpans.Add(7)
+	}
+	if len(seen) != 21 || len(traces) != 5 {
+		t.Fatalf("%d distinct seq in %d traces, want 21 in 5", len(seen), len(traces))
 	}
 }
 

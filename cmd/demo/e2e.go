@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // e2eTime is the fixed time of every point of the end-to-end payload.
@@ -78,9 +80,44 @@ func e2eLogs() plog.Logs {
 	lr.SetSeverityText("ERROR")
 	lr.Body().SetStr("payment declined")
 	lr.Attributes().PutStr("order.id", "A-17")
-	lr.SetTraceID(pcommon.TraceID{0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c})
-	lr.SetSpanID(pcommon.SpanID{0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74})
+	lr.SetTraceID(e2eTraceID)
+	lr.SetSpanID(e2eSpanID)
 	return ld
+}
+
+// The trace and span of the e2e log record and span: the two rows join on
+// trace_id and span_id.
+var (
+	e2eTraceID = pcommon.TraceID{0x5b, 0x8e, 0xff, 0xf7, 0x98, 0x03, 0x81, 0x03, 0xd2, 0x69, 0xb6, 0x33, 0x81, 0x3f, 0xc6, 0x0c}
+	e2eSpanID  = pcommon.SpanID{0xee, 0xe1, 0x9b, 0x7e, 0xc3, 0xc1, 0xb1, 0x74}
+)
+
+// e2eTraces is the fixed traces payload: the failed server span the e2e
+// log record was written in, with an event.
+func e2eTraces() ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "e2e-service")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("e2e-scope")
+	sp := ss.Spans().AppendEmpty()
+	sp.SetTraceID(e2eTraceID)
+	sp.SetSpanID(e2eSpanID)
+	sp.SetParentSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 8})
+	sp.SetFlags(0x101)
+	sp.SetName("POST /checkout")
+	sp.SetKind(ptrace.SpanKindServer)
+	sp.SetStartTimestamp(e2eTime - 2_000_000)
+	sp.SetEndTimestamp(e2eTime + 3_000_000)
+	sp.Attributes().PutStr("http.request.method", "POST")
+	sp.Attributes().PutInt("http.response.status_code", 402)
+	ev := sp.Events().AppendEmpty()
+	ev.SetTimestamp(e2eTime)
+	ev.SetName("exception")
+	ev.Attributes().PutStr("exception.type", "CardDeclined")
+	sp.Status().SetCode(ptrace.StatusCodeError)
+	sp.Status().SetMessage("payment declined")
+	return td
 }
 
 // e2eExpected lists, per table, the columns of the single row expected, as
@@ -108,6 +145,15 @@ var e2eExpected = map[string]map[string]string{
 		"body": `"payment declined"`, "trace_id": `"5b8efff798038103d269b633813fc60c"`,
 		"span_id": `"eee19b7ec3c1b174"`, "attributes": `"{\"order.id\":\"A-17\"}"`,
 	},
+	"otel_traces": {
+		"timestamp": "1700000000121456789", "end_timestamp": "1700000000126456789", "duration": "5000000",
+		"service_name": `"e2e-service"`, "span_name": `"POST /checkout"`, "span_kind": `"server"`,
+		"trace_id": `"5b8efff798038103d269b633813fc60c"`, "span_id": `"eee19b7ec3c1b174"`,
+		"parent_span_id": `"0102030405060708"`, "status_code": `"error"`, "status_message": `"payment declined"`,
+		"scope_name": `"e2e-scope"`, "flags": "257", "dropped_events_count": "0",
+		"attributes": `"{\"http.request.method\":\"POST\",\"http.response.status_code\":402}"`,
+		"events":     `"[{\"time_unix_nano\":1700000000123456789,\"name\":\"exception\",\"attributes\":{\"exception.type\":\"CardDeclined\"}}]"`,
+	},
 }
 
 // e2eTTL is the exporter's ttl in the e2e check, and e2eTTLClause what
@@ -125,6 +171,7 @@ var e2eDedupKeys = map[string][]string{
 	"otel_metrics_sum":       {"timestamp", "series_id"},
 	"otel_metrics_histogram": {"timestamp", "series_id"},
 	"otel_logs":              {"timestamp", "record_id"},
+	"otel_traces":            {"timestamp", "span_key"},
 }
 
 func runE2E(ctx context.Context, o options) error {
@@ -142,12 +189,19 @@ func runE2E(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	tbody, err := ptraceotlp.NewExportRequestFromTraces(e2eTraces()).MarshalProto()
+	if err != nil {
+		return err
+	}
 	postCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := gen.post(postCtx, "/v1/metrics", mbody); err != nil {
 		return err
 	}
 	if err := gen.post(postCtx, "/v1/logs", lbody); err != nil {
+		return err
+	}
+	if err := gen.post(postCtx, "/v1/traces", tbody); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(60 * time.Second)

@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // generator posts OTLP/HTTP batches the way an OTLP client does: a batch is
@@ -28,6 +30,7 @@ type generator struct {
 	nextSeq      int64
 	sentPoints   atomic.Int64
 	sentLogs     atomic.Int64
+	sentSpans    atomic.Int64
 	retries      atomic.Int64
 	backpressure atomic.Int64 // 429 answers
 }
@@ -75,6 +78,42 @@ func (g *generator) logsBatch(n int, now time.Time) plog.Logs {
 	return ld
 }
 
+// spansBatch builds n spans whose `seq` attribute identifies each span
+// uniquely (counting from the spans sent so far), in traces of up to five
+// spans: a server span and its children.
+func (g *generator) spansBatch(n int, now time.Time) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "demo")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("questdbexporter/demo")
+	first := g.sentSpans.Load()
+	var root pcommon.SpanID
+	for i := 0; i < n; i++ {
+		seq := first + int64(i)
+		sp := ss.Spans().AppendEmpty()
+		trace := seq / 5
+		sp.SetTraceID(pcommon.TraceID{0xde, 0x30, 8: byte(trace >> 56), byte(trace >> 48), byte(trace >> 40), byte(trace >> 32),
+			byte(trace >> 24), byte(trace >> 16), byte(trace >> 8), byte(trace)})
+		id := pcommon.SpanID{0x5e, byte(seq >> 48), byte(seq >> 40), byte(seq >> 32), byte(seq >> 24), byte(seq >> 16), byte(seq >> 8), byte(seq)}
+		sp.SetSpanID(id)
+		if seq%5 == 0 || i == 0 {
+			root = id
+			sp.SetName("GET /demo/items/{id}")
+			sp.SetKind(ptrace.SpanKindServer)
+		} else {
+			sp.SetParentSpanID(root)
+			sp.SetName("SELECT demo.items")
+			sp.SetKind(ptrace.SpanKindClient)
+		}
+		start := now.Add(time.Duration(i) * time.Microsecond)
+		sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Duration(1+seq%50) * time.Millisecond)))
+		sp.Attributes().PutInt("seq", seq)
+	}
+	return td
+}
+
 // post sends one body until the collector accepts it or ctx ends.
 func (g *generator) post(ctx context.Context, path string, body []byte) error {
 	backoff := 100 * time.Millisecond
@@ -111,8 +150,8 @@ func (g *generator) post(ctx context.Context, path string, body []byte) error {
 	}
 }
 
-// tick sends one metrics batch and one logs batch.
-func (g *generator) tick(ctx context.Context, points, logs int) error {
+// tick sends one metrics batch, one logs batch and one traces batch.
+func (g *generator) tick(ctx context.Context, points, logs, spans int) error {
 	now := time.Now()
 	md, n := g.metricsBatch(points, now)
 	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
@@ -131,5 +170,13 @@ func (g *generator) tick(ctx context.Context, points, logs int) error {
 		return err
 	}
 	g.sentLogs.Add(int64(logs))
+	tbody, err := ptraceotlp.NewExportRequestFromTraces(g.spansBatch(spans, now)).MarshalProto()
+	if err != nil {
+		return err
+	}
+	if err := g.post(ctx, "/v1/traces", tbody); err != nil {
+		return err
+	}
+	g.sentSpans.Add(int64(spans))
 	return nil
 }

@@ -158,7 +158,7 @@ func runDemo(ctx context.Context, o options) error {
 				genErr <- nil
 				return
 			case <-t.C:
-				if err := gen.tick(sendCtx, o.rate, max(1, o.rate/5)); err != nil && sendCtx.Err() == nil {
+				if err := gen.tick(sendCtx, o.rate, max(1, o.rate/5), max(1, o.rate/5)); err != nil && sendCtx.Err() == nil {
 					genErr <- err
 					return
 				}
@@ -239,7 +239,7 @@ func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) 
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if tables[n] > 0 { // the exporter creates all six tables up front
+		if tables[n] > 0 { // the exporter creates all seven tables up front
 			parts = append(parts, fmt.Sprintf("%s=%d", n, tables[n]))
 		}
 	}
@@ -247,18 +247,19 @@ func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) 
 	if b, err := queueBytes(ctx, s.telemetry); err == nil {
 		queue = fmt.Sprintf("%.1f KiB held", float64(b)/1024)
 	}
-	fmt.Printf("[%5.1fs] sent points=%d logs=%d | landed %s | queue %s (%.1f MiB of segment files on disk)\n",
-		el.Seconds(), gen.sentPoints.Load(), gen.sentLogs.Load(), strings.Join(parts, " "),
+	fmt.Printf("[%5.1fs] sent points=%d logs=%d spans=%d | landed %s | queue %s (%.1f MiB of segment files on disk)\n",
+		el.Seconds(), gen.sentPoints.Load(), gen.sentLogs.Load(), gen.sentSpans.Load(), strings.Join(parts, " "),
 		queue, float64(dirBytes(s.sfDir))/(1<<20))
 }
 
-// verdict compares the accepted points and logs with the rows in the sink.
+// verdict compares the accepted points, logs and spans with the rows in the
+// sink.
 func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
 	gauge, err := s.sink.rows(ctx, "otel_metrics_gauge", 10_000_000)
 	if err != nil {
 		return verdict{}, err
 	}
-	vm, err := countMetricPoints(gauge, gen.sentPoints.Load())
+	vm, err := countSeq(gauge, gen.sentPoints.Load())
 	if err != nil {
 		return verdict{}, fmt.Errorf("otel_metrics_gauge: %w", err)
 	}
@@ -270,10 +271,13 @@ func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
 	if err != nil {
 		return verdict{}, fmt.Errorf("otel_logs: %w", err)
 	}
-	return verdict{
-		Sent:       vm.Sent + vl.Sent,
-		Landed:     vm.Landed + vl.Landed,
-		Lost:       vm.Lost + vl.Lost,
-		Duplicates: vm.Duplicates + vl.Duplicates,
-	}, nil
+	spans, err := s.sink.rows(ctx, "otel_traces", 10_000_000)
+	if err != nil {
+		return verdict{}, err
+	}
+	vs, err := countSeq(spans, gen.sentSpans.Load())
+	if err != nil {
+		return verdict{}, fmt.Errorf("otel_traces: %w", err)
+	}
+	return combine([]string{"points", "logs", "spans"}, vm, vl, vs), nil
 }

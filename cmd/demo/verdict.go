@@ -9,15 +9,38 @@ import (
 // verdict compares what the generator had accepted with what landed.
 type verdict struct {
 	Sent, Landed, Lost, Duplicates int64
+	// Detail, when set, is the per-signal breakdown.
+	Detail string
 }
 
 func (v verdict) String() string {
-	return fmt.Sprintf("sent %d, landed %d, lost %d, duplicates %d", v.Sent, v.Landed, v.Lost, v.Duplicates)
+	s := fmt.Sprintf("sent %d, landed %d, lost %d, duplicates %d", v.Sent, v.Landed, v.Lost, v.Duplicates)
+	if v.Detail != "" {
+		s += " (" + v.Detail + ")"
+	}
+	return s
 }
 
-// countMetricPoints checks the gauge rows for the seq ids 0..sent-1. Every row
-// carries its point's `seq` attribute in the attributes JSON column.
-func countMetricPoints(t *tableRows, sent int64) (verdict, error) {
+// combine sums the verdicts of the signals and names each in Detail as
+// "<name> landed/sent".
+func combine(names []string, parts ...verdict) verdict {
+	var v verdict
+	var detail []string
+	for i, p := range parts {
+		v.Sent += p.Sent
+		v.Landed += p.Landed
+		v.Lost += p.Lost
+		v.Duplicates += p.Duplicates
+		detail = append(detail, fmt.Sprintf("%s %d/%d", names[i], p.Landed, p.Sent))
+	}
+	v.Detail = strings.Join(detail, ", ")
+	return v
+}
+
+// countSeq checks gauge or span rows for the seq ids 0..sent-1. Every row
+// carries its point's or span's `seq` attribute in the attributes JSON
+// column.
+func countSeq(t *tableRows, sent int64) (verdict, error) {
 	col := t.column("attributes")
 	if len(t.Rows) == 0 {
 		return tally(nil, sent), nil

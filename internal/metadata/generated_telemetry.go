@@ -25,32 +25,36 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                             metric.Meter
-	mu                                sync.Mutex
-	registrations                     []metric.Registration
-	ExporterQuestdbAckLatency         metric.Float64Histogram
-	ExporterQuestdbBackpressureStalls metric.Int64Counter
-	ExporterQuestdbDataLossFrames     metric.Int64Counter
-	ExporterQuestdbDdlFailures        metric.Int64Counter
-	ExporterQuestdbDictionarySize     metric.Int64ObservableGauge
-	ExporterQuestdbDrainersActive     metric.Int64UpDownCounter
-	ExporterQuestdbDrainersFailed     metric.Int64Counter
-	ExporterQuestdbDrainersSucceeded  metric.Int64Counter
-	ExporterQuestdbFramesAcked        metric.Int64Counter
-	ExporterQuestdbFramesAppended     metric.Int64Counter
-	ExporterQuestdbFramesEvicted      metric.Int64Counter
-	ExporterQuestdbFramesReplayed     metric.Int64Counter
-	ExporterQuestdbFsyncLatency       metric.Float64Histogram
-	ExporterQuestdbQueueBytes         metric.Int64ObservableGauge
-	ExporterQuestdbQueueCapacity      metric.Int64ObservableGauge
-	ExporterQuestdbQueueFillRatio     metric.Float64ObservableGauge
-	ExporterQuestdbReconnectAttempts  metric.Int64Counter
-	ExporterQuestdbReconnectSuccesses metric.Int64Counter
-	ExporterQuestdbRowsAppended       metric.Int64Counter
-	ExporterQuestdbServerErrors       metric.Int64Counter
-	ExporterQuestdbSetAsideSlots      metric.Int64ObservableGauge
-	ExporterQuestdbSkippedDataPoints  metric.Int64Counter
-	ExporterQuestdbTornFrames         metric.Int64Counter
+	meter                                metric.Meter
+	mu                                   sync.Mutex
+	registrations                        []metric.Registration
+	ExporterQuestdbAckLatency            metric.Float64Histogram
+	ExporterQuestdbBackpressureStalls    metric.Int64Counter
+	ExporterQuestdbDataLossFrames        metric.Int64Counter
+	ExporterQuestdbDdlFailures           metric.Int64Counter
+	ExporterQuestdbDictionaryDiskBytes   metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryGenerations metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryRAMBytes    metric.Int64ObservableGauge
+	ExporterQuestdbDictionarySize        metric.Int64ObservableGauge
+	ExporterQuestdbDrainersActive        metric.Int64UpDownCounter
+	ExporterQuestdbDrainersFailed        metric.Int64Counter
+	ExporterQuestdbDrainersSucceeded     metric.Int64Counter
+	ExporterQuestdbFramesAcked           metric.Int64Counter
+	ExporterQuestdbFramesAppended        metric.Int64Counter
+	ExporterQuestdbFramesEvicted         metric.Int64Counter
+	ExporterQuestdbFramesReplayed        metric.Int64Counter
+	ExporterQuestdbFsyncLatency          metric.Float64Histogram
+	ExporterQuestdbQueueBytes            metric.Int64ObservableGauge
+	ExporterQuestdbQueueCapacity         metric.Int64ObservableGauge
+	ExporterQuestdbQueueFillRatio        metric.Float64ObservableGauge
+	ExporterQuestdbReconnectAttempts     metric.Int64Counter
+	ExporterQuestdbReconnectSuccesses    metric.Int64Counter
+	ExporterQuestdbRowsAppended          metric.Int64Counter
+	ExporterQuestdbSenderStopped         metric.Int64ObservableGauge
+	ExporterQuestdbServerErrors          metric.Int64Counter
+	ExporterQuestdbSetAsideSlots         metric.Int64ObservableGauge
+	ExporterQuestdbSkippedDataPoints     metric.Int64Counter
+	ExporterQuestdbTornFrames            metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -62,6 +66,51 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterExporterQuestdbDictionaryDiskBytesCallback sets callback for observable ExporterQuestdbDictionaryDiskBytes metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryDiskBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionaryDiskBytes, obs: o})
+		return nil
+	}, builder.ExporterQuestdbDictionaryDiskBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbDictionaryGenerationsCallback sets callback for observable ExporterQuestdbDictionaryGenerations metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryGenerationsCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionaryGenerations, obs: o})
+		return nil
+	}, builder.ExporterQuestdbDictionaryGenerations)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbDictionaryRAMBytesCallback sets callback for observable ExporterQuestdbDictionaryRAMBytes metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryRAMBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionaryRAMBytes, obs: o})
+		return nil
+	}, builder.ExporterQuestdbDictionaryRAMBytes)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterExporterQuestdbDictionarySizeCallback sets callback for observable ExporterQuestdbDictionarySize metric.
@@ -115,6 +164,21 @@ func (builder *TelemetryBuilder) RegisterExporterQuestdbQueueFillRatioCallback(c
 		cb(ctx, &observerFloat64{inst: builder.ExporterQuestdbQueueFillRatio, obs: o})
 		return nil
 	}, builder.ExporterQuestdbQueueFillRatio)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbSenderStoppedCallback sets callback for observable ExporterQuestdbSenderStopped metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbSenderStoppedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbSenderStopped, obs: o})
+		return nil
+	}, builder.ExporterQuestdbSenderStopped)
 	if err != nil {
 		return err
 	}
@@ -202,6 +266,24 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{statements}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryDiskBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_dictionary_disk_bytes",
+		metric.WithDescription("Bytes of the SYMBOL dictionary's files in the slot (one per generation still used by unacknowledged frames, and the one being written); they count in sf_max_total_bytes with the segments. 0 in memory-only mode. [Alpha]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryGenerations, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_dictionary_generations",
+		metric.WithDescription("SYMBOL dictionary generations the queue holds - those still used by unacknowledged frames and the one being written. [Alpha]"),
+		metric.WithUnit("{generations}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_dictionary_ram_bytes",
+		metric.WithDescription("Bytes of SYMBOL dictionary text held in RAM - the generation being written, which encoding needs, and in memory-only mode every generation the queue holds (counted in sf_max_total_bytes there). Map and slice overhead not included. [Alpha]"),
+		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionarySize, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_size",
 		metric.WithDescription("Entries in the current generation of the persisted SYMBOL dictionary. [Alpha]"),
@@ -259,7 +341,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_bytes",
-		metric.WithDescription("Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything). [Alpha]"),
+		metric.WithDescription("Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything); the SYMBOL dictionary they need is dictionary_disk_bytes (SF) or dictionary_ram_bytes (memory-only), which count in the cap too. [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
@@ -291,6 +373,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_questdb_rows_appended",
 		metric.WithDescription("Rows in the QWP frames appended to the store-and-forward queue. [Alpha]"),
 		metric.WithUnit("{rows}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbSenderStopped, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_sender_stopped",
+		metric.WithDescription("1 while the sender has stopped for good (credentials refused, a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]"),
+		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbServerErrors, err = builder.meter.Int64Counter(

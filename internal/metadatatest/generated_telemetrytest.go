@@ -84,6 +84,48 @@ func AssertEqualExporterQuestdbDdlFailures(t *testing.T, tt *componenttest.Telem
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbDictionaryDiskBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_disk_bytes",
+		Description: "Bytes of the SYMBOL dictionary's files in the slot (one per generation still used by unacknowledged frames, and the one being written); they count in sf_max_total_bytes with the segments. 0 in memory-only mode. [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_disk_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_generations",
+		Description: "SYMBOL dictionary generations the queue holds - those still used by unacknowledged frames and the one being written. [Alpha]",
+		Unit:        "{generations}",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_generations")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbDictionaryRAMBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_ram_bytes",
+		Description: "Bytes of SYMBOL dictionary text held in RAM - the generation being written, which encoding needs, and in memory-only mode every generation the queue holds (counted in sf_max_total_bytes there). Map and slice overhead not included. [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_ram_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDictionarySize(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_size",
@@ -228,7 +270,7 @@ func AssertEqualExporterQuestdbFsyncLatency(t *testing.T, tt *componenttest.Tele
 func AssertEqualExporterQuestdbQueueBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_bytes",
-		Description: "Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything). [Alpha]",
+		Description: "Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything); the SYMBOL dictionary they need is dictionary_disk_bytes (SF) or dictionary_ram_bytes (memory-only), which count in the cap too. [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
@@ -311,6 +353,20 @@ func AssertEqualExporterQuestdbRowsAppended(t *testing.T, tt *componenttest.Tele
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_questdb_rows_appended")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbSenderStopped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_sender_stopped",
+		Description: "1 while the sender has stopped for good (credentials refused, a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_sender_stopped")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
