@@ -105,3 +105,13 @@ func (d *DictScan) Files() []DictFile {
 	}
 	return out
 }
+
+// PayloadBytes is the payload length of the segment's valid frame i (FSN
+// Base+i), from the offsets the scan found.
+func (s *SegmentScan) PayloadBytes(i int) int64 {
+	end := s.ValidEnd
+	if i+1 < len(s.Frames) {
+		end = int64(s.Frames[i+1])
+	}
+	return end - int64(s.Frames[i]) - frameOverhead
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,11 +45,11 @@ type view struct {
 	ranges []fsnRange
 }
 
-// fsnRange is a scanned range, and whether it is the live writer's work in
-// progress rather than damage.
+// fsnRange is a scanned range; live says why, on a slot a live process
+// holds, an unreadable range is that process's work rather than damage.
 type fsnRange struct {
 	sfqueue.FSNRange
-	inProgress bool
+	live string
 }
 
 // readSlot checks dir and reads it without taking or trying its lock.
@@ -65,23 +68,44 @@ func readSlot(dir string) (*view, error) {
 	if v.dict, err = loadDict(scan); err != nil {
 		return nil, err
 	}
-	newest := ""
-	if n := len(scan.Segments); n > 0 {
-		newest = scan.Segments[n-1].Name
-	}
 	for _, r := range scan.Ranges() {
 		fr := fsnRange{FSNRange: r}
-		// A live writer appends to the newest segment (a frame may be
-		// half-written as we read) and may publish frames past what the
-		// listing saw; neither is damage. Stray valid frames after the bad
-		// bytes would be: a torn write has nothing valid after it.
 		if v.holder.live && !r.Readable {
-			tail := r.File == newest && r.File != "" && !strings.Contains(r.Cause, "valid frames follow")
-			fr.inProgress = tail || strings.HasPrefix(r.Cause, "vanished")
+			fr.live = liveCause(dir, scan, r)
 		}
 		v.ranges = append(v.ranges, fr)
 	}
 	return v, nil
+}
+
+// liveCause says why the unreadable range r of a slot a live process holds
+// is that process's work, or "" when it is damage. Nothing guarantees a
+// consistent picture without the lock, which inspect never takes:
+//   - the newest segment's tail may hold a frame being written (stray
+//     valid frames after the bad bytes would be damage: a write in progress
+//     has nothing valid after it);
+//   - frames may be published past what the listing saw;
+//   - acknowledgements delete segments, oldest first, while they are read:
+//     a segment listed and then gone leaves a hole after segments read
+//     before it. Such a hole follows a segment that is gone by now too;
+//     a hole after a segment still present is damage.
+func liveCause(dir string, scan *sfqueue.SlotScan, r sfqueue.FSNRange) string {
+	switch {
+	case strings.HasPrefix(r.Cause, "vanished"):
+		return "published after inspect listed the slot: not corruption"
+	case strings.HasPrefix(r.Cause, "missing"):
+		for _, seg := range scan.Segments {
+			if seg.End() != r.First {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, seg.Name)); errors.Is(err, fs.ErrNotExist) {
+				return "acknowledged and deleted by the live holder while inspect read: not corruption"
+			}
+		}
+	case r.File != "" && r.File == scan.Segments[len(scan.Segments)-1].Name && !strings.Contains(r.Cause, "valid frames follow"):
+		return "being written by the live holder: not corruption"
+	}
+	return ""
 }
 
 // frameInfo summarises one decoded frame.
@@ -208,8 +232,8 @@ func inspect(dir string, w io.Writer) error {
 	for _, r := range v.ranges {
 		note := ""
 		switch {
-		case r.inProgress:
-			note = "  [being written by the live holder: not corruption]"
+		case r.live != "":
+			note = "  [" + r.live + "]"
 		case r.Last != 0 && r.Last <= v.acked:
 			note = "  [acknowledged]"
 		case r.First <= v.acked:
@@ -220,11 +244,15 @@ func inspect(dir string, w io.Writer) error {
 	return v.printUnacked(w)
 }
 
-// formatLine reports the segment format versions found.
+// formatLine reports the segment format versions found. A segment whose
+// header the scan accepted is of this tool's version; a rejected header is
+// read again for its version (it may be newer, or damaged).
 func formatLine(dir string, s *sfqueue.SlotScan) string {
 	seen := map[uint32]bool{}
 	for _, seg := range s.Segments {
-		if v, ok, err := sfqueue.SegmentFormat(filepath.Join(dir, seg.Name)); err == nil && ok {
+		if seg.HeaderErr == nil {
+			seen[sfqueue.FormatVersion] = true
+		} else if v, ok, err := sfqueue.SegmentFormat(filepath.Join(dir, seg.Name)); err == nil && ok {
 			seen[v] = true
 		}
 	}
@@ -235,7 +263,7 @@ func formatLine(dir string, s *sfqueue.SlotScan) string {
 		return fmt.Sprintf("segment format %d", sfqueue.FormatVersion)
 	}
 	var vs []string
-	for v := range seen {
+	for _, v := range slices.Sorted(maps.Keys(seen)) {
 		vs = append(vs, fmt.Sprint(v))
 	}
 	return fmt.Sprintf("segment formats %s (this tool reads %d)", strings.Join(vs, ", "), sfqueue.FormatVersion)
@@ -267,34 +295,44 @@ func printDict(w io.Writer, v *view) {
 	}
 }
 
-// printUnacked counts the unacknowledged frames and decodes the first and
-// the last readable one.
+// printUnacked counts the unacknowledged frames as the scan found them and
+// decodes the first and the last one still present.
 func (v *view) printUnacked(w io.Writer) error {
+	var frames, bytes int64
+	for _, seg := range v.scan.Segments {
+		for i := range seg.Frames {
+			if seg.Base+uint64(i) > v.acked {
+				frames++
+				bytes += seg.PayloadBytes(i)
+			}
+		}
+	}
 	var (
-		frames, bytes int64
-		first         frameInfo
-		lastPayload   []byte
-		lastFSN       uint64
+		first, last frameInfo
+		lastPayload []byte
+		lastFSN     uint64
+		found       bool
 	)
 	err := v.scan.EachFrame(func(fsn uint64, _ string, _ int64, payload []byte) error {
 		if fsn <= v.acked {
 			return nil
 		}
-		if frames == 0 {
-			first = v.describeFrame(fsn, payload)
+		if !found {
+			first, found = v.describeFrame(fsn, payload), true
 		}
-		frames++
-		bytes += int64(len(payload))
 		lastFSN, lastPayload = fsn, append(lastPayload[:0], payload...)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	if found {
+		last = v.describeFrame(lastFSN, lastPayload)
+	}
 	var unreadable uint64
 	unknown := false
 	for _, r := range v.ranges {
-		if r.Readable || r.inProgress || r.Last != 0 && r.Last <= v.acked {
+		if r.Readable || r.live != "" || r.Last != 0 && r.Last <= v.acked {
 			continue
 		}
 		if r.Last == 0 {
@@ -311,9 +349,12 @@ func (v *view) printUnacked(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "unreadable:  %d unacknowledged frames%s (see ranges)\n", unreadable, more)
 	}
-	if frames > 0 {
+	switch {
+	case found:
 		fmt.Fprintf(w, "first:       %s\n", first)
-		fmt.Fprintf(w, "last:        %s\n", v.describeFrame(lastFSN, lastPayload))
+		fmt.Fprintf(w, "last:        %s\n", last)
+	case frames > 0:
+		fmt.Fprintf(w, "first, last: the segments holding them were deleted (acknowledged) after the scan\n")
 	}
 	return nil
 }
