@@ -139,9 +139,9 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	increase := func(key string) float64 { return get(now, key) - get(before, key) }
 	const (
 		fill      = "otelcol_exporter_questdb_queue_fill_ratio"
-		bytes     = "otelcol_exporter_questdb_queue_bytes"
+		stopped   = "otelcol_exporter_questdb_sender_stopped"
 		evicted   = "otelcol_exporter_questdb_frames_evicted"
-		acked     = "otelcol_exporter_questdb_frames_acked"
+		lost      = "otelcol_exporter_questdb_data_loss_frames"
 		attempts  = "otelcol_exporter_questdb_reconnect_attempts"
 		successes = "otelcol_exporter_questdb_reconnect_successes"
 	)
@@ -153,10 +153,12 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	}{
 		{"QuestDBExporterQueueFilling", fill + " >= 0.8", true, func() bool { return get(now, fill) >= 0.8 }},
 		{"QuestDBExporterQueueFull", fill + " >= 1", true, func() bool { return get(now, fill) >= 1 }},
-		{"QuestDBExporterDataLoss", "increase(" + evicted + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
-			false, func() bool { return increase(evicted) > 0 || increase(dataLoss) > 0 }},
-		{"QuestDBExporterStopped", bytes + " > 0 and increase(" + acked + "[15m]) == 0 and increase(" + attempts + "[15m]) == 0",
-			false, func() bool { return get(now, bytes) > 0 && increase(acked) == 0 && increase(attempts) == 0 }},
+		{"QuestDBExporterDataLoss", "increase(" + evicted + "[10m]) > 0 or increase(" + lost + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
+			false, func() bool {
+				return increase(evicted) > 0 || increase(seriesKey(lost, "cause", "unreplayable")) > 0 ||
+					increase(seriesKey(lost, "cause", "vanished")) > 0 || increase(dataLoss) > 0
+			}},
+		{"QuestDBExporterStopped", stopped + " == 1", false, func() bool { return get(now, stopped) == 1 }},
 		{"QuestDBExporterReconnecting", "increase(" + attempts + "[10m]) > 0 and increase(" + successes + "[10m]) == 0",
 			true, func() bool { return increase(attempts) > 0 && increase(successes) == 0 }},
 	} {
@@ -170,5 +172,50 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	}
 	if len(rules) != 5 {
 		t.Errorf("README has %d alert rules, the test checks 5: %v", len(rules), rules)
+	}
+}
+
+// TestSenderStoppedGauge: sender_stopped, which QuestDBExporterStopped
+// alerts on, is 0 while the sender works or reconnects and 1 once QuestDB
+// refuses the credentials.
+func TestSenderStoppedGauge(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	srv := newServer(t, qwptest.Options{})
+	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 401, Message: "who are you"})
+	startWithTelemetry(t, tt, "questdb", testConfig(t, srv.Addr()))
+	waitFor(t, func() bool { return takeScrape(t, tt, "questdb")["otelcol_exporter_questdb_sender_stopped"] == 1 })
+
+	ok := componenttest.NewTelemetry()
+	defer ok.Shutdown(context.Background())
+	e := startWithTelemetry(t, ok, "questdb/ok", testConfig(t, newServer(t, qwptest.Options{}).Addr()))
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return takeScrape(t, ok, "questdb/ok")["otelcol_exporter_questdb_frames_acked"] > 0 })
+	if v, present := takeScrape(t, ok, "questdb/ok")["otelcol_exporter_questdb_sender_stopped"]; !present || v != 0 {
+		t.Fatalf("sender_stopped of a working exporter: %v (present %v), want 0", v, present)
+	}
+}
+
+// TestReadmeListsEveryOwnMetric: the README's own-telemetry table names
+// every metric metadata.yaml declares.
+func TestReadmeListsEveryOwnMetric(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile("metadata.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`(?m)^    (exporter_questdb_\w+):$`).FindAllStringSubmatch(string(meta), -1)
+	if len(names) < 20 {
+		t.Fatalf("found %d metrics in metadata.yaml; the pattern no longer matches its layout", len(names))
+	}
+	for _, m := range names {
+		if !strings.Contains(string(readme), "| `otelcol_"+m[1]+"` |") {
+			t.Errorf("README's own-telemetry table does not list otelcol_%s", m[1])
+		}
 	}
 }

@@ -341,6 +341,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 // state to status and to the queue (for the full-queue error).
 func (e *questdbExporter) newSender(ctx context.Context, q *sfqueue.Queue, status *statusReporter) (*sender.Sender, error) {
 	o, err := e.senderOptions(ctx, func(s sender.State) {
+		e.tel.senderState(s)
 		status.connState(s)
 		q.SetConsumerState(sfqueue.ConsumerState{
 			Reconnecting: s.Kind == sender.Reconnecting || s.Kind == sender.Connecting,

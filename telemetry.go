@@ -38,6 +38,7 @@ type telemetry struct {
 	// Read by the observable gauges, written by their owners.
 	dictLen  atomic.Int64                  // entries of the current dictionary generation
 	dictText atomic.Int64                  // its symbol text, the writer's share of RAM
+	stopped  atomic.Int64                  // 1 while the sender is terminal
 	setAside atomic.Int64                  // set-aside slots under sf_dir, per the monitor
 	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
 	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
@@ -78,6 +79,10 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 		}),
 		tb.RegisterExporterQuestdbDictionarySizeCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(t.dictLen.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbSenderStoppedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(t.stopped.Load(), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryDiskBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -181,6 +186,16 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 		t.tb.ExporterQuestdbFramesEvicted.Add(ctx, int64(s.FramesEvicted-t.prevEvicted), t.attrs)
 	}
 	t.prevEvicted = s.FramesEvicted
+}
+
+// senderState records whether the sender stopped for good, for the
+// sender_stopped gauge.
+func (t *telemetry) senderState(s sender.State) {
+	var v int64
+	if s.Kind == sender.Terminal {
+		v = 1
+	}
+	t.stopped.Store(v)
 }
 
 // lossCause is the cause attribute of data_loss_frames.

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -270,4 +273,44 @@ func TestNormalClosureMovesToNextEndpoint(t *testing.T) {
 	s := startSender(t, q, o)
 	waitAll(t, s, q)
 	exactRows(t, rowIDs(t, good), 3)
+}
+
+// TestFirstFailureIsCannotConnect: a sender that never connected logs
+// "cannot connect", once; one that lost a working connection logs
+// "connection lost".
+func TestFirstFailureIsCannotConnect(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	o := testOptions(nil, "ws://127.0.0.1:1/write/v4")
+	o.Logger = zap.New(core)
+	startSender(t, memQueue(t), o)
+	deadline := time.Now().Add(waitTimeout)
+	for logs.FilterMessageSnippet("cannot connect to questdb").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 'cannot connect' line: %v", logs.All())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // several more attempts
+	if n := logs.FilterMessageSnippet("cannot connect").Len(); n != 1 || logs.FilterMessageSnippet("connection lost").Len() != 0 {
+		t.Fatalf("never connected: %d 'cannot connect' lines, %v; want one and no 'connection lost'", n, logs.All())
+	}
+
+	srv := newServer(t, qwptest.Options{})
+	core2, logs2 := observer.New(zapcore.InfoLevel)
+	o = testOptions(nil, srv.URL())
+	o.Logger = zap.New(core2)
+	q := memQueue(t)
+	s := startSender(t, q, o)
+	newFeeder(t, q, true).frames(1, 1)
+	waitAll(t, s, q)
+	srv.Outage(time.Hour)
+	for logs2.FilterMessageSnippet("connection lost").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 'connection lost' line after an outage: %v", logs2.All())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if logs2.FilterMessageSnippet("cannot connect").Len() != 0 {
+		t.Fatalf("a lost connection was logged as 'cannot connect': %v", logs2.All())
+	}
 }

@@ -50,6 +50,7 @@ type TelemetryBuilder struct {
 	ExporterQuestdbReconnectAttempts     metric.Int64Counter
 	ExporterQuestdbReconnectSuccesses    metric.Int64Counter
 	ExporterQuestdbRowsAppended          metric.Int64Counter
+	ExporterQuestdbSenderStopped         metric.Int64ObservableGauge
 	ExporterQuestdbServerErrors          metric.Int64Counter
 	ExporterQuestdbSetAsideSlots         metric.Int64ObservableGauge
 	ExporterQuestdbSkippedDataPoints     metric.Int64Counter
@@ -163,6 +164,21 @@ func (builder *TelemetryBuilder) RegisterExporterQuestdbQueueFillRatioCallback(c
 		cb(ctx, &observerFloat64{inst: builder.ExporterQuestdbQueueFillRatio, obs: o})
 		return nil
 	}, builder.ExporterQuestdbQueueFillRatio)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbSenderStoppedCallback sets callback for observable ExporterQuestdbSenderStopped metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbSenderStoppedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbSenderStopped, obs: o})
+		return nil
+	}, builder.ExporterQuestdbSenderStopped)
 	if err != nil {
 		return err
 	}
@@ -357,6 +373,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_questdb_rows_appended",
 		metric.WithDescription("Rows in the QWP frames appended to the store-and-forward queue. [Alpha]"),
 		metric.WithUnit("{rows}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbSenderStopped, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_sender_stopped",
+		metric.WithDescription("1 while the sender has stopped for good (credentials refused, a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]"),
+		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbServerErrors, err = builder.meter.Int64Counter(
