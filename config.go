@@ -332,6 +332,40 @@ func (c *Config) endpointURLs() []string {
 	return out
 }
 
+// plaintextCredentialURLs lists where credentials would travel unencrypted
+// to a host other than loopback: each ws:// endpoint (a bare host:port
+// without a tls section is one) and, with create_tables, its DDL's
+// http:// /exec URL. Empty without credentials. Call only after Validate.
+func (c *Config) plaintextCredentialURLs() []string {
+	if c.Token == "" && c.Username == "" {
+		return nil
+	}
+	var out []string
+	for _, ep := range c.endpointURLs() {
+		u, err := url.Parse(ep)
+		if err != nil || u.Scheme != "ws" || isLoopback(u.Hostname()) {
+			continue
+		}
+		out = append(out, ep)
+		if c.CreateTables {
+			if x, err := execURL(ep); err == nil {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+// isLoopback reports whether host names this machine: traffic to it does
+// not cross a network.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // tlsSettings is the TLS configuration for wss:// endpoints: the tls section
 // when present, else the defaults (system roots, verification on).
 func (c *Config) tlsSettings() configtls.ClientConfig {

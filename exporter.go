@@ -302,6 +302,10 @@ func (e *questdbExporter) logStart(recovered int) {
 	if e.cfg.SFDir == "" {
 		slot, durability = "memory only (sf_dir is empty): unacknowledged data is lost on a restart", "memory"
 	}
+	if urls := e.cfg.plaintextCredentialURLs(); len(urls) > 0 {
+		e.logger.Warn("credentials (username/password or token) go unencrypted over the network: anyone on the path can read them and the data; use wss:// endpoints (or a tls section with host:port endpoints), which also makes the DDL use https://",
+			zap.Strings("unencrypted", urls))
+	}
 	e.logger.Info("QuestDB exporter started",
 		zap.String("slot", slot), zap.Strings("endpoints", e.cfg.endpointURLs()),
 		zap.Stringer("sf_max_total_bytes", e.cfg.effectiveMaxTotalBytes()), zap.String("sf_durability", durability),
