@@ -62,6 +62,8 @@ type questdbExporter struct {
 	drainEnd context.CancelFunc // stops the orphan drainers
 	drained  chan struct{}      // closed when the orphan drainers returned
 	shutdown bool
+
+	queueFS sfqueue.FS // tests only: a file system that injects faults (nil: the OS's)
 }
 
 var _ instance = (*questdbExporter)(nil)
@@ -196,6 +198,9 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 		}
 	}
 	opts := e.cfg.queueOptions(e.senderID, e.logger)
+	if e.queueFS != nil {
+		opts.FS = e.queueFS
+	}
 	var maxGen uint32
 	opts.SymbolUse = func(payload []byte) (uint32, int64) {
 		gen, maxID := payloadSymbolUse(payload)
@@ -471,6 +476,7 @@ func (e *questdbExporter) sampleQueue(alerts *levelAlerter) {
 	s := e.queue.Stats()
 	e.tel.observeQueue(s)
 	e.status.queueLevel(alerts.observe(sampleQueue(s)))
+	e.status.queueFatal(s.Fatal)
 	if e.cfg.SFDir != "" {
 		aside, err := sfqueue.SetAsideSlots(e.cfg.SFDir)
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 // into component status events (componentstatus.ReportStatus through the
 // host), reporting only changes:
 //
+//   - PermanentError once the queue latched an I/O failure (a failed fsync
+//     or write): nothing new is accepted until a restart reopens the slot;
 //   - PermanentError while the sender is terminal (a server error whose
 //     policy is terminal, refused authentication): it will not recover
 //     without a fix and a restart;
@@ -42,6 +44,7 @@ type statusReporter struct {
 	evict    bool
 	ddl      error    // what the last table check found wrong, nil when nothing
 	aside    []string // set-aside slots under sf_dir
+	fatal    error    // the queue's latched I/O failure
 	last     string   // the condition last reported
 }
 
@@ -62,6 +65,14 @@ func (r *statusReporter) queueLevel(l queueLevel) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.full = l == levelFull
+	r.reportLocked()
+}
+
+// queueFatal records the queue's latched I/O failure (nil: none).
+func (r *statusReporter) queueFatal(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fatal = err
 	r.reportLocked()
 }
 
@@ -101,6 +112,10 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 			err = errors.New(c.Reason)
 		}
 		return componentstatus.NewPermanentErrorEvent(fmt.Errorf("questdb exporter stopped sending (data is kept in the queue): %w", err)), "terminal"
+	}
+	if r.fatal != nil {
+		return componentstatus.NewPermanentErrorEvent(fmt.Errorf(
+			"questdb exporter: the store-and-forward queue stopped after an I/O failure; frames already queued are still sent, new data is refused until a restart reopens the slot: %w", r.fatal)), "fatal"
 	}
 	if r.full {
 		what := "refusing new data (on_full: block)"

@@ -110,7 +110,20 @@
 // macOS, Go's File.Sync is fcntl(F_FULLFSYNC), which also empties the
 // drive's write cache. A failed fsync latches a *FatalError: it is never
 // retried (Linux may report a later fsync clean for data that never reached
-// the disk), nothing after it is reported durable, later appends fail.
+// the disk), nothing after it is reported durable, later appends fail. So
+// does a write that fails other than with ENOSPC (EIO: its outcome is
+// unknown), on a segment or on a dictionary file. After the latch the
+// consumer goes on: the frames already published are in the page cache, so
+// the I/O loop keeps reading, sending and acking them as usual and only
+// new appends are refused; the exporter reports a permanent status and
+// refuses calls with a retryable error until a restart reopens the slot.
+// Close then records every published frame as on disk in .ack-watermark, so
+// that a recovery that does not find some of them reports them as DATA_LOSS
+// (vanished) instead of starting without them in silence. ENOSPC is not
+// latched: the append is undone and refused as a full queue (DiskFull),
+// and appends succeed again once there is room. A failed .ack-watermark
+// write is retried every 250 ms and logged at Error once per failure
+// streak: it costs duplicates after a restart, never data.
 //
 // # Recovery (Open in SF mode)
 //

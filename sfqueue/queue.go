@@ -62,6 +62,7 @@ type Queue struct {
 	recovery  RecoveryReport
 	wmSaved   watermark // last written to .ack-watermark
 	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
+	wmFailing bool      // the last background .ack-watermark write failed
 
 	published chan struct{}
 	stop      chan struct{}
@@ -623,8 +624,11 @@ func (q *Queue) Close() error {
 	}
 	var errs []error
 	drained := q.acked == q.nextFSN-1
-	// What a clean close leaves on disk: everything published (in memory
-	// durability, in the page cache), unless an fsync failed.
+	// What a close leaves on disk: everything published (in memory
+	// durability, or after a latched fsync error, in the page cache only).
+	// Recording it all lets the next recovery report as DATA_LOSS any of
+	// these accepted frames that never reached the disk, instead of
+	// starting without them in silence.
 	onDisk := q.nextFSN - 1
 	if q.sf && !drained && q.o.Durability != DurabilityMemory {
 		for _, s := range q.segs {
@@ -641,9 +645,6 @@ func (q *Queue) Close() error {
 			if err := q.fs.SyncDir(q.slot); err != nil {
 				errs = append(errs, q.latchLocked("fsync directory "+q.slot, err))
 			}
-		}
-		if q.fatal != nil {
-			onDisk = q.durable
 		}
 	}
 	if q.sf {
@@ -709,8 +710,16 @@ func (q *Queue) background() {
 			q.mu.Unlock()
 		case <-wm.C:
 			q.mu.Lock()
-			if err := q.saveWatermarkLocked(q.durable, false); err != nil {
-				q.log.Warn("sfqueue: cannot write .ack-watermark", zap.String("slot", q.slot), zap.Error(err))
+			err := q.saveWatermarkLocked(q.durable, false)
+			switch {
+			case err != nil && !q.wmFailing:
+				// Once per failure streak: it is retried every 250 ms.
+				q.log.Error("sfqueue: cannot write .ack-watermark; a restart now would replay acknowledged frames (QuestDB may see duplicates); retrying",
+					zap.String("slot", q.slot), zap.Error(err))
+				q.wmFailing = true
+			case err == nil && q.wmFailing && q.wmSaved.acked == q.acked:
+				q.log.Info("sfqueue: .ack-watermark written again", zap.String("slot", q.slot))
+				q.wmFailing = false
 			}
 			q.mu.Unlock()
 		}

@@ -1,0 +1,40 @@
+package sfqueuetest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestFaultFS(t *testing.T) {
+	dir := t.TempDir()
+	fs := NewFaultFS()
+	fs.Inject(Fault{Op: Write, Pattern: "*.seg", Err: syscall.EIO}, Fault{Op: Create, Pattern: "no*", Err: syscall.ENOSPC})
+	f, err := fs.OpenFile(filepath.Join(dir, "a.seg"), os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("x"), 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write to a.seg: %v, want EIO", err)
+	}
+	if _, err := fs.OpenFile(filepath.Join(dir, "nope"), os.O_RDWR|os.O_CREATE); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("create nope: %v, want ENOSPC", err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatalf("sync without a fault: %v", err)
+	}
+	if fs.Hits(Write) != 1 || fs.Hits(Create) != 1 {
+		t.Fatalf("hits write %d create %d, want 1 and 1", fs.Hits(Write), fs.Hits(Create))
+	}
+	fs.Clear()
+	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
+		t.Fatalf("write after Clear: %v", err)
+	}
+}
