@@ -67,16 +67,6 @@ func BenchmarkLog1000(b *testing.B) {
 		perPoint(b, records, encode)
 		b.ReportMetric(float64(frameBytes)/records, "bytes/record")
 	})
-	b.Run("otlp-proto", func(b *testing.B) {
-		var m plog.ProtoMarshaler
-		var n int
-		perPoint(b, records, func() {
-			buf, err := m.MarshalLogs(ld)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n = len(buf)
-		})
-		b.ReportMetric(float64(n)/records, "bytes/record")
-	})
+	var m plog.ProtoMarshaler
+	benchOTLP(b, records, "record", false, func() ([]byte, error) { return m.MarshalLogs(ld) })
 }

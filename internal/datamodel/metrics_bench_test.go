@@ -103,26 +103,34 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 		b.ReportMetric(float64(frameBytes)/points, "bytes/point")
 		b.ReportMetric(float64(cold)/points, "cold-bytes/point")
 	})
+	md := benchGaugeBatch(points, 1)
+	var m pmetric.ProtoMarshaler
+	benchOTLP(b, points, "point", true, func() ([]byte, error) { return m.MarshalMetrics(md) })
+}
+
+// benchOTLP runs the OTLP baselines beside a qwp benchmark: "otlp-proto"
+// marshals the same batch with marshal, and with gzip "otlp-proto-gzip"
+// compresses that protobuf too; both report bytes per unit of n items.
+func benchOTLP(b *testing.B, n int, unit string, gz bool, marshal func() ([]byte, error)) {
 	b.Run("otlp-proto", func(b *testing.B) {
-		md := benchGaugeBatch(points, 1)
-		var m pmetric.ProtoMarshaler
-		var n int
-		perPoint(b, points, func() {
-			buf, err := m.MarshalMetrics(md)
+		var size int
+		perPoint(b, n, func() {
+			buf, err := marshal()
 			if err != nil {
 				b.Fatal(err)
 			}
-			n = len(buf)
+			size = len(buf)
 		})
-		b.ReportMetric(float64(n)/points, "bytes/point")
+		b.ReportMetric(float64(size)/float64(n), "bytes/"+unit)
 	})
+	if !gz {
+		return
+	}
 	b.Run("otlp-proto-gzip", func(b *testing.B) {
-		md := benchGaugeBatch(points, 1)
-		var m pmetric.ProtoMarshaler
 		var out bytes.Buffer
 		zw := gzip.NewWriter(&out)
-		perPoint(b, points, func() {
-			buf, err := m.MarshalMetrics(md)
+		perPoint(b, n, func() {
+			buf, err := marshal()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -135,6 +143,6 @@ func BenchmarkMetricGauge1000(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
-		b.ReportMetric(float64(out.Len())/points, "bytes/point")
+		b.ReportMetric(float64(out.Len())/float64(n), "bytes/"+unit)
 	})
 }

@@ -1,8 +1,6 @@
 package datamodel
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"testing"
 
@@ -110,38 +108,7 @@ func BenchmarkSpan1000(b *testing.B) {
 		b.ReportMetric(float64(frameBytes)/spans, "bytes/span")
 		b.ReportMetric(float64(cold)/spans, "cold-bytes/span")
 	})
-	b.Run("otlp-proto", func(b *testing.B) {
-		td := benchSpanBatch(1)
-		var m ptrace.ProtoMarshaler
-		var n int
-		perPoint(b, spans, func() {
-			buf, err := m.MarshalTraces(td)
-			if err != nil {
-				b.Fatal(err)
-			}
-			n = len(buf)
-		})
-		b.ReportMetric(float64(n)/spans, "bytes/span")
-	})
-	b.Run("otlp-proto-gzip", func(b *testing.B) {
-		td := benchSpanBatch(1)
-		var m ptrace.ProtoMarshaler
-		var out bytes.Buffer
-		zw := gzip.NewWriter(&out)
-		perPoint(b, spans, func() {
-			buf, err := m.MarshalTraces(td)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out.Reset()
-			zw.Reset(&out)
-			if _, err := zw.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-			if err := zw.Close(); err != nil {
-				b.Fatal(err)
-			}
-		})
-		b.ReportMetric(float64(out.Len())/spans, "bytes/span")
-	})
+	td := benchSpanBatch(1)
+	var m ptrace.ProtoMarshaler
+	benchOTLP(b, spans, "span", true, func() ([]byte, error) { return m.MarshalTraces(td) })
 }
