@@ -695,44 +695,97 @@ func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
 	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
 }
 
-// KeyedSymbol is one value for SymbolsKeyed: v for column Col, named by
-// Key as in SymbolKeyed.
-type KeyedSymbol struct {
-	Col   Col
-	Value []byte
-	Key   uint64
+// SymbolRun is a run of SYMBOL values that many rows of one table repeat
+// as they are (a resource's, a scope's and a metric's columns): build it
+// once with Add, then write it into each row with Table.Symbols. The run
+// remembers the dictionary id of each value for the frame in progress, so
+// after the first row of a frame a value costs its id's bytes and the row
+// bookkeeping, none of a setter's checks or lookups. The values' bytes are
+// only read, and must not change until Reset.
+type SymbolRun struct {
+	ents []runEntry
 }
 
-// KeyedSymbolString is a KeyedSymbol for a string value; the string is only
-// read, as in SymbolString.
-func KeyedSymbolString(c Col, v string, key uint64) KeyedSymbol {
-	return KeyedSymbol{Col: c, Value: unsafe.Slice(unsafe.StringData(v), len(v)), Key: key}
+type runEntry struct {
+	col   Col
+	v     []byte
+	c     *column // col's column, once a row of frame took the value
+	frame uint64  // Encoder.frame in which id holds; 0: none
+	id    uint32
 }
 
-// SymbolsKeyed sets each of vals in order, exactly as SymbolKeyed would
-// one by one. It is for a run of columns whose values the caller repeats
-// row after row (a resource's, a scope's and a metric's columns): a value
-// whose key is its column's last one in this frame, in a column the block
-// already has and the row has not set, takes the cached id with none of a
-// setter's per-call checks.
-func (t *Table) SymbolsKeyed(vals []KeyedSymbol) {
-	e := t.e
-	for i := range vals {
-		v := &vals[i]
-		if v.Col.t == t && v.Key != 0 && t.frame == e.frame {
-			c := t.pool[v.Col.i]
-			if c.frame == e.frame && c.symFrame == e.frame && c.symKey == v.Key && c.setSeq != t.seq && c.typ == TypeSymbol {
-				// What value and begin record for a first value in the
-				// row, with its growth added at once instead of settled
-				// by the next setter.
-				c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
-				c.data = binary.AppendUvarint(c.data, uint64(c.symID))
-				t.rowDelta += len(c.data) - c.mark
-				t.setCols++
-				continue
-			}
+// Reset empties the run, dropping its references to the values.
+func (r *SymbolRun) Reset() {
+	clear(r.ents)
+	r.ents = r.ents[:0]
+}
+
+// Len is the number of values in the run.
+func (r *SymbolRun) Len() int { return len(r.ents) }
+
+// Add appends v for column c.
+func (r *SymbolRun) Add(c Col, v []byte) {
+	r.ents = append(r.ents, runEntry{col: c, v: v})
+}
+
+// AddString appends v for column c; the string is only read, as in
+// SymbolString.
+func (r *SymbolRun) AddString(c Col, v string) {
+	r.Add(c, unsafe.Slice(unsafe.StringData(v), len(v)))
+}
+
+// Symbols sets each value of run in order, exactly as Symbol would one by
+// one. A value whose id the run holds for this frame, in a column the
+// block already has and the row has not set, takes that id directly.
+func (t *Table) Symbols(run *SymbolRun) {
+	// The common case in a loop that calls nothing (so keeps its state in
+	// registers): every id held for this frame and one byte long, room in
+	// every column; the first value that is not takes the general path,
+	// and so do the rest.
+	ents := run.ents
+	frame, seq := t.e.frame, t.seq
+	i := 0
+	for ; i < len(ents); i++ {
+		en := &ents[i]
+		c := en.c
+		if en.frame != frame || en.col.t != t || c.frame != frame || c.setSeq == seq || en.id >= 0x80 {
+			break
 		}
-		t.symbol(v.Col, v.Value, v.Key, false)
+		n := len(c.data)
+		if n == cap(c.data) {
+			break
+		}
+		// What value and begin record for a first value in the row, with
+		// its growth added at once instead of settled by the next setter.
+		c.setSeq, c.mark, c.markOffs = seq, n, len(c.offs)
+		c.data = c.data[:n+1]
+		c.data[n] = byte(en.id)
+	}
+	t.rowDelta += i
+	t.setCols += i
+	for ; i < len(ents); i++ {
+		t.runValue(&ents[i])
+	}
+}
+
+// runValue is Symbols for one value: its id when the run holds it for this
+// frame, else Symbol, remembering the id it got.
+func (t *Table) runValue(en *runEntry) {
+	frame := t.e.frame
+	if c := en.c; en.frame == frame && en.col.t == t && c.frame == frame && c.setSeq != t.seq {
+		n := len(c.data)
+		c.setSeq, c.mark, c.markOffs = t.seq, n, len(c.offs)
+		c.data = binary.AppendUvarint(c.data, uint64(en.id))
+		t.rowDelta += len(c.data) - n
+		t.setCols++
+		return
+	}
+	t.symbol(en.col, en.v, 0, false)
+	if en.col.t == t && t.rowErr == nil {
+		c := t.pool[en.col.i]
+		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
+			en.c, en.frame, en.id = c, frame, c.symID
+		}
 	}
 }
 
