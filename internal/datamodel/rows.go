@@ -145,7 +145,7 @@ type Encoder struct {
 	promotedPoint      [][]byte // the values of the row in progress; nil = NULL
 	promotedBuf        [][]byte // scratch for row-level promoted values
 
-	ordinals map[uint64]uint32 // identical log records seen in the batch, by record_key
+	ordinals ordinals // identical log records (spans) seen in the batch, by record_key (span_key)
 
 	// keyed is the run of SYMBOL values every row of the current table,
 	// resource, scope (and metric) repeats, written with one qwp.Symbols
