@@ -84,6 +84,12 @@ type Sender struct {
 	rejects       int    // consecutive rejections of rejectFSN with no ack of it
 	attempts      int    // failed attempts since the last connection
 	outageStart   time.Time
+
+	// beforeCatchUp, set only by tests, runs on the I/O goroutine when the
+	// cursor has read a connection's first frame and its generation's
+	// dictionary is not yet opened: where an eviction can take the frame and
+	// its generation away.
+	beforeCatchUp func(gen uint32, fsn uint64)
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
@@ -613,6 +619,9 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 // catch-up frame at a time: a full generation never sits in RAM.
 func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool) {
 	c.gen, c.genKnown = gen, true
+	if s.beforeCatchUp != nil {
+		s.beforeCatchUp(gen, fsn)
+	}
 	dict, err := s.q.OpenSymbols(gen)
 	if err != nil {
 		return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, err)), true
