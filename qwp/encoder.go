@@ -824,10 +824,14 @@ func (t *Table) runValue(en *runEntry) {
 
 // symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid).
 func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
-	c := t.value(h, TypeSymbol)
-	if c == nil {
-		return
+	if c := t.value(h, TypeSymbol); c != nil {
+		t.setSymbol(c, v, key, valid)
 	}
+}
+
+// setSymbol writes v's id into c, which value has prepared; it reports
+// false when v was refused.
+func (t *Table) setSymbol(c *column, v []byte, key uint64, valid bool) bool {
 	// Most SYMBOL columns repeat the previous row's value (service, metric,
 	// scope, resource attributes): reuse its id without validating or
 	// looking it up again. The cache lives for one frame, because Reset,
@@ -838,27 +842,68 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 		c.symKey = key
 		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
 		t.took(c)
-		return
+		return true
 	}
 	if !valid && !utf8.Valid(v) {
 		t.badValue(c, "symbol %q is not valid UTF-8", v)
-		return
+		return false
 	}
 	// An entry no frame can carry would stay pending forever and make
 	// every later frame too large: refuse it before it is registered.
 	if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
 		t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
-		return
+		return false
 	}
 	id := t.e.dict.ID(v)
 	if id >= MaxSymbolDictSize {
 		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
-		return
+		return false
 	}
 	c.symFrame, c.symID, c.symKey = t.e.frame, id, key
 	c.symLast = append(c.symLast[:0], v...)
 	c.data = binary.AppendUvarint(c.data, uint64(id))
 	t.took(c)
+	return true
+}
+
+// hashedSlots is the size of a column's SymbolValidHashed cache: 16 bytes
+// a slot, 64 KiB, allocated at the column's first hashed value.
+const hashedSlots = 1 << 12
+
+// hashedSlot remembers the id of the value last written with a hash.
+type hashedSlot struct {
+	hash uint64
+	id   uint32
+	set  bool
+}
+
+// SymbolValidHashed is SymbolValid for a value that comes with a 64-bit
+// hash the caller has computed anyway and that is the same whenever the
+// value recurs (series_id for a data point's attributes: it hashes the
+// attribute JSON and the metric). The column keeps the id of the last
+// value of each hash in a small direct-mapped table; a value whose hash
+// is there and whose dictionary entry has its bytes takes that id without
+// the dictionary's lookup, which would hash and compare the value again.
+// The byte comparison makes the id exact whatever the hash: values with
+// one hash only share a slot. Cached ids outlive frames; one that the
+// dictionary no longer holds (after Reset) is not used.
+func (t *Table) SymbolValidHashed(h Col, v []byte, hash uint64) {
+	c := t.value(h, TypeSymbol)
+	if c == nil {
+		return
+	}
+	if c.hashed == nil {
+		c.hashed = make([]hashedSlot, hashedSlots)
+	}
+	s := &c.hashed[hash&(hashedSlots-1)]
+	if s.set && s.hash == hash && int(s.id) < t.e.dict.Len() && bytes.Equal(t.e.dict.Entry(int(s.id)), v) {
+		c.data = binary.AppendUvarint(c.data, uint64(s.id))
+		t.took(c)
+		return
+	}
+	if t.setSymbol(c, v, 0, true) {
+		s.hash, s.id, s.set = hash, c.symID, true
+	}
 }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
