@@ -43,13 +43,18 @@ type Queue struct {
 	used     int64  // header and frame bytes of the retained segments
 	// atCap: the latest append found no room under the cap (it waited, was
 	// refused, or evicted); cleared by an append admitted without evicting.
-	atCap    bool
-	fatal    *FatalError
-	closed   bool
-	syncing  bool
-	rotating bool // an append is fsyncing the segment it seals (q.mu released)
-	// dictSyncs counts AddSymbols fsyncs of .symbol-dict running unlocked.
+	atCap   bool
+	fatal   *FatalError
+	closed  bool
+	syncing bool
+	// rotating: an append is fsyncing with q.mu released (the segment it
+	// seals, or its dictionary entries); other appends wait.
+	rotating bool
+	// dictSyncs counts fsyncs of dictionary files running unlocked.
 	dictSyncs int
+	// index is the producer's index bytes (Batch.IndexBytes), memory-only
+	// mode.
+	index     int64
 	dirDirty  bool // a segment was created since the last directory fsync
 	consumer  ConsumerState
 	space     chan struct{} // closed and replaced when room may have appeared
@@ -145,23 +150,54 @@ func (q *Queue) Append(ctx context.Context, payload []byte) (uint64, error) {
 var errNoRoom = errors.New("no room")
 
 // AppendBatch appends payloads as consecutive frames and returns the FSN of
-// the last one. The batch is all or nothing. It is published to cursors at
-// once; in flush durability it returns only after an fsync covering it (all
-// appends that wait while an fsync runs share the next one). When the queue
-// is full it waits or evicts according to OnFull. ctx bounds only the wait
-// for room; the wait for the fsync is not cancelable, because by then the
-// frames are published and will be sent.
+// the last one; see AppendWith.
 func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+	return q.appendBatch(ctx, Batch{Payloads: payloads}, false)
+}
+
+// Batch is what one AppendWith stores, all or nothing.
+type Batch struct {
+	// Payloads are appended as consecutive frames.
+	Payloads [][]byte
+	// Symbols are the dictionary entries the payloads define (and later
+	// frames use), admitted under the cap together with them.
+	Symbols []SymbolRun
+	// IndexBytes is, in memory-only mode, the RAM the producer holds
+	// outside the queue to assign symbol ids (its index of the generation
+	// being written): counted in the cap from this batch on, as the
+	// frames and dictionary are, so that the cap bounds all the RAM an
+	// outage costs. Ignored in SF mode, whose cap is disk.
+	IndexBytes int64
+}
+
+// AppendWith appends b.Payloads as consecutive frames with the dictionary
+// entries b.Symbols, and returns the FSN of the last frame. The batch is
+// all or nothing: frames and entries are admitted under the cap together
+// (at the cap OnFull applies to both, and eviction frees room for both),
+// and when the append fails neither stays. The entries are written first
+// and, in periodic and flush durability, fsynced before any frame is
+// written, so no frame reaches the disk ahead of the ids it needs. The
+// frames are published to cursors at once; in flush durability AppendWith
+// returns only after an fsync covering them (all appends that wait while
+// an fsync runs share the next one). ctx bounds only the wait for room;
+// the wait for the fsync is not cancelable, because by then the frames are
+// published and will be sent.
+func (q *Queue) AppendWith(ctx context.Context, b Batch) (uint64, error) {
+	return q.appendBatch(ctx, b, true)
+}
+
+func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64, error) {
+	payloads := b.Payloads
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
 	}
-	var need int64
+	var frames int64
 	for _, p := range payloads {
 		fs := frameSize(len(p))
 		if fs > q.o.MaxSegmentBytes-segmentHeaderSize {
 			return 0, &FrameTooLargeError{FrameBytes: fs, SegmentBytes: q.o.MaxSegmentBytes}
 		}
-		need += fs
+		frames += fs
 	}
 	start := time.Now()
 	deadline := start.Add(q.o.AppendDeadline)
@@ -171,6 +207,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var need int64
 	for {
 		for q.rotating && !q.closed {
 			q.syncDone.Wait()
@@ -179,11 +216,15 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 			return 0, err
 		}
 		reason := q.consumerReasonLocked()
+		var index int64
+		// Recomputed on every pass: acks and evictions change what the
+		// dictionary holds.
+		need, index = q.needLocked(b, frames, setIndex)
 		err := q.admitLocked(payloads, need)
 		if err == nil {
-			err = q.writeLocked(payloads)
+			err = q.storeLocked(b)
 			if err == nil {
-				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
+				q.index = index
 				break
 			}
 			if !isNoSpace(err) {
@@ -205,7 +246,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 				q.st.fullSeen = true
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
-					Used: q.used, Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
+					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
 			}
 			return 0, err
 		}
@@ -218,6 +259,52 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 	}
 	return last, nil
 }
+
+// needLocked is what b adds to the bytes the cap counts (frames holds its
+// frames' bytes), and the producer's index once it is in.
+func (q *Queue) needLocked(b Batch, frames int64, setIndex bool) (need, index int64) {
+	index = q.index
+	if setIndex && !q.sf {
+		index = b.IndexBytes
+	}
+	return frames + q.dict.need(b.Symbols) + index - q.index, index
+}
+
+// Fits reports whether AppendWith(b) would find room under the cap right
+// now, without waiting or evicting.
+func (q *Queue) Fits(b Batch) bool {
+	var frames int64
+	for _, p := range b.Payloads {
+		frames += frameSize(len(p))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	need, _ := q.needLocked(b, frames, true)
+	return q.admitLocked(b.Payloads, need) == nil
+}
+
+// storeLocked writes an admitted batch: its dictionary entries (durable
+// first, see writeSymbolsLocked), then its frames. On error nothing of it
+// stays.
+func (q *Queue) storeLocked(b Batch) error {
+	marks, err := q.writeSymbolsLocked(b.Symbols)
+	if err != nil {
+		return err
+	}
+	if err := q.writeLocked(b.Payloads); err != nil {
+		if q.fatal == nil || isNoSpace(err) {
+			q.undoSymbolsLocked(marks)
+		}
+		return err
+	}
+	q.noteSymbolsLocked(b.Symbols)
+	q.noteFramesLocked(q.nextFSN-uint64(len(b.Payloads)), b.Payloads)
+	return nil
+}
+
+// usedLocked is what the cap counts: segments, dictionary and, in
+// memory-only mode, the producer's index (Batch.IndexBytes).
+func (q *Queue) usedLocked() int64 { return q.used + q.dict.bytes + q.index }
 
 // usableLocked is the error every append gets once the queue is closed or
 // an fsync failed.
@@ -238,14 +325,16 @@ func (q *Queue) consumerReasonLocked() FullReason {
 	return Publishing
 }
 
-// admitLocked decides whether payloads fit under the byte cap, reclaiming
-// fully acked segments (the active one included) first. A queue holding no
+// admitLocked decides whether payloads and need more bytes (their frames,
+// dictionary entries and index) fit under the byte cap, reclaiming fully
+// acked segments (the active one included) first. A queue holding no
 // segments admits any batch whose frames fit a segment, so one frame larger
-// than the whole cap cannot wedge it.
+// than the whole cap, or a dictionary that the cap cannot hold beside one
+// frame, cannot wedge it.
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
 		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
-		return len(q.segs) == 0 || q.used+q.dict.bytes+total <= q.o.MaxTotalBytes
+		return len(q.segs) == 0 || q.usedLocked()+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
 		return nil
