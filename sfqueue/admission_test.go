@@ -258,9 +258,9 @@ func TestMemoryDictionaryChunks(t *testing.T) {
 		want = append(want, r.Entries...)
 		first += len(r.Entries)
 	}
-	got, err := d.read(0)
-	if err != nil || len(got) != len(want) {
-		t.Fatalf("read %d entries (%v), want %d", len(got), err, len(want))
+	got := readMem(d, 0)
+	if len(got) != len(want) {
+		t.Fatalf("read %d entries, want %d", len(got), len(want))
 	}
 	for i := range want {
 		if !bytes.Equal(got[i], want[i]) {
@@ -289,7 +289,7 @@ func TestMemoryDictionaryChunks(t *testing.T) {
 	if _, _, err := d.add([]SymbolRun{symbolRun(0, first, 1, 3)}); err != nil {
 		t.Fatalf("adding after an undo: %v", err)
 	}
-	if got, _ := d.read(0); len(got) != len(want)+1 || !bytes.Equal(got[len(want)], symbolRun(0, first, 1, 3).Entries[0]) {
+	if got := readMem(d, 0); len(got) != len(want)+1 || !bytes.Equal(got[len(want)], symbolRun(0, first, 1, 3).Entries[0]) {
 		t.Fatalf("after undo and an add: %d entries", len(got))
 	}
 	if err := d.dropBelow(1); err != nil || d.bytes != 0 {
@@ -357,4 +357,17 @@ func TestIndexBytesCountInMemoryMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readMem reads generation gen of a memory-only dictionary as a
+// SymbolReader does.
+func readMem(d *symbolDict, gen uint32) [][]byte {
+	var out [][]byte
+	chunks := d.mem[gen].view()
+	for range d.counts[gen] {
+		var e []byte
+		e, chunks = nextEntry(chunks)
+		out = append(out, e)
+	}
+	return out
 }

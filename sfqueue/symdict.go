@@ -126,18 +126,21 @@ func (g *memGen) put(entries [][]byte, store bool) (grown int64) {
 	return grown
 }
 
-// entries returns the stored entries in id order; they alias the chunks.
-func (g *memGen) entries(n int) [][]byte {
-	out := make([][]byte, 0, n)
-	for _, c := range g.chunks {
-		for len(c) > 0 {
-			l, k := binary.Uvarint(c)
-			end := k + int(l)
-			out = append(out, c[k:end:end])
-			c = c[end:]
-		}
+// view returns the chunks as they are now, for a reader: later appends
+// write past these lengths, and undo only cuts back what no reader was
+// given (entries of a batch that failed, under the queue's lock).
+func (g *memGen) view() [][]byte { return slices.Clone(g.chunks) }
+
+// nextEntry returns the first entry of chunks and the chunks after it.
+func nextEntry(chunks [][]byte) ([]byte, [][]byte) {
+	for len(chunks[0]) == 0 {
+		chunks = chunks[1:]
 	}
-	return out
+	c := chunks[0]
+	l, k := binary.Uvarint(c)
+	end := k + int(l)
+	chunks[0] = c[end:]
+	return c[k:end:end], chunks
 }
 
 // bytes is the RAM the generation holds.
@@ -243,20 +246,27 @@ func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
 	return nil
 }
 
-// parseSymbolRecord checks one record at the start of b.
+// parseSymbolRecord checks one record at the start of b and returns a copy
+// of its entry.
 func parseSymbolRecord(b []byte) (gen uint32, entry []byte, n int, ok bool) {
+	gen, _, entry, n, ok = viewSymbolRecord(b)
+	return gen, slices.Clone(entry), n, ok
+}
+
+// viewSymbolRecord checks one record at the start of b; entry aliases b.
+func viewSymbolRecord(b []byte) (gen, id uint32, entry []byte, n int, ok bool) {
 	if len(b) < symbolRecordHeader+4 {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
 	l := binary.LittleEndian.Uint32(b[8:])
 	if l > maxSymbolBytes || int(l) > len(b)-symbolRecordHeader-4 {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
 	end := symbolRecordHeader + int(l)
 	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
-	return binary.LittleEndian.Uint32(b), slices.Clone(b[symbolRecordHeader:end]), end + 4, true
+	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), b[symbolRecordHeader:end], end + 4, true
 }
 
 func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
@@ -448,35 +458,6 @@ func (d *symbolDict) dropBelow(gen uint32) error {
 	return errors.Join(errs...)
 }
 
-// read returns the entries of gen in id order: from RAM in memory-only
-// mode, from its file in SF mode.
-func (d *symbolDict) read(gen uint32) ([][]byte, error) {
-	if d.fsys == nil {
-		if g := d.mem[gen]; g != nil {
-			return g.entries(d.counts[gen]), nil
-		}
-		return nil, nil
-	}
-	gf := d.files[gen]
-	if gf == nil {
-		return nil, nil
-	}
-	data := make([]byte, gf.size)
-	if _, err := gf.f.ReadAt(data, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("sfqueue: read %s: %w", genDictName(gen), err)
-	}
-	out := make([][]byte, 0, d.counts[gen])
-	for pos := 0; pos < len(data); {
-		_, e, n, ok := parseSymbolRecord(data[pos:])
-		if !ok {
-			return out, fmt.Errorf("sfqueue: %s: record at offset %d is unreadable", genDictName(gen), pos)
-		}
-		out = append(out, e)
-		pos += n
-	}
-	return out, nil
-}
-
 func (d *symbolDict) close() error {
 	var errs []error
 	for g, gf := range d.files {
@@ -580,16 +561,172 @@ func (q *Queue) noteSymbolsLocked(runs []SymbolRun) {
 	}
 }
 
-// Symbols returns the persisted entries of generation gen in id order. The
-// slices must not be modified.
+// Symbols returns the persisted entries of generation gen in id order,
+// all in RAM: for loading the generation being written. A catch-up streams
+// with OpenSymbols instead.
 func (q *Queue) Symbols(gen uint32) [][]byte {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	es, err := q.dict.read(gen)
+	r, err := q.OpenSymbols(gen)
 	if err != nil {
 		q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
+		return nil
 	}
-	return es
+	defer r.Close()
+	out := make([][]byte, 0, r.Len())
+	for {
+		e, err := r.Next()
+		if err != nil {
+			if err != io.EOF {
+				q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
+			}
+			return out
+		}
+		out = append(out, slices.Clone(e))
+	}
+}
+
+// symbolReadChunk is how much of a dictionary file a SymbolReader reads at
+// a time; a record larger than it is read whole.
+const symbolReadChunk = 64 << 10
+
+// SymbolReader streams the entries of one dictionary generation in id
+// order, as many as the generation held when OpenSymbols was called. In SF
+// mode it reads the generation's file in chunks through its own handle, so
+// it holds a chunk, never the generation, and keeps reading if the queue
+// deletes the generation meanwhile (the file's bytes stay with the open
+// handle); in memory-only mode it returns the entries the queue holds,
+// without copying. It is not safe for concurrent use.
+type SymbolReader struct {
+	gen  uint32
+	n    int // entries to return
+	next int // id of the next entry
+
+	mem [][]byte // memory-only mode: the generation's chunks still to read
+
+	f    File   // SF mode: a read-only handle of the generation's file
+	path string // for errors
+	size int64  // bytes of the n entries' records (the file's end once cut)
+	cut  bool   // the file turned out shorter than size
+	buf  []byte // file bytes [off, off+len(buf))
+	off  int64
+	pos  int // the next record's start in buf
+}
+
+// OpenSymbols returns a reader of generation gen's entries. A generation the
+// queue does not hold (never written, or deleted once no unacknowledged
+// frame used it) reads as empty. Close the reader when done.
+func (q *Queue) OpenSymbols(gen uint32) (*SymbolReader, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	d := q.dict
+	r := &SymbolReader{gen: gen, n: d.counts[gen]}
+	if d.fsys == nil {
+		if g := d.mem[gen]; g != nil {
+			r.mem = g.view()
+		}
+		return r, nil
+	}
+	gf := d.files[gen]
+	if gf == nil || r.n == 0 {
+		r.n = 0
+		return r, nil
+	}
+	r.path = filepath.Join(d.dir, genDictName(gen))
+	f, err := d.fsys.OpenFile(r.path, os.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("sfqueue: open %s for reading: %w", r.path, err)
+	}
+	r.f, r.size = f, gf.size
+	return r, nil
+}
+
+// Len is the number of entries the reader returns.
+func (r *SymbolReader) Len() int { return r.n }
+
+// Next returns the next entry, or io.EOF after Len entries. The entry is
+// valid until the next call and must not be modified. A record that is
+// short, fails its CRC32C or is not the expected id of the generation is
+// an error naming the file and the record's offset.
+func (r *SymbolReader) Next() ([]byte, error) {
+	if r.next >= r.n {
+		return nil, io.EOF
+	}
+	if r.mem != nil {
+		var e []byte
+		e, r.mem = nextEntry(r.mem)
+		r.next++
+		return e, nil
+	}
+	at := r.off + int64(r.pos)
+	if err := r.fill(symbolRecordHeader); err != nil {
+		return nil, err
+	}
+	l := binary.LittleEndian.Uint32(r.buf[r.pos+8:])
+	if l > maxSymbolBytes {
+		return nil, r.bad(at, fmt.Sprintf("has a length of %d bytes, above the %d-byte limit", l, maxSymbolBytes))
+	}
+	if err := r.fill(symbolRecordHeader + int(l) + 4); err != nil {
+		return nil, err
+	}
+	gen, id, e, n, ok := viewSymbolRecord(r.buf[r.pos:])
+	switch {
+	case !ok:
+		return nil, r.bad(at, "fails its CRC32C check")
+	case gen != r.gen || int(id) != r.next:
+		return nil, r.bad(at, fmt.Sprintf("is id %d of generation %d", id, gen))
+	}
+	r.pos += n
+	r.next++
+	return e, nil
+}
+
+// fill makes buf hold at least need bytes from pos, reading the file in
+// chunks of symbolReadChunk (more for a record larger than that).
+func (r *SymbolReader) fill(need int) error {
+	if len(r.buf)-r.pos >= need {
+		return nil
+	}
+	at := r.off + int64(r.pos)
+	if at+int64(need) > r.size {
+		if r.cut {
+			return r.bad(at, fmt.Sprintf("is cut short: the file ends at byte %d", r.size))
+		}
+		return r.bad(at, fmt.Sprintf("runs past byte %d, where the generation's %d entries end", r.size, r.n))
+	}
+	kept := copy(r.buf, r.buf[r.pos:])
+	want := int(min(int64(max(need, symbolReadChunk)), r.size-at))
+	if cap(r.buf) < want {
+		r.buf = append(make([]byte, 0, want), r.buf[:kept]...)
+	}
+	r.buf = r.buf[:want]
+	r.off, r.pos = at, 0
+	n, err := r.f.ReadAt(r.buf[kept:], at+int64(kept))
+	if n == want-kept {
+		return nil
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("sfqueue: read %s at offset %d: %w", r.path, at+int64(kept), err)
+	}
+	// The file is shorter than the queue wrote it: read up to its end.
+	r.buf = r.buf[:kept+n]
+	r.size, r.cut = at+int64(kept+n), true
+	return r.fill(need)
+}
+
+func (r *SymbolReader) bad(at int64, why string) error {
+	return fmt.Errorf("sfqueue: %s: record at offset %d (symbol id %d of generation %d) %s", r.path, at, r.next, r.gen, why)
+}
+
+// Close releases the reader's file handle.
+func (r *SymbolReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
 }
 
 // SymbolGenerations lists the generations held, ascending.
