@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,7 +94,7 @@ func TestSymbolsAdmittedWithTheirFrames(t *testing.T) {
 				t.Fatalf("after the refusal: generations %v, %d entries of generation 0; want [0] and 2", got, len(q.Symbols(0)))
 			}
 			if m.name == "sf" {
-				if got := dictFiles(t, q.slot); !maps(got, files) {
+				if got := dictFiles(t, q.slot); !maps.Equal(got, files) {
 					t.Fatalf("a refused batch changed the dictionary files: %v -> %v", files, got)
 				}
 			}
@@ -119,18 +120,6 @@ func TestSymbolsAdmittedWithTheirFrames(t *testing.T) {
 			}
 		})
 	}
-}
-
-func maps(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Under evict_oldest, evicting the oldest frames frees their dictionary
