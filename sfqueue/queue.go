@@ -137,23 +137,36 @@ func (q *Queue) SetConsumerState(s ConsumerState) {
 	q.mu.Unlock()
 }
 
-// Append appends one frame; see AppendBatch.
+// Append appends one frame carrying no items; see AppendBatchItems.
 func (q *Queue) Append(ctx context.Context, payload []byte) (uint64, error) {
-	return q.AppendBatch(ctx, [][]byte{payload})
+	return q.AppendBatchItems(ctx, [][]byte{payload}, nil)
+}
+
+// AppendBatch appends frames carrying no items (an item count of 0); see
+// AppendBatchItems.
+func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+	return q.AppendBatchItems(ctx, payloads, nil)
 }
 
 var errNoRoom = errors.New("no room")
 
-// AppendBatch appends payloads as consecutive frames and returns the FSN of
-// the last one. The batch is all or nothing. It is published to cursors at
+// AppendBatchItems appends payloads as consecutive frames and returns the
+// FSN of the last one. items[i] is the number of items (the exporter's
+// rows) payloads[i] carries; the queue stores it with the frame (doc.go,
+// frame format) so that an eviction can count what it drops
+// (Stats.ItemsEvicted), even after a restart. nil items means 0 for every
+// frame. The batch is all or nothing. It is published to cursors at
 // once; in flush durability it returns only after an fsync covering it (all
 // appends that wait while an fsync runs share the next one). When the queue
 // is full it waits or evicts according to OnFull. ctx bounds only the wait
 // for room; the wait for the fsync is not cancelable, because by then the
 // frames are published and will be sent.
-func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items []uint32) (uint64, error) {
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
+	}
+	if items != nil && len(items) != len(payloads) {
+		return 0, fmt.Errorf("sfqueue: AppendBatchItems got %d item counts for %d payloads; want one per payload (or nil)", len(items), len(payloads))
 	}
 	var need int64
 	for _, p := range payloads {
@@ -181,7 +194,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 		reason := q.consumerReasonLocked()
 		err := q.admitLocked(payloads, need)
 		if err == nil {
-			err = q.writeLocked(payloads)
+			err = q.writeLocked(payloads, items)
 			if err == nil {
 				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
 				break
@@ -317,13 +330,14 @@ func (q *Queue) notifySpaceLocked() {
 	}
 }
 
-// writeLocked writes payloads as frames. It first creates every segment the
+// writeLocked writes payloads as frames, frame i carrying items[i] (0 when
+// items is nil). It first creates every segment the
 // batch needs (so a full disk is found before any frame is written), then
 // writes them in order. Before the first write into a new segment the
 // previous one is fsynced (periodic and flush modes), so a power loss can cut
 // only the newest data and never leave a hole between segments. Any error
 // undoes the whole batch; errors other than ENOSPC latch the queue fatal.
-func (q *Queue) writeLocked(payloads [][]byte) error {
+func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	type chunk struct {
 		seg      *segment
 		from, to int
@@ -381,8 +395,14 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 			q.dirDirty = true
 		}
 		buf := q.wbuf[:0]
-		for _, p := range payloads[c.from:c.to] {
-			buf = appendFrame(buf, p)
+		var chunkItems uint64
+		for i := c.from; i < c.to; i++ {
+			var n uint32
+			if items != nil {
+				n = items[i]
+			}
+			buf = appendFrame(buf, payloads[i], n)
+			chunkItems += uint64(n)
 		}
 		q.wbuf = buf
 		if _, err := c.seg.f.WriteAt(buf, c.seg.size); err != nil {
@@ -398,6 +418,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 			off += frameSize(len(p))
 		}
 		c.seg.size = off
+		c.seg.items += chunkItems
 		c.seg.dirty = true
 		q.used += int64(len(buf))
 		rollback.added += int64(len(buf))
@@ -444,6 +465,7 @@ type writeUndo struct {
 	active  *segment
 	size    int64
 	frames  int
+	items   uint64
 	added   int64 // bytes added to q.used so far
 	created []*segment
 }
@@ -451,7 +473,7 @@ type writeUndo struct {
 func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
 	u := &writeUndo{q: q, active: q.active, created: created}
 	if u.active != nil {
-		u.size, u.frames = u.active.size, len(u.active.offsets)
+		u.size, u.frames, u.items = u.active.size, len(u.active.offsets), u.active.items
 	}
 	return u
 }
@@ -462,7 +484,7 @@ func (u *writeUndo) undo() {
 	q.active = u.active
 	q.used -= u.added
 	if a := u.active; a != nil {
-		a.size, a.offsets = u.size, a.offsets[:u.frames]
+		a.size, a.offsets, a.items = u.size, a.offsets[:u.frames], u.items
 		a.f.WriteAt(make([]byte, 4), u.size)
 	}
 	for _, s := range u.created {
@@ -544,7 +566,7 @@ func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
 		lo, hi := max(from, s.base), min(to, s.end()-1)
 		for fsn := lo; fsn <= hi; fsn++ {
 			_, size := s.frameBounds(int(fsn - s.base))
-			n += uint64(size - frameOverhead)
+			n += uint64(size - int64(overheadOf(s.version)))
 		}
 	}
 	return n
@@ -576,26 +598,78 @@ func (q *Queue) evictOldestLocked() bool {
 	if len(q.segs) == 0 {
 		return false
 	}
-	s := q.removeFirstLocked()
+	s := q.segs[0]
 	var frames, bytes uint64
+	over := int64(overheadOf(s.version))
 	for i := range s.offsets {
 		if s.base+uint64(i) > q.acked {
 			_, n := s.frameBounds(i)
 			frames++
-			bytes += uint64(n - frameOverhead)
+			bytes += uint64(n - over)
 		}
 	}
+	items, unknown := q.unackedItemsLocked(s, frames)
+	q.removeFirstLocked()
 	if last := s.end() - 1; last > q.acked {
 		q.acked = last
 		q.generationsChangedLocked()
 	}
 	q.st.framesEvicted += frames
 	q.st.bytesEvicted += bytes
+	q.st.itemsEvicted += items
+	q.st.framesEvictedItemsUnknown += unknown
 	q.st.fullSeen = true
 	q.atCap = true
 	// Not logged here: a full queue evicts a segment per append, and the
 	// owner logs a rate-limited summary from Stats (FramesEvicted).
 	return true
+}
+
+// unackedItemsLocked counts the items of s's frames above the ack
+// watermark (frames of them), before an eviction deletes s. A segment with
+// no acknowledged frame costs no read: its sum is kept in RAM. A partly
+// acknowledged one (only ever the oldest, so at most one segment per
+// eviction) is read from its first unacknowledged frame on. unknown counts
+// the frames whose items cannot be known: all of them in format 1, which
+// stores no item count, or frames that cannot be read or fail their CRC
+// (logged).
+func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown uint64) {
+	switch {
+	case frames == 0:
+		return 0, 0
+	case s.version == segmentVersionItemless:
+		return 0, frames
+	case s.base > q.acked:
+		return s.items, 0
+	}
+	first := int(q.acked + 1 - s.base)
+	start, _ := s.frameBounds(first)
+	fail := func(err error) (uint64, uint64) {
+		q.log.Warn("sfqueue: cannot read the item counts of the frames an eviction drops; they are counted as frames of unknown items",
+			zap.String("path", s.path), zap.Uint64("frames", frames), zap.Error(err))
+		return 0, frames
+	}
+	if err := q.fileLocked(s); err != nil {
+		return fail(err)
+	}
+	// q.wbuf is free here: writeLocked fills it only after admission.
+	n := s.size - start
+	if int64(cap(q.wbuf)) < n {
+		q.wbuf = make([]byte, n)
+	}
+	buf := q.wbuf[:n]
+	if _, err := s.f.ReadAt(buf, start); err != nil && err != io.EOF {
+		return fail(err)
+	}
+	for i := first; i < len(s.offsets); i++ {
+		off, size := s.frameBounds(i)
+		_, k, got, ok := parseFrame(buf[off-start:off-start+size], s.version)
+		if !ok || int64(got) != size {
+			return fail(fmt.Errorf("frame %d at offset %d fails its CRC32C check", s.base+uint64(i), off))
+		}
+		items += uint64(k)
+	}
+	return items, 0
 }
 
 // Close closes the queue. In SF mode it fsyncs what is not yet durable

@@ -225,7 +225,7 @@ func TestVanishedFramesAreReportedAsLost(t *testing.T) {
 		{"newest segment truncated at a frame boundary", func(t *testing.T, segs []string) {
 			b, _ := os.ReadFile(segs[len(segs)-1])
 			n := segmentHeaderSize
-			_, size, _ := parseFrame(b[n:])
+			_, _, size, _ := parseFrame(b[n:], segmentVersion)
 			os.WriteFile(segs[len(segs)-1], b[:n+size], 0o644) // keep one frame
 		}},
 		{"newest segment deleted", func(t *testing.T, segs []string) {

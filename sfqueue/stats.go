@@ -63,7 +63,14 @@ type Stats struct {
 	BytesAcked     uint64 // payload bytes
 	FramesEvicted  uint64 // unacked frames deleted by evict_oldest
 	BytesEvicted   uint64 // their payload bytes
-	FullErrors     uint64 // appends refused with *FullError
+	// ItemsEvicted is the items (AppendBatchItems' counts) of the evicted
+	// frames whose count is known. FramesEvictedItemsUnknown counts the
+	// evicted frames whose count is not (in FramesEvicted, not in
+	// ItemsEvicted): frames of segment format 1, written before frames
+	// carried one, and frames unreadable when they were evicted.
+	ItemsEvicted              uint64
+	FramesEvictedItemsUnknown uint64
+	FullErrors                uint64 // appends refused with *FullError
 
 	PublishedFSN uint64
 	AckedFSN     uint64
@@ -92,6 +99,7 @@ type counters struct {
 	framesAppended, bytesAppended, framesAcked uint64
 	bytesAcked                                 uint64
 	framesEvicted, bytesEvicted, fullErrors    uint64
+	itemsEvicted, framesEvictedItemsUnknown    uint64
 	fullSeen                                   bool // refusal or eviction since the last Stats
 	fsyncs                                     uint64
 	fsyncTotal, fsyncMax                       time.Duration
@@ -120,6 +128,7 @@ func (q *Queue) Stats() Stats {
 		UnackedBytes: q.used - q.ackedRetainedLocked(), AtCap: q.atCap,
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
+		ItemsEvicted: q.st.itemsEvicted, FramesEvictedItemsUnknown: q.st.framesEvictedItemsUnknown,
 		FullErrors:   q.st.fullErrors,
 		PublishedFSN: q.nextFSN - 1, AckedFSN: q.acked, DurableFSN: q.durable,
 		TornBytesRecovered: q.recovery.TornBytes,
