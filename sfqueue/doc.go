@@ -106,8 +106,11 @@
 // batch's entries before its frames (creating the file, whose directory
 // entry is fsynced with it), and in periodic and flush durability fsyncs
 // them before any frame is written; when the frames then fail (ENOSPC) the
-// entries are cut off again. AddSymbols, for tools, writes entries alone. In SF mode the entries are read from the file when
-// asked for (Symbols), not held in RAM. With Options.SymbolUse set, a
+// entries are cut off again. AddSymbols, for tools, writes entries alone.
+// In SF mode the entries are read from the file when asked for, not held
+// in RAM: OpenSymbols streams a generation in 64 KiB chunks through its
+// own file handle (a catch-up holds a chunk, never the generation),
+// Symbols loads it whole for the writer. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
 // the newest (generations.go): acks passing its last frame wake the
 // background goroutine, and an eviction does it at once; either way
