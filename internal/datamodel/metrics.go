@@ -378,9 +378,14 @@ func temporalityName(t pmetric.AggregationTemporality) string {
 // "-Inf") for a double one, null when unset; filtered_attributes, trace_id
 // and span_id appear only when set.
 func (r *Encoder) appendExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
-	if exs.Len() == 0 {
+	if exs.Len() == 0 { // inlined: most points have none
 		return dst
 	}
+	return r.renderExemplars(dst, exs)
+}
+
+// renderExemplars is appendExemplars for a point with exemplars.
+func (r *Encoder) renderExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
 	dst = append(dst, '[')
 	for i := 0; i < exs.Len(); i++ {
 		ex := exs.At(i)

@@ -574,6 +574,13 @@ func (r *Encoder) resolvePromoted(attrs pcommon.Map) int {
 // setPromoted writes the promoted values resolved by pointPromoted (text
 // built by appendText, so valid UTF-8).
 func (r *Encoder) setPromoted(tb *table) {
+	if len(tb.promoted) > 0 { // inlined: most configurations promote nothing
+		r.writePromoted(tb)
+	}
+}
+
+// writePromoted is setPromoted for a table with promoted columns.
+func (r *Encoder) writePromoted(tb *table) {
 	for i, c := range tb.promoted {
 		if v := r.promotedPoint[i]; v != nil {
 			tb.t.SymbolValid(c, v)
