@@ -227,30 +227,22 @@ func testLogs(base, n int) plog.Logs {
 }
 
 // checkingQueue wraps a queue and fails the test when a frame arrives
-// before the dictionary entries it defines or references are persisted, or
-// references an id of another generation.
+// without the dictionary entries it defines or references (stored before,
+// or in its own batch), or references an id of another generation.
 type checkingQueue struct {
 	*sfqueue.Queue
 	t        testing.TB
 	appends  atomic.Int64
-	failNext atomic.Int64  // fail this many AppendBatch calls
-	failSyms atomic.Int64  // fail this many AddSymbols calls
-	block    chan struct{} // when non-nil, AppendBatch waits for it
-	entered  chan struct{} // receives when AppendBatch starts waiting on block
+	failNext atomic.Int64  // fail this many AppendWith calls
+	failSyms atomic.Int64  // fail this many AppendWith calls that carry dictionary entries
+	block    chan struct{} // when non-nil, AppendWith waits for it
+	entered  chan struct{} // receives when AppendWith starts waiting on block
 }
 
 var errInjected = errors.New("injected append failure")
 
-func (c *checkingQueue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
-	if c.failSyms.Load() > 0 {
-		c.failSyms.Add(-1)
-		return errInjected
-	}
-	return c.Queue.AddSymbols(gen, firstID, entries)
-}
-
-func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
-	for _, p := range payloads {
+func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64, error) {
+	for _, p := range b.Payloads {
 		gen, msg, err := splitPayload(p)
 		if err != nil {
 			c.t.Errorf("stored payload: %v", err)
@@ -261,8 +253,14 @@ func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uin
 			c.t.Errorf("stored message: %v", err)
 			continue
 		}
-		if have := len(c.Symbols(gen)); end > have {
-			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are persisted", gen, end, have)
+		have := len(c.Symbols(gen))
+		for _, r := range b.Symbols {
+			if r.Gen == gen && r.FirstID == have {
+				have += len(r.Entries)
+			}
+		}
+		if end > have {
+			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are stored or come with it", gen, end, have)
 		}
 	}
 	if c.block != nil {
@@ -277,8 +275,12 @@ func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uin
 		c.failNext.Add(-1)
 		return 0, errInjected
 	}
+	if len(b.Symbols) > 0 && c.failSyms.Load() > 0 {
+		c.failSyms.Add(-1)
+		return 0, errInjected
+	}
 	c.appends.Add(1)
-	return c.Queue.AppendBatch(ctx, payloads)
+	return c.Queue.AppendWith(ctx, b)
 }
 
 // decodedQueue is every row in a queue, decoded as a server would: one
@@ -387,11 +389,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	room := func(n int) bool {
-		st := q.Stats()
-		return st.UsedBytes+int64(n) <= st.CapacityBytes
-	}
-	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room, maxFrame)
+	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, q.Fits, maxFrame)
 	t.Cleanup(func() {
 		w.close()
 		q.Close()
@@ -464,7 +462,7 @@ func TestWriterConcurrentCallersEachStoredOnce(t *testing.T) {
 }
 
 func TestWriterGroupsWaitingCallers(t *testing.T) {
-	// Hold the first group inside AppendBatch while more callers queue up:
+	// Hold the first group inside AppendWith while more callers queue up:
 	// they must all be committed by one following group.
 	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
 	f.q.block = make(chan struct{})
@@ -495,7 +493,7 @@ func TestWriterGroupsWaitingCallers(t *testing.T) {
 		t.Fatalf("%d groups for 1 + %d callers, want 2 (the waiting callers share one group)", g, waiting)
 	}
 	if a := f.q.appends.Load(); a != 2 {
-		t.Fatalf("%d AppendBatch calls, want 2", a)
+		t.Fatalf("%d AppendWith calls, want 2", a)
 	}
 }
 
@@ -597,7 +595,7 @@ func TestWriterPerCallerResults(t *testing.T) {
 			results <- result{name, err}
 		})
 	}
-	submit("first", 0) // holds the writer in AppendBatch
+	submit("first", 0) // holds the writer in AppendWith
 	<-f.q.entered
 	submit("ok", 10)
 	submit("fail", 20)
@@ -792,7 +790,7 @@ func TestWriterRotationFailureThenCatchUp(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	for b := 1; b <= 3; b++ {
 		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", b*10, 3, uniq)); err != nil {
@@ -825,7 +823,7 @@ func TestWriterCatchUpNeverEndsTheQueueDeferred(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	if _, err := f.w.writeMetrics(context.Background(), pmetric.NewMetrics()); err != nil {
 		t.Fatal(err)
