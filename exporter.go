@@ -659,6 +659,8 @@ func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 
 func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }
 
+func (b *rowBatchEncoder) frameRows() int { return b.enc.FinishedRows() }
+
 // activeSlots tracks the slots of this process's questdb exporters: claimed
 // from newInstance to Shutdown (an orphan drainer never takes one), active
 // from Start to Shutdown (two exporters never share one). Keys are
