@@ -466,6 +466,11 @@ func (e *questdbExporter) monitor(alerts *levelAlerter) {
 		e.sampleQueue(alerts)
 		select {
 		case <-e.stop:
+			// The last word on evictions since the last sample or summary:
+			// the counters and the log account for every evicted row.
+			s := e.queue.Stats()
+			e.tel.observeQueue(s)
+			alerts.flushEvictions(sampleQueue(s))
 			return
 		case <-t.C:
 		}
