@@ -67,6 +67,13 @@ func (e *CatchUpEncoder) Add(entry []byte) error {
 	if e.size(add) > e.limit {
 		return fmt.Errorf("qwp: symbol id %d (%d bytes) does not fit in a %d-byte catch-up frame", e.start, n, e.limit)
 	}
+	if need := len(e.buf) + add; need > cap(e.buf) {
+		// Doubling, up to the largest frame: append's growth of large
+		// slices (1.25x) would allocate about five frames to build one.
+		grown := make([]byte, len(e.buf), min(max(2*cap(e.buf), need), catchUpGap+e.limit))
+		copy(grown, e.buf)
+		e.buf = grown
+	}
 	e.buf = binary.AppendUvarint(e.buf, uint64(n))
 	e.buf = append(e.buf, entry...)
 	e.count++

@@ -227,12 +227,11 @@ type Table struct {
 	// The row in progress's growth of the block, kept as it is set so that
 	// EndRow can skip a pass over every column in the common case: the
 	// same columns as the ended rows, each set once, and no NULLs in the
-	// block (see rowFast).
-	bitmaps  bool    // some column of the block has a NULL bitmap
-	cur      *column // column of the latest value, not yet in rowDelta
-	rowDelta int     // data bytes the row's settled values add
-	setCols  int     // columns set in the row
-	twice    bool    // some column was set twice in the row
+	// block (see rowFast). Each setter adds its value's bytes.
+	bitmaps  bool // some column of the block has a NULL bitmap
+	rowDelta int  // data bytes the row's values add
+	setCols  int  // columns set in the row
+	twice    bool // some column was set twice in the row
 }
 
 // Name is the table's name.
@@ -343,7 +342,6 @@ func (t *Table) EndRow() error {
 	rows := t.rows + 1
 	var block int
 	anyNulls := false // any column with a bitmap after this row
-	t.settle()
 	if t.rowFast() {
 		block = t.size - uvarintLen(uint64(t.rows)) + uvarintLen(uint64(rows)) + t.rowDelta
 	} else {
@@ -408,18 +406,10 @@ func (t *Table) blockSize(rows int) (block int, anyNulls bool) {
 	return block, anyNulls
 }
 
-// settle adds the latest value's bytes to rowDelta.
-func (t *Table) settle() {
-	if t.cur != nil {
-		t.rowDelta += t.cur.grown(t.e.opts.Gorilla)
-		t.cur = nil
-	}
-}
-
 // newRow starts the next row.
 func (t *Table) newRow() {
 	t.seq++
-	t.cur, t.rowDelta, t.setCols, t.twice = nil, 0, 0, false
+	t.rowDelta, t.setCols, t.twice = 0, 0, false
 }
 
 // CancelRow drops the row in progress.
@@ -474,8 +464,24 @@ func (t *Table) appendBlock(dst []byte) []byte {
 }
 
 // value returns the column of handle h ready to take a value of typ in the
-// row in progress, or nil after recording why it cannot.
+// row in progress, or nil after recording why it cannot. The caller adds
+// the value's bytes to rowDelta (took, tookVar).
 func (t *Table) value(h Col, typ ColumnType) *column {
+	// The common case, inlined into the setters: a column of this table
+	// and type that the block has and the row has not set yet.
+	if h.t == t {
+		if c := t.pool[h.i]; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
+			c.take(t.seq)
+			t.setCols++
+			return c
+		}
+	}
+	return t.valueSlow(h, typ)
+}
+
+// valueSlow is value for a handle or type that is wrong, a column joining
+// the block, or a column set twice in the row.
+func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 	// The table joins the frame first, so that Finish cancels this row
 	// even when it only recorded an error.
 	e := t.e
@@ -504,14 +510,20 @@ func (t *Table) value(h Col, typ ColumnType) *column {
 	}
 	if c.setSeq == t.seq {
 		t.twice = true
+		c.undo() // setting a value twice in one row replaces the first
 	} else {
 		t.setCols++
 	}
-	t.settle()
-	t.cur = c
-	c.begin(t.seq)
+	c.take(t.seq)
 	return c
 }
+
+// took adds to rowDelta the bytes of the value just appended to c, a
+// column of fixed-width or variable-width values without offsets.
+func (t *Table) took(c *column) { t.rowDelta += len(c.data) - c.mark }
+
+// tookVar is took for a VARCHAR or BINARY value (its bytes and offset).
+func (t *Table) tookVar(c *column) { t.rowDelta += len(c.data) - c.mark + 4 }
 
 func (t *Table) fail(err error) {
 	if t.rowErr == nil {
@@ -533,6 +545,7 @@ func (t *Table) Bool(h Col, v bool) {
 			b = 1
 		}
 		c.data = append(c.data, b)
+		t.rowDelta += (len(c.data)+7)/8 - (c.mark+7)/8 // one bit per value
 	}
 }
 
@@ -540,6 +553,7 @@ func (t *Table) Bool(h Col, v bool) {
 func (t *Table) Byte(h Col, v int8) {
 	if c := t.value(h, TypeByte); c != nil {
 		c.data = append(c.data, byte(v))
+		t.took(c)
 	}
 }
 
@@ -547,6 +561,7 @@ func (t *Table) Byte(h Col, v int8) {
 func (t *Table) Short(h Col, v int16) {
 	if c := t.value(h, TypeShort); c != nil {
 		c.appendU16(uint16(v))
+		t.took(c)
 	}
 }
 
@@ -554,6 +569,7 @@ func (t *Table) Short(h Col, v int16) {
 func (t *Table) Char(h Col, v uint16) {
 	if c := t.value(h, TypeChar); c != nil {
 		c.appendU16(v)
+		t.took(c)
 	}
 }
 
@@ -561,6 +577,7 @@ func (t *Table) Char(h Col, v uint16) {
 func (t *Table) Int(h Col, v int32) {
 	if c := t.value(h, TypeInt); c != nil {
 		c.appendU32(uint32(v))
+		t.took(c)
 	}
 }
 
@@ -569,6 +586,7 @@ func (t *Table) Int(h Col, v int32) {
 func (t *Table) IPv4(h Col, v uint32) {
 	if c := t.value(h, TypeIPv4); c != nil {
 		c.appendU32(v)
+		t.took(c)
 	}
 }
 
@@ -576,6 +594,7 @@ func (t *Table) IPv4(h Col, v uint32) {
 func (t *Table) Float(h Col, v float32) {
 	if c := t.value(h, TypeFloat); c != nil {
 		c.appendU32(math.Float32bits(v))
+		t.took(c)
 	}
 }
 
@@ -583,6 +602,7 @@ func (t *Table) Float(h Col, v float32) {
 func (t *Table) Long(h Col, v int64) {
 	if c := t.value(h, TypeLong); c != nil {
 		c.appendU64(uint64(v))
+		t.took(c)
 	}
 }
 
@@ -590,6 +610,7 @@ func (t *Table) Long(h Col, v int64) {
 func (t *Table) Double(h Col, v float64) {
 	if c := t.value(h, TypeDouble); c != nil {
 		c.appendF64(v)
+		t.took(c)
 	}
 }
 
@@ -597,6 +618,7 @@ func (t *Table) Double(h Col, v float64) {
 func (t *Table) Date(h Col, millis int64) {
 	if c := t.value(h, TypeDate); c != nil {
 		c.appendU64(uint64(millis))
+		t.took(c)
 	}
 }
 
@@ -610,7 +632,14 @@ func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestam
 func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 	if c := t.value(h, typ); c != nil {
 		c.appendU64(uint64(v))
-		c.gor.add(v)
+		if t.e.opts.Gorilla {
+			before := c.gor.valueBytes()
+			c.gor.add(v)
+			t.rowDelta += c.gor.valueBytes() - before
+		} else {
+			c.gor.add(v)
+			t.rowDelta += 8
+		}
 	}
 }
 
@@ -619,6 +648,7 @@ func (t *Table) UUID(h Col, lo, hi uint64) {
 	if c := t.value(h, TypeUUID); c != nil {
 		c.appendU64(lo)
 		c.appendU64(hi)
+		t.took(c)
 	}
 }
 
@@ -629,6 +659,7 @@ func (t *Table) Long256(h Col, v [4]uint64) { t.words(h, TypeLong256, v[:]) }
 func (t *Table) Decimal64(h Col, unscaled int64) {
 	if c := t.value(h, TypeDecimal64); c != nil {
 		c.appendU64(uint64(unscaled))
+		t.took(c)
 	}
 }
 
@@ -638,6 +669,7 @@ func (t *Table) Decimal128(h Col, lo, hi uint64) {
 	if c := t.value(h, TypeDecimal128); c != nil {
 		c.appendU64(lo)
 		c.appendU64(hi)
+		t.took(c)
 	}
 }
 
@@ -650,6 +682,7 @@ func (t *Table) words(h Col, typ ColumnType, w []uint64) {
 		for _, x := range w {
 			c.appendU64(x)
 		}
+		t.took(c)
 	}
 }
 
@@ -667,6 +700,7 @@ func (t *Table) Geohash(h Col, v uint64) {
 	for i := 0; i < (int(c.param)+7)/8; i++ {
 		c.data = append(c.data, byte(v>>(8*i)))
 	}
+	t.took(c)
 }
 
 // Symbol sets a SYMBOL value, registering it in the dictionary when new.
@@ -703,44 +737,96 @@ func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
 	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
 }
 
-// KeyedSymbol is one value for SymbolsKeyed: v for column Col, named by
-// Key as in SymbolKeyed.
-type KeyedSymbol struct {
-	Col   Col
-	Value []byte
-	Key   uint64
+// SymbolRun is a run of SYMBOL values that many rows of one table repeat
+// as they are (a resource's, a scope's and a metric's columns): build it
+// once with Add, then write it into each row with Table.Symbols. The run
+// remembers the dictionary id of each value for the frame in progress, so
+// after the first row of a frame a value costs its id's bytes and the row
+// bookkeeping, none of a setter's checks or lookups. The values' bytes are
+// only read, and must not change until Reset.
+type SymbolRun struct {
+	ents []runEntry
 }
 
-// KeyedSymbolString is a KeyedSymbol for a string value; the string is only
-// read, as in SymbolString.
-func KeyedSymbolString(c Col, v string, key uint64) KeyedSymbol {
-	return KeyedSymbol{Col: c, Value: unsafe.Slice(unsafe.StringData(v), len(v)), Key: key}
+type runEntry struct {
+	col   Col
+	v     []byte
+	c     *column // col's column, once a row of frame took the value
+	frame uint64  // Encoder.frame in which id holds; 0: none
+	id    uint32
 }
 
-// SymbolsKeyed sets each of vals in order, exactly as SymbolKeyed would
-// one by one. It is for a run of columns whose values the caller repeats
-// row after row (a resource's, a scope's and a metric's columns): a value
-// whose key is its column's last one in this frame, in a column the block
-// already has and the row has not set, takes the cached id with none of a
-// setter's per-call checks.
-func (t *Table) SymbolsKeyed(vals []KeyedSymbol) {
-	e := t.e
-	for i := range vals {
-		v := &vals[i]
-		if v.Col.t == t && v.Key != 0 && t.frame == e.frame {
-			c := t.pool[v.Col.i]
-			if c.frame == e.frame && c.symFrame == e.frame && c.symKey == v.Key && c.setSeq != t.seq && c.typ == TypeSymbol {
-				// What value and begin record for a first value in the
-				// row, with its growth added at once instead of settled
-				// by the next setter.
-				c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
-				c.data = binary.AppendUvarint(c.data, uint64(c.symID))
-				t.rowDelta += len(c.data) - c.mark
-				t.setCols++
-				continue
-			}
+// Reset empties the run, dropping its references to the values.
+func (r *SymbolRun) Reset() {
+	clear(r.ents)
+	r.ents = r.ents[:0]
+}
+
+// Len is the number of values in the run.
+func (r *SymbolRun) Len() int { return len(r.ents) }
+
+// Add appends v for column c.
+func (r *SymbolRun) Add(c Col, v []byte) {
+	r.ents = append(r.ents, runEntry{col: c, v: v})
+}
+
+// AddString appends v for column c; the string is only read, as in
+// SymbolString.
+func (r *SymbolRun) AddString(c Col, v string) {
+	r.Add(c, unsafe.Slice(unsafe.StringData(v), len(v)))
+}
+
+// Symbols sets each value of run in order, exactly as Symbol would one by
+// one. A value whose id the run holds for this frame, in a column the
+// block already has and the row has not set, takes that id directly.
+func (t *Table) Symbols(run *SymbolRun) {
+	// The common case in a loop that calls nothing (so keeps its state in
+	// registers): every id held for this frame and one byte long, room in
+	// every column; the first value that is not takes the general path,
+	// and so do the rest.
+	ents := run.ents
+	frame, seq := t.e.frame, t.seq
+	i := 0
+	for ; i < len(ents); i++ {
+		en := &ents[i]
+		c := en.c
+		if en.frame != frame || en.col.t != t || c.frame != frame || c.setSeq == seq || en.id >= 0x80 {
+			break
 		}
-		t.symbol(v.Col, v.Value, v.Key, false)
+		n := len(c.data)
+		if n == cap(c.data) {
+			break
+		}
+		// What value records for a first value in the row.
+		c.setSeq, c.mark, c.markOffs = seq, n, len(c.offs)
+		c.data = c.data[:n+1]
+		c.data[n] = byte(en.id)
+	}
+	t.rowDelta += i
+	t.setCols += i
+	for ; i < len(ents); i++ {
+		t.runValue(&ents[i])
+	}
+}
+
+// runValue is Symbols for one value: its id when the run holds it for this
+// frame, else Symbol, remembering the id it got.
+func (t *Table) runValue(en *runEntry) {
+	frame := t.e.frame
+	if c := en.c; en.frame == frame && en.col.t == t && c.frame == frame && c.setSeq != t.seq {
+		n := len(c.data)
+		c.setSeq, c.mark, c.markOffs = t.seq, n, len(c.offs)
+		c.data = binary.AppendUvarint(c.data, uint64(en.id))
+		t.rowDelta += len(c.data) - n
+		t.setCols++
+		return
+	}
+	t.symbol(en.col, en.v, 0, false)
+	if en.col.t == t && t.rowErr == nil {
+		c := t.pool[en.col.i]
+		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
+			en.c, en.frame, en.id = c, frame, c.symID
+		}
 	}
 }
 
@@ -759,6 +845,7 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 		// previous one's unit): the new key names them from now on.
 		c.symKey = key
 		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
+		t.took(c)
 		return
 	}
 	if !valid && !utf8.Valid(v) {
@@ -779,6 +866,7 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 	c.symFrame, c.symID, c.symKey = t.e.frame, id, key
 	c.symLast = append(c.symLast[:0], v...)
 	c.data = binary.AppendUvarint(c.data, uint64(id))
+	t.took(c)
 }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
@@ -800,6 +888,7 @@ func (t *Table) varchar(h Col, v []byte, valid bool) {
 	}
 	c.data = append(c.data, v...)
 	c.offs = append(c.offs, uint32(len(c.data)))
+	t.tookVar(c)
 }
 
 // VarcharString is Varchar for a string.
@@ -814,6 +903,7 @@ func (t *Table) VarcharString(h Col, v string) {
 	}
 	c.data = append(c.data, v...)
 	c.offs = append(c.offs, uint32(len(c.data)))
+	t.tookVar(c)
 }
 
 // Binary sets a BINARY value.
@@ -821,6 +911,7 @@ func (t *Table) Binary(h Col, v []byte) {
 	if c := t.value(h, TypeBinary); c != nil {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
+		t.tookVar(c)
 	}
 }
 
@@ -836,6 +927,7 @@ func (t *Table) DoubleArray(h Col, shape []int32, vals []float64) {
 		for _, v := range vals {
 			c.appendF64(v)
 		}
+		t.took(c)
 	}
 }
 
@@ -845,6 +937,7 @@ func (t *Table) LongArray(h Col, shape []int32, vals []int64) {
 		for _, v := range vals {
 			c.appendU64(uint64(v))
 		}
+		t.took(c)
 	}
 }
 

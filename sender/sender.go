@@ -647,7 +647,7 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 		limit = m
 	}
 	var writeErr error
-	enc := qwp.NewCatchUpEncoder(0, limit, func(frame []byte) error {
+	readErr, err := streamDictionary(dict, limit, func(frame []byte) error {
 		if writeErr = c.write(frame); writeErr != nil {
 			return writeErr
 		}
@@ -655,22 +655,34 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 		c.lastSend = time.Now()
 		return nil
 	})
+	switch {
+	case writeErr != nil:
+		return end{kind: endBroken, err: fmt.Errorf("sender: sending the symbol dictionary to %s: %w", c.endpoint, writeErr)}, true
+	case readErr != nil:
+		return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, readErr)), true
+	case err != nil:
+		return terminal(qwp.CategoryParseError, 0, fmt.Errorf("sender: symbol dictionary generation %d cannot be registered: %w", gen, err)), true
+	}
+	return end{}, false
+}
+
+// streamDictionary passes the entries dict has left to emit as catch-up
+// frames of at most limit bytes, one frame in memory at a time. readErr is
+// a dictionary that could not be read; err is an entry no frame can carry
+// or emit's error.
+func streamDictionary(dict *sfqueue.SymbolReader, limit int, emit func(frame []byte) error) (readErr, err error) {
+	enc := qwp.NewCatchUpEncoder(0, limit, emit)
 	for {
 		e, err := dict.Next()
 		if err == io.EOF {
-			err = enc.Flush()
-		} else if err != nil {
-			return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, err)), true
-		} else if err = enc.Add(e); err == nil {
-			continue
+			return nil, enc.Flush()
 		}
-		switch {
-		case writeErr != nil:
-			return end{kind: endBroken, err: fmt.Errorf("sender: sending the symbol dictionary to %s: %w", c.endpoint, writeErr)}, true
-		case err != nil:
-			return terminal(qwp.CategoryParseError, 0, fmt.Errorf("sender: symbol dictionary generation %d cannot be registered: %w", gen, err)), true
+		if err != nil {
+			return err, nil
 		}
-		return end{}, false
+		if err := enc.Add(e); err != nil {
+			return nil, err
+		}
 	}
 }
 

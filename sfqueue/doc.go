@@ -106,7 +106,9 @@
 // the frames using the ids are appended (creating the file, whose directory
 // entry is fsynced with it), and in periodic and flush durability fsyncs
 // before it returns. In SF mode the entries are read from the file when
-// asked for (Symbols), not held in RAM. With Options.SymbolUse set, a
+// asked for, not held in RAM: OpenSymbols streams a generation in 64 KiB
+// chunks through its own file handle (a catch-up holds a chunk, never the
+// generation), Symbols loads it whole for the writer. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
 // the newest (generations.go): acks passing its last frame wake the
 // background goroutine, and an eviction does it at once; either way
