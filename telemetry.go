@@ -36,12 +36,12 @@ type telemetry struct {
 	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen  atomic.Int64                  // entries of the current dictionary generation
-	dictText atomic.Int64                  // its symbol text, the writer's share of RAM
-	stopped  atomic.Int64                  // 1 while the sender is terminal
-	setAside atomic.Int64                  // set-aside slots under sf_dir, per the monitor
-	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
-	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
+	dictLen   atomic.Int64                  // entries of the current dictionary generation
+	dictIndex atomic.Int64                  // its index in RAM (text, map, slice; estimated)
+	stopped   atomic.Int64                  // 1 while the sender is terminal
+	setAside  atomic.Int64                  // set-aside slots under sf_dir, per the monitor
+	queue     atomic.Pointer[sfqueue.Queue] // the started queue, read live
+	last      atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
@@ -95,7 +95,7 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryRAMBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			n := t.dictText.Load()
+			n := t.dictIndex.Load()
 			if s := t.sample(); !s.DictOnDisk {
 				n += s.DictBytes
 			}

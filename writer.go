@@ -14,13 +14,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // frameQueue is the part of the SF queue the writer appends to
 // (sfqueue.Queue satisfies it).
 type frameQueue interface {
 	symbolStore
-	AppendBatchItems(ctx context.Context, payloads [][]byte, items []uint32) (lastFSN uint64, err error)
+	AppendWith(ctx context.Context, b sfqueue.Batch) (lastFSN uint64, err error)
 }
 
 // batchEncoder turns pdata batches into QWP messages under the frame limit,
@@ -112,15 +113,16 @@ type writeResult struct {
 
 // writer is the group-commit loop (seed 004): one goroutine owns the
 // encoder and the dictionary; it takes every request waiting right now,
-// encodes them into frames, persists new dictionary entries, appends the
-// frames with one AppendBatch (so flush durability fsyncs once for the
-// group) and then answers every caller. There is no timer: a group is what
+// encodes them into frames, appends the frames with the new dictionary
+// entries they define in one AppendWith (admitted under the cap together;
+// flush durability fsyncs once for the group) and then answers every
+// caller. There is no timer: a group is what
 // arrived while the previous one was being stored.
 //
 // Results per caller. A group is appended all or nothing (AppendBatch's
 // contract), so:
-//   - the append or the dictionary write failed: every caller of the group
-//     gets that error and nothing of the group is in the queue;
+//   - the append failed: every caller of the group gets that error and
+//     nothing of the group, frames or dictionary entries, is in the queue;
 //   - a caller's own batch failed to encode (a bug-class error, not a
 //     skipped point): that caller gets a permanent error, while rows of it
 //     already written to frames are stored with the group (a retry would
@@ -134,9 +136,9 @@ type writer struct {
 	dict *genDict
 	enc  batchEncoder
 	obs  writerObserver
-	// room reports whether the queue has room for n more bytes right now;
-	// only used to count backpressure stalls. nil: never counted.
-	room func(n int) bool
+	// room reports whether the queue has room for a batch right now; only
+	// used to count backpressure stalls. nil: never counted.
+	room func(sfqueue.Batch) bool
 	// maxFrameBytes bounds catch-up frames like the encoder's (max_batch_bytes).
 	maxFrameBytes int
 
@@ -152,7 +154,7 @@ type writer struct {
 	items    []uint32 // rows of each payload
 	payloads [][]byte
 	genEnd   int   // highest delta end of this group's frames in the current generation
-	groupErr error // why the group cannot be stored; set by emit, persist or the append
+	groupErr error // why the group cannot be stored; set by emit or the append
 	rows     int
 }
 
@@ -160,7 +162,7 @@ type writer struct {
 // a group's memory without limit; the rest go to the next group.
 const maxGroupRequests = 1024
 
-func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(int) bool, maxFrameBytes int) *writer {
+func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(sfqueue.Batch) bool, maxFrameBytes int) *writer {
 	w := &writer{
 		q: q, dict: dict, enc: enc, obs: obs, room: room, maxFrameBytes: maxFrameBytes,
 		reqs: make(chan *writeRequest, maxGroupRequests),
@@ -318,9 +320,6 @@ func (w *writer) commit(group []*writeRequest) {
 		// the next group.
 		w.enc.reset(w.dict)
 	}
-	if w.groupErr == nil {
-		w.groupErr = w.dict.persist()
-	}
 	var first uint64
 	if w.groupErr == nil && len(w.ends) > 0 {
 		w.payloads = w.payloads[:0]
@@ -329,21 +328,26 @@ func (w *writer) commit(group []*writeRequest) {
 			w.payloads = append(w.payloads, w.arena[start:end:end])
 			start = end
 		}
-		if w.room != nil && !w.room(len(w.arena)) {
+		b := sfqueue.Batch{Payloads: w.payloads, Items: w.items, Symbols: w.dict.pending(), IndexBytes: w.dict.IndexBytes()}
+		if w.room != nil && !w.room(b) {
 			w.obs.groupStalled()
 		}
 		ctx, cancel := groupContext(group)
-		last, err := w.q.AppendBatchItems(ctx, w.payloads, w.items)
+		last, err := w.q.AppendWith(ctx, b)
 		cancel()
 		clear(w.payloads)
 		if err != nil {
 			w.groupErr = err
 		} else {
 			first = last - uint64(len(w.ends)) + 1
+			w.dict.storedPending()
 			w.dict.markQueued(w.genEnd)
 			w.obs.groupAppended(len(group), len(w.ends), w.rows)
 		}
 	}
+	// Entries of generations rotated away from went with the frames, or
+	// are abandoned with them.
+	w.dict.dropRetired()
 	if w.groupErr != nil {
 		w.obs.groupFailed(len(group), w.groupErr)
 	}
@@ -397,10 +401,7 @@ func (w *writer) rotateIfFull() error {
 	if !w.dict.full() {
 		return nil
 	}
-	if err := w.dict.rotate(); err != nil {
-		w.groupErr = err
-		return err
-	}
+	w.dict.rotate()
 	w.genEnd = 0
 	w.enc.reset(w.dict)
 	return nil

@@ -229,16 +229,16 @@ func testLogs(base, n int) plog.Logs {
 }
 
 // checkingQueue wraps a queue and fails the test when a frame arrives
-// before the dictionary entries it defines or references are persisted, or
-// references an id of another generation.
+// without the dictionary entries it defines or references (stored before,
+// or in its own batch), or references an id of another generation.
 type checkingQueue struct {
 	*sfqueue.Queue
 	t        testing.TB
 	appends  atomic.Int64
-	failNext atomic.Int64  // fail this many AppendBatch calls
-	failSyms atomic.Int64  // fail this many AddSymbols calls
-	block    chan struct{} // when non-nil, AppendBatch waits for it
-	entered  chan struct{} // receives when AppendBatch starts waiting on block
+	failNext atomic.Int64  // fail this many AppendWith calls
+	failSyms atomic.Int64  // fail this many AppendWith calls that carry dictionary entries
+	block    chan struct{} // when non-nil, AppendWith waits for it
+	entered  chan struct{} // receives when AppendWith starts waiting on block
 	// items is the item count appended with each FSN (the writer's
 	// goroutine writes it; read it once the writes returned).
 	items sync.Map // uint64 -> uint32
@@ -246,16 +246,8 @@ type checkingQueue struct {
 
 var errInjected = errors.New("injected append failure")
 
-func (c *checkingQueue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
-	if c.failSyms.Load() > 0 {
-		c.failSyms.Add(-1)
-		return errInjected
-	}
-	return c.Queue.AddSymbols(gen, firstID, entries)
-}
-
-func (c *checkingQueue) AppendBatchItems(ctx context.Context, payloads [][]byte, items []uint32) (uint64, error) {
-	for _, p := range payloads {
+func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64, error) {
+	for _, p := range b.Payloads {
 		gen, msg, err := splitPayload(p)
 		if err != nil {
 			c.t.Errorf("stored payload: %v", err)
@@ -266,8 +258,14 @@ func (c *checkingQueue) AppendBatchItems(ctx context.Context, payloads [][]byte,
 			c.t.Errorf("stored message: %v", err)
 			continue
 		}
-		if have := len(c.Symbols(gen)); end > have {
-			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are persisted", gen, end, have)
+		have := len(c.Symbols(gen))
+		for _, r := range b.Symbols {
+			if r.Gen == gen && r.FirstID == have {
+				have += len(r.Entries)
+			}
+		}
+		if end > have {
+			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are stored or come with it", gen, end, have)
 		}
 	}
 	if c.block != nil {
@@ -282,14 +280,18 @@ func (c *checkingQueue) AppendBatchItems(ctx context.Context, payloads [][]byte,
 		c.failNext.Add(-1)
 		return 0, errInjected
 	}
+	if len(b.Symbols) > 0 && c.failSyms.Load() > 0 {
+		c.failSyms.Add(-1)
+		return 0, errInjected
+	}
 	c.appends.Add(1)
-	last, err := c.Queue.AppendBatchItems(ctx, payloads, items)
+	last, err := c.Queue.AppendWith(ctx, b)
 	if err == nil {
-		if len(items) != len(payloads) {
-			c.t.Errorf("AppendBatchItems of %d payloads with %d item counts", len(payloads), len(items))
+		if len(b.Items) != len(b.Payloads) {
+			c.t.Errorf("AppendWith of %d payloads with %d item counts", len(b.Payloads), len(b.Items))
 		}
-		for i, n := range items {
-			c.items.Store(last-uint64(len(items)-1-i), n)
+		for i, n := range b.Items {
+			c.items.Store(last-uint64(len(b.Items)-1-i), n)
 		}
 	}
 	return last, err
@@ -404,11 +406,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	room := func(n int) bool {
-		st := q.Stats()
-		return st.UsedBytes+int64(n) <= st.CapacityBytes
-	}
-	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room, maxFrame)
+	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, q.Fits, maxFrame)
 	t.Cleanup(func() {
 		w.close()
 		q.Close()
@@ -481,7 +479,7 @@ func TestWriterConcurrentCallersEachStoredOnce(t *testing.T) {
 }
 
 func TestWriterGroupsWaitingCallers(t *testing.T) {
-	// Hold the first group inside AppendBatch while more callers queue up:
+	// Hold the first group inside AppendWith while more callers queue up:
 	// they must all be committed by one following group.
 	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
 	f.q.block = make(chan struct{})
@@ -512,7 +510,7 @@ func TestWriterGroupsWaitingCallers(t *testing.T) {
 		t.Fatalf("%d groups for 1 + %d callers, want 2 (the waiting callers share one group)", g, waiting)
 	}
 	if a := f.q.appends.Load(); a != 2 {
-		t.Fatalf("%d AppendBatch calls, want 2", a)
+		t.Fatalf("%d AppendWith calls, want 2", a)
 	}
 }
 
@@ -651,7 +649,7 @@ func TestWriterPerCallerResults(t *testing.T) {
 			results <- result{name, err}
 		})
 	}
-	submit("first", 0) // holds the writer in AppendBatch
+	submit("first", 0) // holds the writer in AppendWith
 	<-f.q.entered
 	submit("ok", 10)
 	submit("fail", 20)
@@ -846,7 +844,7 @@ func TestWriterRotationFailureThenCatchUp(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	for b := 1; b <= 3; b++ {
 		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", b*10, 3, uniq)); err != nil {
@@ -879,7 +877,7 @@ func TestWriterCatchUpNeverEndsTheQueueDeferred(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	if _, err := f.w.writeMetrics(context.Background(), pmetric.NewMetrics()); err != nil {
 		t.Fatal(err)

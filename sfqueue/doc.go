@@ -102,13 +102,15 @@
 //
 //	generation u32 | id u32 | length u32 | bytes | CRC32C u32 of the record before it
 //
-// where each id is the next id of its generation. AddSymbols appends before
-// the frames using the ids are appended (creating the file, whose directory
+// where each id is the next id of its generation. AppendWith writes a
+// batch's entries before its frames (creating the file, whose directory
 // entry is fsynced with it), and in periodic and flush durability fsyncs
-// before it returns. In SF mode the entries are read from the file when
-// asked for, not held in RAM: OpenSymbols streams a generation in 64 KiB
-// chunks through its own file handle (a catch-up holds a chunk, never the
-// generation), Symbols loads it whole for the writer. With Options.SymbolUse set, a
+// them before any frame is written; when the frames then fail (ENOSPC) the
+// entries are cut off again. AddSymbols, for tools, writes entries alone.
+// In SF mode the entries are read from the file when asked for, not held
+// in RAM: OpenSymbols streams a generation in 64 KiB chunks through its
+// own file handle (a catch-up holds a chunk, never the generation),
+// Symbols loads it whole for the writer. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
 // the newest (generations.go): acks passing its last frame wake the
 // background goroutine, and an eviction does it at once; either way
@@ -228,13 +230,19 @@
 // # Full queue
 //
 // MaxTotalBytes bounds the header and frame bytes of retained segments
-// together with the dictionary's records (Stats.UsedBytes). At
-// the cap, on_full=block waits up to AppendDeadline (never past the
+// together with the dictionary (Stats.UsedBytes): its files in SF mode; in
+// memory-only mode the RAM its entries hold (each generation's entries
+// back to back in chunks) and the producer's index (Batch.IndexBytes), so
+// that the cap bounds the RAM an outage costs. A batch's frames and the
+// dictionary entries they define (AppendWith) are admitted together: a
+// refused batch writes and counts neither. At the cap, on_full=block waits up to AppendDeadline (never past the
 // caller's deadline) for Acks to delete segments, then fails with a
 // retryable *FullError saying whether the consumer is publishing or
 // reconnecting; on_full=evict_oldest deletes the oldest segments, acked or
 // not, counting what it dropped (frames, payload bytes and items, see
-// Stats), and with them the dictionary generations only they used. ENOSPC is a full queue with
+// Stats), and with them the dictionary generations only they used (not the
+// newest: the producer may still extend it), until the batch fits, frames
+// and entries together. ENOSPC is a full queue with
 // reason DiskFull. A queue with no segments admits a frame larger than the
 // whole cap, so one big frame cannot wedge it. Stats.UnackedBytes is
 // UsedBytes without the acknowledged frames retained segments still hold

@@ -43,13 +43,18 @@ type Queue struct {
 	used     int64  // header and frame bytes of the retained segments
 	// atCap: the latest append found no room under the cap (it waited, was
 	// refused, or evicted); cleared by an append admitted without evicting.
-	atCap    bool
-	fatal    *FatalError
-	closed   bool
-	syncing  bool
-	rotating bool // an append is fsyncing the segment it seals (q.mu released)
-	// dictSyncs counts AddSymbols fsyncs of .symbol-dict running unlocked.
+	atCap   bool
+	fatal   *FatalError
+	closed  bool
+	syncing bool
+	// rotating: an append is fsyncing with q.mu released (the segment it
+	// seals, or its dictionary entries); other appends wait.
+	rotating bool
+	// dictSyncs counts fsyncs of dictionary files running unlocked.
 	dictSyncs int
+	// index is the producer's index bytes (Batch.IndexBytes), memory-only
+	// mode.
+	index     int64
 	dirDirty  bool // a segment was created since the last directory fsync
 	consumer  ConsumerState
 	space     chan struct{} // closed and replaced when room may have appeared
@@ -151,30 +156,62 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 var errNoRoom = errors.New("no room")
 
 // AppendBatchItems appends payloads as consecutive frames and returns the
-// FSN of the last one. items[i] is the number of items (the exporter's
-// rows) payloads[i] carries; the queue stores it with the frame (doc.go,
-// frame format) so that an eviction can count what it drops
-// (Stats.ItemsEvicted), even after a restart. nil items means 0 for every
-// frame. The batch is all or nothing. It is published to cursors at
-// once; in flush durability it returns only after an fsync covering it (all
-// appends that wait while an fsync runs share the next one). When the queue
-// is full it waits or evicts according to OnFull. ctx bounds only the wait
-// for room; the wait for the fsync is not cancelable, because by then the
-// frames are published and will be sent.
+// FSN of the last one; items is Batch.Items. See AppendWith.
 func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items []uint32) (uint64, error) {
+	return q.appendBatch(ctx, Batch{Payloads: payloads, Items: items}, false)
+}
+
+// Batch is what one AppendWith stores, all or nothing.
+type Batch struct {
+	// Payloads are appended as consecutive frames.
+	Payloads [][]byte
+	// Items[i] is the number of items (the exporter's rows) Payloads[i]
+	// carries; the queue stores it with the frame (doc.go, frame format)
+	// so that an eviction can count what it drops (Stats.ItemsEvicted),
+	// even after a restart. nil means 0 for every frame.
+	Items []uint32
+	// Symbols are the dictionary entries the payloads define (and later
+	// frames use), admitted under the cap together with them.
+	Symbols []SymbolRun
+	// IndexBytes is, in memory-only mode, the RAM the producer holds
+	// outside the queue to assign symbol ids (its index of the generation
+	// being written): counted in the cap from this batch on, as the
+	// frames and dictionary are, so that the cap bounds all the RAM an
+	// outage costs. Ignored in SF mode, whose cap is disk.
+	IndexBytes int64
+}
+
+// AppendWith appends b.Payloads as consecutive frames with the dictionary
+// entries b.Symbols, and returns the FSN of the last frame. The batch is
+// all or nothing: frames and entries are admitted under the cap together
+// (at the cap OnFull applies to both, and eviction frees room for both),
+// and when the append fails neither stays. The entries are written first
+// and, in periodic and flush durability, fsynced before any frame is
+// written, so no frame reaches the disk ahead of the ids it needs. The
+// frames are published to cursors at once; in flush durability AppendWith
+// returns only after an fsync covering them (all appends that wait while
+// an fsync runs share the next one). ctx bounds only the wait for room;
+// the wait for the fsync is not cancelable, because by then the frames are
+// published and will be sent.
+func (q *Queue) AppendWith(ctx context.Context, b Batch) (uint64, error) {
+	return q.appendBatch(ctx, b, true)
+}
+
+func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64, error) {
+	payloads := b.Payloads
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
 	}
-	if items != nil && len(items) != len(payloads) {
-		return 0, fmt.Errorf("sfqueue: AppendBatchItems got %d item counts for %d payloads; want one per payload (or nil)", len(items), len(payloads))
+	if b.Items != nil && len(b.Items) != len(payloads) {
+		return 0, fmt.Errorf("sfqueue: AppendBatchItems got %d item counts for %d payloads; want one per payload (or nil)", len(b.Items), len(payloads))
 	}
-	var need int64
+	var frames int64
 	for _, p := range payloads {
 		fs := frameSize(len(p))
 		if fs > q.o.MaxSegmentBytes-segmentHeaderSize {
 			return 0, &FrameTooLargeError{FrameBytes: fs, SegmentBytes: q.o.MaxSegmentBytes}
 		}
-		need += fs
+		frames += fs
 	}
 	start := time.Now()
 	deadline := start.Add(q.o.AppendDeadline)
@@ -184,6 +221,7 @@ func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items [
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var need int64
 	for {
 		for q.rotating && !q.closed {
 			q.syncDone.Wait()
@@ -192,11 +230,15 @@ func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items [
 			return 0, err
 		}
 		reason := q.consumerReasonLocked()
+		var index int64
+		// Recomputed on every pass: acks and evictions change what the
+		// dictionary holds.
+		need, index = q.needLocked(b, frames, setIndex)
 		err := q.admitLocked(payloads, need)
 		if err == nil {
-			err = q.writeLocked(payloads, items)
+			err = q.storeLocked(b)
 			if err == nil {
-				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
+				q.index = index
 				break
 			}
 			if !isNoSpace(err) {
@@ -218,7 +260,7 @@ func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items [
 				q.st.fullSeen = true
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
-					Used: q.used, Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
+					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
 			}
 			return 0, err
 		}
@@ -231,6 +273,52 @@ func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items [
 	}
 	return last, nil
 }
+
+// needLocked is what b adds to the bytes the cap counts (frames holds its
+// frames' bytes), and the producer's index once it is in.
+func (q *Queue) needLocked(b Batch, frames int64, setIndex bool) (need, index int64) {
+	index = q.index
+	if setIndex && !q.sf {
+		index = b.IndexBytes
+	}
+	return frames + q.dict.need(b.Symbols) + index - q.index, index
+}
+
+// Fits reports whether AppendWith(b) would find room under the cap right
+// now, without waiting or evicting.
+func (q *Queue) Fits(b Batch) bool {
+	var frames int64
+	for _, p := range b.Payloads {
+		frames += frameSize(len(p))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	need, _ := q.needLocked(b, frames, true)
+	return q.admitLocked(b.Payloads, need) == nil
+}
+
+// storeLocked writes an admitted batch: its dictionary entries (durable
+// first, see writeSymbolsLocked), then its frames. On error nothing of it
+// stays.
+func (q *Queue) storeLocked(b Batch) error {
+	marks, err := q.writeSymbolsLocked(b.Symbols)
+	if err != nil {
+		return err
+	}
+	if err := q.writeLocked(b.Payloads, b.Items); err != nil {
+		if q.fatal == nil || isNoSpace(err) {
+			q.undoSymbolsLocked(marks)
+		}
+		return err
+	}
+	q.noteSymbolsLocked(b.Symbols)
+	q.noteFramesLocked(q.nextFSN-uint64(len(b.Payloads)), b.Payloads)
+	return nil
+}
+
+// usedLocked is what the cap counts: segments, dictionary and, in
+// memory-only mode, the producer's index (Batch.IndexBytes).
+func (q *Queue) usedLocked() int64 { return q.used + q.dict.bytes + q.index }
 
 // usableLocked is the error every append gets once the queue is closed or
 // an fsync failed.
@@ -251,14 +339,16 @@ func (q *Queue) consumerReasonLocked() FullReason {
 	return Publishing
 }
 
-// admitLocked decides whether payloads fit under the byte cap, reclaiming
-// fully acked segments (the active one included) first. A queue holding no
+// admitLocked decides whether payloads and need more bytes (their frames,
+// dictionary entries and index) fit under the byte cap, reclaiming fully
+// acked segments (the active one included) first. A queue holding no
 // segments admits any batch whose frames fit a segment, so one frame larger
-// than the whole cap cannot wedge it.
+// than the whole cap, or a dictionary that the cap cannot hold beside one
+// frame, cannot wedge it.
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
 		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
-		return len(q.segs) == 0 || q.used+q.dict.bytes+total <= q.o.MaxTotalBytes
+		return len(q.segs) == 0 || q.usedLocked()+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
 		return nil

@@ -281,7 +281,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_ram_bytes",
-		metric.WithDescription("Bytes of SYMBOL dictionary text held in RAM - the generation being written, which encoding needs, and in memory-only mode every generation the queue holds (counted in sf_max_total_bytes there). Map and slice overhead not included. [Alpha]"),
+		metric.WithDescription("Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, map and slice, estimated), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
@@ -348,7 +348,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueCapacity, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_capacity",
-		metric.WithDescription("Capacity of the store-and-forward queue in bytes (sf_max_total_bytes). [Alpha]"),
+		metric.WithDescription("Capacity of the store-and-forward queue in bytes - sf_max_total_bytes, and half of it in memory-only mode (the other half is the Go garbage collector's headroom). [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
