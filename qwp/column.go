@@ -71,6 +71,7 @@ type column struct {
 	symLast  []byte
 	symID    uint32
 	symKey   uint64
+	hashed   []hashedSlot // SymbolValidHashed's cache, nil until used
 }
 
 func newColumn(name string, typ ColumnType, param byte) *column {

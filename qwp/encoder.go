@@ -228,10 +228,11 @@ type Table struct {
 	// EndRow can skip a pass over every column in the common case: the
 	// same columns as the ended rows, each set once, and no NULLs in the
 	// block (see rowFast). Each setter adds its value's bytes.
-	bitmaps  bool // some column of the block has a NULL bitmap
-	rowDelta int  // data bytes the row's values add
-	setCols  int  // columns set in the row
-	twice    bool // some column was set twice in the row
+	bitmaps  bool   // some column of the block has a NULL bitmap
+	rowDelta int    // data bytes the row's values add
+	setCols  int    // columns set in the row
+	twice    bool   // some column was set twice in the row
+	epoch    uint64 // rollbacks that took columns out of the block (see SymbolRun)
 }
 
 // Name is the table's name.
@@ -429,6 +430,9 @@ func (t *Table) rollback() {
 	for _, c := range t.active[t.kept:] {
 		t.schema -= c.schema
 		c.reset()
+	}
+	if len(t.active) > t.kept {
+		t.epoch++ // columns left the block: disarm every SymbolRun
 	}
 	t.active = t.active[:t.kept]
 	t.rowErr = nil
@@ -705,17 +709,17 @@ func (t *Table) Geohash(h Col, v uint64) {
 
 // Symbol sets a SYMBOL value, registering it in the dictionary when new.
 // It must be valid UTF-8.
-func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0, false) }
+func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0, false, false, 0) }
 
 // SymbolValid is Symbol for bytes the caller guarantees are valid UTF-8,
 // because it built them itself (repairing what it copied from elsewhere):
 // they are not validated again. Invalid bytes here make a frame the server
 // refuses, so anything not built that way goes through Symbol.
-func (t *Table) SymbolValid(h Col, v []byte) { t.symbol(h, v, 0, true) }
+func (t *Table) SymbolValid(h Col, v []byte) { t.symbol(h, v, 0, true, false, 0) }
 
 // SymbolString is Symbol for a string.
 func (t *Table) SymbolString(h Col, v string) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0, false) // read only: SymbolDict must not retain or modify it
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0, false, false, 0) // read only: SymbolDict must not retain or modify it
 }
 
 // NewSymbolKey returns a key for SymbolKeyed that no other call returns in
@@ -730,11 +734,11 @@ var symbolKeys atomic.Uint64
 // the column's previous value in this frame had the same key, its id is
 // reused without reading v, saving the comparison of a long value row after
 // row. Key 0 names nothing: SymbolKeyed is then Symbol.
-func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key, false) }
+func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key, false, false, 0) }
 
 // SymbolStringKeyed is SymbolKeyed for a string.
 func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false, false, 0) // read only, as in SymbolString
 }
 
 // SymbolRun is a run of SYMBOL values that many rows of one table repeat
@@ -746,6 +750,15 @@ func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
 // only read, and must not change until Reset.
 type SymbolRun struct {
 	ents []runEntry
+
+	// Armed: every value has its id for frame and its column in t's
+	// block, which stays so until the frame ends or a rollback takes
+	// columns out of the block (t.epoch changes); small: every id takes
+	// one byte.
+	t     *Table
+	frame uint64
+	epoch uint64
+	small bool
 }
 
 type runEntry struct {
@@ -759,15 +772,13 @@ type runEntry struct {
 // Reset empties the run, dropping its references to the values.
 func (r *SymbolRun) Reset() {
 	clear(r.ents)
-	r.ents = r.ents[:0]
+	*r = SymbolRun{ents: r.ents[:0]}
 }
-
-// Len is the number of values in the run.
-func (r *SymbolRun) Len() int { return len(r.ents) }
 
 // Add appends v for column c.
 func (r *SymbolRun) Add(c Col, v []byte) {
 	r.ents = append(r.ents, runEntry{col: c, v: v})
+	r.t = nil // disarm
 }
 
 // AddString appends v for column c; the string is only read, as in
@@ -777,36 +788,54 @@ func (r *SymbolRun) AddString(c Col, v string) {
 }
 
 // Symbols sets each value of run in order, exactly as Symbol would one by
-// one. A value whose id the run holds for this frame, in a column the
-// block already has and the row has not set, takes that id directly.
+// one. Once a row of the frame has taken every value, later rows write the
+// ids the run holds, checking per value only that the row has not set the
+// column yet.
 func (t *Table) Symbols(run *SymbolRun) {
-	// The common case in a loop that calls nothing (so keeps its state in
-	// registers): every id held for this frame and one byte long, room in
-	// every column; the first value that is not takes the general path,
-	// and so do the rest.
 	ents := run.ents
-	frame, seq := t.e.frame, t.seq
 	i := 0
-	for ; i < len(ents); i++ {
-		en := &ents[i]
-		c := en.c
-		if en.frame != frame || en.col.t != t || c.frame != frame || c.setSeq == seq || en.id >= 0x80 {
-			break
+	if run.t == t && run.frame == t.e.frame && run.epoch == t.epoch && run.small {
+		// A loop that calls nothing, so keeps its state in registers; a
+		// value it cannot take (its column set earlier in the row, or
+		// full) goes to the general path with the rest.
+		seq := t.seq
+		for ; i < len(ents); i++ {
+			c := ents[i].c
+			n := len(c.data)
+			if c.setSeq == seq || n == cap(c.data) {
+				break
+			}
+			// What value records for a first value in the row (a SYMBOL
+			// column has no offsets: markOffs stays 0).
+			c.setSeq, c.mark = seq, n
+			c.data = c.data[:n+1]
+			c.data[n] = byte(ents[i].id)
 		}
-		n := len(c.data)
-		if n == cap(c.data) {
-			break
+		t.rowDelta += i
+		t.setCols += i
+		if i == len(ents) {
+			return
 		}
-		// What value records for a first value in the row.
-		c.setSeq, c.mark, c.markOffs = seq, n, len(c.offs)
-		c.data = c.data[:n+1]
-		c.data[n] = byte(en.id)
 	}
-	t.rowDelta += i
-	t.setCols += i
 	for ; i < len(ents); i++ {
 		t.runValue(&ents[i])
 	}
+	t.arm(run)
+}
+
+// arm arms run for t when every value has its id for this frame and its
+// column in the block.
+func (t *Table) arm(run *SymbolRun) {
+	frame := t.e.frame
+	run.t, run.small = nil, true
+	for i := range run.ents {
+		en := &run.ents[i]
+		if en.frame != frame || en.col.t != t || en.c.frame != frame {
+			return
+		}
+		run.small = run.small && en.id < 0x80
+	}
+	run.t, run.frame, run.epoch = t, frame, t.epoch
 }
 
 // runValue is Symbols for one value: its id when the run holds it for this
@@ -821,7 +850,7 @@ func (t *Table) runValue(en *runEntry) {
 		t.setCols++
 		return
 	}
-	t.symbol(en.col, en.v, 0, false)
+	t.symbol(en.col, en.v, 0, false, false, 0)
 	if en.col.t == t && t.rowErr == nil {
 		c := t.pool[en.col.i]
 		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
@@ -830,11 +859,25 @@ func (t *Table) runValue(en *runEntry) {
 	}
 }
 
-// symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid).
-func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
+// symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid);
+// hashed looks the value up in the column's cache under hash first
+// (SymbolValidHashed).
+func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uint64) {
 	c := t.value(h, TypeSymbol)
 	if c == nil {
 		return
+	}
+	var slot *hashedSlot
+	if hashed {
+		if c.hashed == nil {
+			c.hashed = make([]hashedSlot, hashedSlots)
+		}
+		slot = &c.hashed[hash&(hashedSlots-1)]
+		if slot.set && slot.hash == hash && int(slot.id) < t.e.dict.Len() && bytes.Equal(t.e.dict.Entry(int(slot.id)), v) {
+			c.data = binary.AppendUvarint(c.data, uint64(slot.id))
+			t.took(c)
+			return
+		}
 	}
 	// Most SYMBOL columns repeat the previous row's value (service, metric,
 	// scope, resource attributes): reuse its id without validating or
@@ -844,30 +887,54 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 		// The bytes matched under another key (a new metric with the
 		// previous one's unit): the new key names them from now on.
 		c.symKey = key
-		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
-		t.took(c)
-		return
+	} else {
+		if !valid && !utf8.Valid(v) {
+			t.badValue(c, "symbol %q is not valid UTF-8", v)
+			return
+		}
+		// An entry no frame can carry would stay pending forever and make
+		// every later frame too large: refuse it before it is registered.
+		if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
+			t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
+			return
+		}
+		id := t.e.dict.ID(v)
+		if id >= MaxSymbolDictSize {
+			t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
+			return
+		}
+		c.symFrame, c.symID, c.symKey = t.e.frame, id, key
+		c.symLast = append(c.symLast[:0], v...)
 	}
-	if !valid && !utf8.Valid(v) {
-		t.badValue(c, "symbol %q is not valid UTF-8", v)
-		return
+	if slot != nil {
+		slot.hash, slot.id, slot.set = hash, c.symID, true
 	}
-	// An entry no frame can carry would stay pending forever and make
-	// every later frame too large: refuse it before it is registered.
-	if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
-		t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
-		return
-	}
-	id := t.e.dict.ID(v)
-	if id >= MaxSymbolDictSize {
-		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
-		return
-	}
-	c.symFrame, c.symID, c.symKey = t.e.frame, id, key
-	c.symLast = append(c.symLast[:0], v...)
-	c.data = binary.AppendUvarint(c.data, uint64(id))
+	c.data = binary.AppendUvarint(c.data, uint64(c.symID))
 	t.took(c)
 }
+
+// hashedSlots is the size of a column's SymbolValidHashed cache: 16 bytes
+// a slot, 64 KiB, allocated at the column's first hashed value.
+const hashedSlots = 1 << 12
+
+// hashedSlot remembers the id of the value last written with a hash.
+type hashedSlot struct {
+	hash uint64
+	id   uint32
+	set  bool
+}
+
+// SymbolValidHashed is SymbolValid for a value that comes with a 64-bit
+// hash the caller has computed anyway and that is the same whenever the
+// value recurs (series_id for a data point's attributes: it hashes the
+// attribute JSON and the metric). The column keeps the id of the last
+// value of each hash in a small direct-mapped table; a value whose hash
+// is there and whose dictionary entry has its bytes takes that id without
+// the dictionary's lookup, which would hash and compare the value again.
+// The byte comparison makes the id exact whatever the hash: values with
+// one hash only share a slot. Cached ids outlive frames; one that the
+// dictionary no longer holds (after Reset) is not used.
+func (t *Table) SymbolValidHashed(h Col, v []byte, hash uint64) { t.symbol(h, v, 0, true, true, hash) }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
 func (t *Table) Varchar(h Col, v []byte) { t.varchar(h, v, false) }

@@ -134,6 +134,13 @@ func TestSymbolRunIsSymbolKeyedValueByValue(t *testing.T) {
 		p.row(nil, run, false)
 	}
 	p.finish()
+	// A frame whose first row is cancelled after the run: its columns
+	// leave the block again, so the next row must not take the ids alone.
+	p.row(nil, run, true)
+	for range 3 {
+		p.row(nil, run, false)
+	}
+	p.finish()
 }
 
 // TestSymbolRunsAlternating: two runs kept side by side over the same

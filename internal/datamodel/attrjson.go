@@ -166,8 +166,9 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 }
 
 // layoutStack is the largest map appendMapLayout renders from the stack; a
-// power of two (its index mask drops a bounds check).
-const layoutStack = 16
+// power of two (its index mask drops a bounds check). Larger maps take the
+// general path; the array is zeroed at every call, so it is not larger.
+const layoutStack = 8
 
 // appendMapRebuild is appendMapLayout for a map whose keys are not the
 // layout's: it collects the entries on the stack, rebuilds l and renders
@@ -204,7 +205,7 @@ func (w *jsonWriter) appendValue(dst []byte, v pcommon.Value) []byte {
 	case pcommon.ValueTypeStr:
 		return appendJSONString(dst, v.Str())
 	case pcommon.ValueTypeInt:
-		return strconv.AppendInt(dst, v.Int(), 10)
+		return appendInt(dst, v.Int())
 	case pcommon.ValueTypeDouble:
 		return appendJSONFloat(dst, v.Double())
 	case pcommon.ValueTypeBool:
@@ -332,6 +333,21 @@ func plain8(x uint64) bool {
 	quote := (q - lsb) & ^q
 	backslash := (bs - lsb) & ^bs
 	return (control|quote|backslash|x)&msb == 0
+}
+
+// appendInt is strconv.AppendInt in base 10, with the small non-negative
+// numbers of attribute values (status codes, counts, ports below 1000)
+// written directly: strconv's general path costs about 100 instructions.
+func appendInt(dst []byte, v int64) []byte {
+	switch {
+	case v < 0 || v >= 1000:
+		return strconv.AppendInt(dst, v, 10)
+	case v < 10:
+		return append(dst, byte('0'+v))
+	case v < 100:
+		return append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
+	return append(dst, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
 }
 
 // appendJSONFloat appends f as a JSON number, or as one of the strings "NaN",

@@ -160,7 +160,7 @@ func (r *Encoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) {
 		if r.attrsVarchar {
 			t.VarcharValid(tb.attrs, r.attrJSON)
 		} else {
-			t.SymbolValid(tb.attrs, r.attrJSON)
+			t.SymbolValidHashed(tb.attrs, r.attrJSON, uint64(pc.seriesID)) // series_id hashes the JSON: the column's cache of ids
 		}
 	}
 	t.Long(tb.seriesID, pc.seriesID)

@@ -544,6 +544,15 @@ func (r *Encoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
 // attribute, else the scope's or resource's. It returns their share of the
 // row bound (see fits).
 func (r *Encoder) pointPromoted(attrs pcommon.Map) int {
+	if len(r.promoted) == 0 { // inlined: most configurations promote nothing
+		return 0
+	}
+	return r.resolvePromoted(attrs)
+}
+
+// resolvePromoted is pointPromoted for a configuration with promoted
+// columns.
+func (r *Encoder) resolvePromoted(attrs pcommon.Map) int {
 	total := 0
 	for i, p := range r.promoted {
 		r.promotedPoint[i] = r.promotedScope[i]
