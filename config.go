@@ -143,7 +143,7 @@ const (
 	defaultMaxBatchBytes  = 1887436 // 0.9 * 2 MiB: below a default server's limit, with room for framing
 	minSegmentBytes       = 256
 	maxSegmentBytes       = 1 << 30
-	segmentOverheadBytes  = 64 // segment header + frame length and CRC + 4-byte dictionary generation, rounded up
+	segmentOverheadBytes  = 64 // segment header + frame length, row count and CRC + 4-byte dictionary generation, rounded up
 	maxInFlightLimit      = 10000
 	maxDrainersLimit      = 64
 	minErrorInboxCapacity = 16 // the connect-string minimum

@@ -463,6 +463,11 @@ func (e *questdbExporter) monitor(alerts *levelAlerter) {
 		e.sampleQueue(alerts)
 		select {
 		case <-e.stop:
+			// The last word on evictions since the last sample or summary:
+			// the counters and the log account for every evicted row.
+			s := e.queue.Stats()
+			e.tel.observeQueue(s)
+			alerts.flushEvictions(sampleQueue(s))
 			return
 		case <-t.C:
 		}
@@ -655,6 +660,8 @@ func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 }
 
 func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }
+
+func (b *rowBatchEncoder) frameRows() int { return b.enc.FinishedRows() }
 
 // activeSlots tracks the slots of this process's questdb exporters: claimed
 // from newInstance to Shutdown (an orphan drainer never takes one), active

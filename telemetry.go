@@ -45,9 +45,10 @@ type telemetry struct {
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
-	prevFsyncs  uint64
-	prevFsyncNs time.Duration
-	prevEvicted uint64
+	prevFsyncs      uint64
+	prevFsyncNs     time.Duration
+	prevEvicted     uint64
+	prevRowsEvicted uint64
 }
 
 var (
@@ -122,7 +123,7 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
 		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
 		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
-		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbTornFrames,
+		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted, t.tb.ExporterQuestdbTornFrames,
 	} {
 		c.Add(ctx, 0, t.attrs)
 	}
@@ -186,6 +187,10 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 		t.tb.ExporterQuestdbFramesEvicted.Add(ctx, int64(s.FramesEvicted-t.prevEvicted), t.attrs)
 	}
 	t.prevEvicted = s.FramesEvicted
+	if s.ItemsEvicted > t.prevRowsEvicted {
+		t.tb.ExporterQuestdbRowsEvicted.Add(ctx, int64(s.ItemsEvicted-t.prevRowsEvicted), t.attrs)
+	}
+	t.prevRowsEvicted = s.ItemsEvicted
 }
 
 // senderState records whether the sender stopped for good, for the

@@ -36,6 +36,10 @@ type batchEncoder interface {
 	encodeTraces(td ptrace.Traces, emit func(frame []byte) error) (rows int, err error)
 	flush(emit func(frame []byte) error) error
 	reset(dict qwp.SymbolDict)
+	// frameRows is the rows of the frame being handed to emit (valid
+	// during the call): the queue stores it with the frame, so that an
+	// eviction counts the rows it drops.
+	frameRows() int
 }
 
 // writerObserver receives the writer's telemetry. Calls come from the
@@ -145,8 +149,9 @@ type writer struct {
 
 	// group state, owned by the loop and reused across groups
 	group    []*writeRequest
-	arena    []byte // stored payloads back to back
-	ends     []int  // end offset of each payload in arena
+	arena    []byte   // stored payloads back to back
+	ends     []int    // end offset of each payload in arena
+	items    []uint32 // rows of each payload
 	payloads [][]byte
 	genEnd   int   // highest delta end of this group's frames in the current generation
 	groupErr error // why the group cannot be stored; set by emit or the append
@@ -257,7 +262,7 @@ func (w *writer) run() {
 
 // commit encodes, stores and answers one group.
 func (w *writer) commit(group []*writeRequest) {
-	w.arena, w.ends, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], 0, nil, 0
+	w.arena, w.ends, w.items, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], w.items[:0], 0, nil, 0
 
 	// Ids assigned by an earlier group that failed to append are defined by
 	// no queued frame: re-register them first (rowless deferred frames).
@@ -268,10 +273,10 @@ func (w *writer) commit(group []*writeRequest) {
 		// commit closes them, so that neither the generation (when it
 		// rotates next) nor the queue (when no row follows) ends on a frame
 		// whose OK never comes.
-		err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.store)
+		err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.storeRowless)
 		if err == nil {
 			var commit [qwp.HeaderSize]byte
-			err = w.store(qwp.AppendCommit(commit[:0]))
+			err = w.storeRowless(qwp.AppendCommit(commit[:0]))
 		}
 		if err == nil {
 			_ = w.rotateIfFull() // sets groupErr on failure
@@ -323,7 +328,7 @@ func (w *writer) commit(group []*writeRequest) {
 			w.payloads = append(w.payloads, w.arena[start:end:end])
 			start = end
 		}
-		b := sfqueue.Batch{Payloads: w.payloads, Symbols: w.dict.pending(), IndexBytes: w.dict.IndexBytes()}
+		b := sfqueue.Batch{Payloads: w.payloads, Items: w.items, Symbols: w.dict.pending(), IndexBytes: w.dict.IndexBytes()}
 		if w.room != nil && !w.room(b) {
 			w.obs.groupStalled()
 		}
@@ -358,9 +363,12 @@ func (w *writer) commit(group []*writeRequest) {
 	}
 }
 
-// store appends one finished message to the group with its generation
-// prefix.
-func (w *writer) store(frame []byte) error {
+// storeRowless stores a message without rows (catch-up, bare commit).
+func (w *writer) storeRowless(frame []byte) error { return w.store(frame, 0) }
+
+// store appends one finished message carrying rows rows to the group with
+// its generation prefix.
+func (w *writer) store(frame []byte, rows int) error {
 	if w.groupErr != nil {
 		return w.groupErr
 	}
@@ -373,13 +381,14 @@ func (w *writer) store(frame []byte) error {
 	w.arena = appendGenPrefix(w.arena, w.dict.Gen())
 	w.arena = append(w.arena, frame...)
 	w.ends = append(w.ends, len(w.arena))
+	w.items = append(w.items, uint32(rows))
 	return nil
 }
 
 // emit stores a message of the encoder and starts a new dictionary
 // generation once the current one is full.
 func (w *writer) emit(frame []byte) error {
-	if err := w.store(frame); err != nil {
+	if err := w.store(frame, w.enc.frameRows()); err != nil {
 		return err
 	}
 	return w.rotateIfFull()

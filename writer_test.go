@@ -168,6 +168,8 @@ func (e *tinyEncoder) flush(emit func([]byte) error) error {
 
 func (e *tinyEncoder) reset(dict qwp.SymbolDict) { e.enc.Reset(dict) }
 
+func (e *tinyEncoder) frameRows() int { return e.enc.FinishedRows() }
+
 // countingObserver records the writer's telemetry calls.
 type countingObserver struct {
 	groups, callers, frames, rows, failed, stalls atomic.Int64
@@ -237,6 +239,9 @@ type checkingQueue struct {
 	failSyms atomic.Int64  // fail this many AppendWith calls that carry dictionary entries
 	block    chan struct{} // when non-nil, AppendWith waits for it
 	entered  chan struct{} // receives when AppendWith starts waiting on block
+	// items is the item count appended with each FSN (the writer's
+	// goroutine writes it; read it once the writes returned).
+	items sync.Map // uint64 -> uint32
 }
 
 var errInjected = errors.New("injected append failure")
@@ -280,13 +285,23 @@ func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64
 		return 0, errInjected
 	}
 	c.appends.Add(1)
-	return c.Queue.AppendWith(ctx, b)
+	last, err := c.Queue.AppendWith(ctx, b)
+	if err == nil {
+		if len(b.Items) != len(b.Payloads) {
+			c.t.Errorf("AppendWith of %d payloads with %d item counts", len(b.Payloads), len(b.Items))
+		}
+		for i, n := range b.Items {
+			c.items.Store(last-uint64(len(b.Items)-1-i), n)
+		}
+	}
+	return last, err
 }
 
 // decodedQueue is every row in a queue, decoded as a server would: one
 // connection per generation, starting with an empty dictionary.
 type decodedQueue struct {
 	ids   map[int64]int            // row id -> times seen
+	rows  map[uint64]int           // FSN -> rows its frame holds
 	syms  map[int64]string         // metric row id -> its sym value
 	gens  []uint32                 // generation of each frame
 	dicts map[uint32]*qwptest.Dict // server dictionary at the end of each generation
@@ -294,11 +309,11 @@ type decodedQueue struct {
 
 func decodeQueue(t testing.TB, q *sfqueue.Queue) decodedQueue {
 	t.Helper()
-	out := decodedQueue{ids: map[int64]int{}, syms: map[int64]string{}, dicts: map[uint32]*qwptest.Dict{}}
+	out := decodedQueue{ids: map[int64]int{}, rows: map[uint64]int{}, syms: map[int64]string{}, dicts: map[uint32]*qwptest.Dict{}}
 	cur := q.NewCursor()
 	var dec *qwptest.Decoder
 	for {
-		_, payload, ok, err := cur.Next()
+		fsn, payload, ok, err := cur.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +336,9 @@ func decodeQueue(t testing.TB, q *sfqueue.Queue) decodedQueue {
 		if err != nil {
 			t.Fatalf("frame %d (generation %d) does not decode on a fresh connection of its generation: %v", len(out.gens)-1, gen, err)
 		}
+		out.rows[fsn] = 0
 		for _, b := range m.Tables {
+			out.rows[fsn] += b.Rows
 			var ids, syms []any
 			for _, c := range b.Columns {
 				switch c.Name {
@@ -577,6 +594,43 @@ func TestWriterFailedGroupCatchUp(t *testing.T) {
 	}
 	if got.syms[20] != uniq(10) {
 		t.Fatalf("row 20 sym %q, want %q", got.syms[20], uniq(10))
+	}
+}
+
+// TestWriterStoresRowsPerFrame: every frame goes to the queue with the
+// rows it holds (what an eviction counts), across frames split by size,
+// dictionary generations, and the rowless catch-up and commit frames after
+// a failed group.
+func TestWriterStoresRowsPerFrame(t *testing.T) {
+	f := newWriterFixture(t, sfqueue.Options{}, 40, 512)
+	uniq := func(id int) string { return fmt.Sprintf("sym-%d", id) }
+	f.q.failNext.Store(1)
+	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 5, uniq)); !errors.Is(err, errInjected) {
+		t.Fatalf("failed append returned %v, want the injected error", err)
+	}
+	for i := range 6 {
+		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 100*(i+1), 30, uniq)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.w.writeLogs(context.Background(), testLogs(10_000+100*i, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := decodeQueue(t, f.q.Queue)
+	var rowless, total int
+	for fsn, rows := range got.rows {
+		n, ok := f.q.items.Load(fsn)
+		if !ok || int(n.(uint32)) != rows {
+			t.Errorf("FSN %d holds %d rows, appended with item count %v (recorded %v)", fsn, rows, n, ok)
+		}
+		if rows == 0 {
+			rowless++
+		}
+		total += rows
+	}
+	if len(got.gens) < 4 || got.gens[len(got.gens)-1] == 0 || rowless == 0 || total != 6*(30+7) {
+		t.Fatalf("%d frames in generations up to %d, %d rowless, %d rows; want several frames, a rotation, catch-up frames and %d rows",
+			len(got.gens), got.gens[len(got.gens)-1], rowless, total, 6*(30+7))
 	}
 }
 

@@ -68,6 +68,8 @@ type Encoder struct {
 	dictStart int // first dictionary id of this frame's delta section
 	dictEnd   int // end of the ids covered by rows ended so far
 	dictBytes int // bytes of the entries [dictStart, dictEnd)
+
+	finishedRows int // rows of the frame the last Finish appended
 }
 
 // NewEncoder returns an encoder whose first frame's delta section starts at
@@ -110,6 +112,11 @@ func (e *Encoder) MaxFrameBytes() int { return e.limit }
 
 // Rows is the number of rows ended in the current frame.
 func (e *Encoder) Rows() int { return e.rows }
+
+// FinishedRows is the number of rows in the frame the last Finish appended
+// (0 when it appended nothing). Whoever is handed finished frames reads it
+// there: the exporter stores each frame's rows with it in the queue.
+func (e *Encoder) FinishedRows() int { return e.finishedRows }
 
 // Size is the exact length Finish would append now: 0 for a frame without
 // rows. A row in progress is not counted.
@@ -165,6 +172,7 @@ func (e *Encoder) Finish(dst []byte) []byte {
 			}
 		}
 	}
+	e.finishedRows = e.rows
 	e.clear()
 	e.dictStart = e.dictEnd
 	return dst

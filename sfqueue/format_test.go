@@ -328,12 +328,16 @@ func TestItemCountDamage(t *testing.T) {
 		return len(s.Frames) - 1
 	}
 	flip := func(t *testing.T, path string, off int64) {
-		b, err := os.ReadFile(path)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b[off] ^= 0x10
-		if err := os.WriteFile(path, b, 0o600); err != nil {
+		defer f.Close()
+		c := []byte{0}
+		if _, err := f.ReadAt(c, off); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{c[0] ^ 0x10}, off); err != nil {
 			t.Fatal(err)
 		}
 	}

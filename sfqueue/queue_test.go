@@ -376,7 +376,7 @@ func TestFrameDamagedAfterOpenIsAnErrorNotAFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := int64(segmentHeaderSize + frameSize(100) + 4 + 50)
+	off := int64(segmentHeaderSize + frameSize(100) + 8 + 50) // frame 2's length and item count, then its payload
 	b := []byte{0}
 	f.ReadAt(b, off)
 	f.WriteAt([]byte{b[0] ^ 0x01}, off)

@@ -50,6 +50,7 @@ type TelemetryBuilder struct {
 	ExporterQuestdbReconnectAttempts     metric.Int64Counter
 	ExporterQuestdbReconnectSuccesses    metric.Int64Counter
 	ExporterQuestdbRowsAppended          metric.Int64Counter
+	ExporterQuestdbRowsEvicted           metric.Int64Counter
 	ExporterQuestdbSenderStopped         metric.Int64ObservableGauge
 	ExporterQuestdbServerErrors          metric.Int64Counter
 	ExporterQuestdbSetAsideSlots         metric.Int64ObservableGauge
@@ -372,6 +373,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterQuestdbRowsAppended, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_rows_appended",
 		metric.WithDescription("Rows in the QWP frames appended to the store-and-forward queue. [Alpha]"),
+		metric.WithUnit("{rows}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbRowsEvicted, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_rows_evicted",
+		metric.WithDescription("Rows (data points, log records, spans) in the unacknowledged frames deleted because the queue was full and on_full is evict_oldest (data lost). Each frame stores its row count; frames written by an older release (slot segment format 1) do not, so their evictions count in frames_evicted only and are logged as frames of unknown rows. [Alpha]"),
 		metric.WithUnit("{rows}"),
 	)
 	errs = errors.Join(errs, err)

@@ -357,6 +357,22 @@ func AssertEqualExporterQuestdbRowsAppended(t *testing.T, tt *componenttest.Tele
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbRowsEvicted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_rows_evicted",
+		Description: "Rows (data points, log records, spans) in the unacknowledged frames deleted because the queue was full and on_full is evict_oldest (data lost). Each frame stores its row count; frames written by an older release (slot segment format 1) do not, so their evictions count in frames_evicted only and are logged as frames of unknown rows. [Alpha]",
+		Unit:        "{rows}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_rows_evicted")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbSenderStopped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_sender_stopped",
