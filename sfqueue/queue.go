@@ -25,6 +25,7 @@ type ConsumerState struct {
 // Queue is a store-and-forward queue of opaque frames numbered by FSN. It is
 // safe for concurrent use: producers Append, one consumer reads through a
 // Cursor and Acks. All state lives under one mutex; fsyncs run outside it.
+// In flush durability a flusher goroutine runs the group fsyncs.
 type Queue struct {
 	o    Options
 	fs   FS
@@ -64,9 +65,15 @@ type Queue struct {
 	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
 	wmFailing bool      // the last background .ack-watermark write failed
 
+	// pending is the group fsync (flush mode) that appends written since
+	// the last one started wait for; nil: none waits.
+	pending  *syncEpoch
+	flushReq chan struct{} // wakes the flusher (capacity 1)
+
 	published chan struct{}
 	stop      chan struct{}
-	done      chan struct{}
+	done      chan struct{} // background has returned
+	flushDone chan struct{} // the flusher has returned (flush mode)
 }
 
 // Open opens (SF mode: recovers) a queue. Data that recovery had to set
@@ -102,6 +109,11 @@ func Open(o Options) (*Queue, error) {
 	q.stop = make(chan struct{})
 	q.done = make(chan struct{})
 	go q.background()
+	if o.Durability == DurabilityFlush {
+		q.flushReq = make(chan struct{}, 1)
+		q.flushDone = make(chan struct{})
+		go q.flusher()
+	}
 	return q, nil
 }
 
@@ -146,11 +158,11 @@ var errNoRoom = errors.New("no room")
 
 // AppendBatch appends payloads as consecutive frames and returns the FSN of
 // the last one. The batch is all or nothing. It is published to cursors at
-// once; in flush durability it returns only after an fsync covering it (all
-// appends that wait while an fsync runs share the next one). When the queue
-// is full it waits or evicts according to OnFull. ctx bounds only the wait
-// for room; the wait for the fsync is not cancelable, because by then the
-// frames are published and will be sent.
+// once; in flush durability it returns only after an fsync that started
+// after its write (all appends that wait while an fsync runs share the next
+// one). When the queue is full it waits or evicts according to OnFull. ctx
+// bounds only the wait for room; the wait for the fsync is not cancelable,
+// because by then the frames are published and will be sent.
 func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
@@ -170,7 +182,27 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 	}
 
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	last, err := q.appendLocked(ctx, payloads, need, start, deadline)
+	var ep *syncEpoch
+	if err == nil && q.flushReq != nil {
+		ep = q.pendingEpochLocked()
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if ep != nil {
+		<-ep.done
+		if ep.err != nil {
+			return 0, ep.err
+		}
+	}
+	return last, nil
+}
+
+// appendLocked writes the batch once it is admitted (waiting for room,
+// evicting or refusing by OnFull) and returns the FSN of its last frame.
+func (q *Queue) appendLocked(ctx context.Context, payloads [][]byte, need int64, start, deadline time.Time) (uint64, error) {
 	for {
 		for q.rotating && !q.closed {
 			q.syncDone.Wait()
@@ -210,13 +242,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 			return 0, err
 		}
 	}
-	last := q.nextFSN - 1
-	if q.o.Durability == DurabilityFlush && q.sf {
-		if err := q.waitDurableLocked(last); err != nil {
-			return 0, err
-		}
-	}
-	return last, nil
+	return q.nextFSN - 1, nil
 }
 
 // usableLocked is the error every append gets once the queue is closed or
@@ -615,12 +641,24 @@ func (q *Queue) Close() error {
 	if q.stop != nil {
 		close(q.stop)
 		<-q.done
+		if q.flushDone != nil {
+			<-q.flushDone
+		}
 	}
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for q.syncing || q.rotating || q.dictSyncs > 0 {
 		q.syncDone.Wait()
+	}
+	if ep := q.pending; ep != nil {
+		// Appends whose fsync had not started: the flusher has stopped.
+		q.pending = nil
+		ep.err = ErrClosed
+		if q.fatal != nil {
+			ep.err = q.fatal
+		}
+		close(ep.done)
 	}
 	var errs []error
 	drained := q.acked == q.nextFSN-1
