@@ -52,6 +52,7 @@ type Queue struct {
 	// dictSyncs counts AddSymbols fsyncs of .symbol-dict running unlocked.
 	dictSyncs int
 	dirDirty  bool // a segment was created since the last directory fsync
+	unlinking int  // Acks deleting segment files with q.mu released
 	consumer  ConsumerState
 	space     chan struct{} // closed and replaced when room may have appeared
 	waiters   int           // appends waiting on space
@@ -538,27 +539,47 @@ func (q *Queue) latchLocked(op string, err error) error {
 
 // Ack acknowledges every frame up to fsn (clamped to PublishedFSN; lower
 // values are ignored) and deletes the segments that are now fully acked,
-// except the one taking appends.
+// except the one taking appends. The files are unlinked with q.mu
+// released: an unlink waits for the file system's journal, as long as an
+// fsync at times, and appends and the flusher need the lock meanwhile. A
+// crash before the unlink leaves a wholly acked segment, which recovery
+// deletes (or replays, if the watermark had not caught up: as before).
 func (q *Queue) Ack(fsn uint64) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed {
+		q.mu.Unlock()
 		return
 	}
 	if pub := q.nextFSN - 1; fsn > pub {
 		fsn = pub
 	}
 	if fsn <= q.acked {
+		q.mu.Unlock()
 		return
 	}
 	q.st.framesAcked += fsn - q.acked
 	q.st.bytesAcked += q.payloadBytesLocked(q.acked+1, fsn)
 	q.acked = fsn
+	var gone []string
 	for len(q.segs) > 0 && q.segs[0] != q.active && q.segs[0].end()-1 <= q.acked {
-		q.removeFirstLocked()
+		gone = append(gone, q.detachFirstLocked().path)
 	}
 	q.notifySpaceLocked()
 	q.generationsChangedLocked()
+	if len(gone) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.unlinking++ // Close waits for it
+	q.mu.Unlock()
+	for _, p := range gone {
+		q.unlink(p)
+	}
+	q.mu.Lock()
+	q.unlinking--
+	q.notifySpaceLocked() // the disk space is free now (a DiskFull wait)
+	q.syncDone.Broadcast()
+	q.mu.Unlock()
 }
 
 // payloadBytesLocked sums the payload sizes of the retained frames from..to.
@@ -579,6 +600,23 @@ func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
 // removeFirstLocked deletes the oldest segment. A segment being fsynced
 // outside the lock is closed by the fsync's owner when it finishes.
 func (q *Queue) removeFirstLocked() *segment {
+	s := q.detachFirstLocked()
+	q.unlink(s.path)
+	return s
+}
+
+// unlink deletes a segment file; a failure is only logged (recovery deletes
+// a wholly acked segment it finds).
+func (q *Queue) unlink(path string) {
+	if err := q.fs.Remove(path); err != nil {
+		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", path), zap.Error(err))
+	}
+}
+
+// detachFirstLocked drops the oldest segment from the queue (accounting,
+// the cursor's open files) and leaves the deletion of its file to the
+// caller.
+func (q *Queue) detachFirstLocked() *segment {
 	s := q.segs[0]
 	q.segs[0] = nil
 	q.segs = q.segs[1:]
@@ -587,9 +625,6 @@ func (q *Queue) removeFirstLocked() *segment {
 	}
 	q.used -= s.size
 	q.atCap = false
-	if err := q.fs.Remove(s.path); err != nil {
-		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
-	}
 	s.removed = true
 	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })
 	s.closeFile()
@@ -648,7 +683,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 {
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 {
 		q.syncDone.Wait()
 	}
 	if ep := q.pending; ep != nil {
