@@ -55,8 +55,12 @@ type queueSample struct {
 	// on_full: block and frames deleted under on_full: evict_oldest. An
 	// increase since the previous sample counts as full even when the bytes
 	// are already below the cap again. EvictedBytes are the evicted frames'
-	// payload bytes.
-	Refused, Evicted, EvictedBytes uint64
+	// payload bytes, EvictedRows the rows they held (rows_evicted), and
+	// EvictedRowsUnknown the evicted frames whose rows are not recorded
+	// (written by an older release, segment format 1, or unreadable at
+	// eviction): counted in Evicted, not in EvictedRows.
+	Refused, Evicted, EvictedBytes  uint64
+	EvictedRows, EvictedRowsUnknown uint64
 	// DictBytes are the dictionary's records (files when DictOnDisk, else
 	// RAM) in DictGenerations generations; they count in Capacity too.
 	DictBytes       int64
@@ -71,6 +75,7 @@ func sampleQueue(s sfqueue.Stats) queueSample {
 		Used: s.UnackedBytes, Capacity: s.CapacityBytes, AtCap: s.AtCap,
 		DictBytes: s.DictBytes, DictGenerations: s.DictGenerations, DictOnDisk: s.OnDisk,
 		Refused: s.FullErrors, Evicted: s.FramesEvicted, EvictedBytes: s.BytesEvicted,
+		EvictedRows: s.ItemsEvicted, EvictedRowsUnknown: s.FramesEvictedItemsUnknown,
 	}
 }
 
@@ -109,9 +114,8 @@ type levelAlerter struct {
 	// When evictions were last reported (by the full alert or a summary),
 	// and the totals then. An eviction always enters or renews full, whose
 	// alert reports the first ones.
-	evictLog       time.Time
-	evictLogFrames uint64
-	evictLogBytes  uint64
+	evictLog    time.Time
+	evictLogged queueSample
 }
 
 func newLevelAlerter(logger *zap.Logger, now func() time.Time, evict bool) *levelAlerter {
@@ -156,30 +160,54 @@ func (a *levelAlerter) observe(s queueSample) queueLevel {
 		if a.evict {
 			msg = "QuestDB exporter queue full: evicting the oldest records (on_full: evict_oldest), data gap; repeated every 10 minutes while it lasts"
 		}
-		a.logger.Error(msg, append(fields, zap.Uint64("refused_total", s.Refused), zap.Uint64("evicted_frames_total", s.Evicted))...)
+		fields = append(fields, zap.Uint64("refused_total", s.Refused), zap.Uint64("evicted_frames_total", s.Evicted),
+			zap.Uint64("evicted_rows_total", s.EvictedRows))
+		if s.EvictedRowsUnknown > 0 {
+			fields = append(fields, zap.Uint64("evicted_frames_rows_unknown_total", s.EvictedRowsUnknown))
+		}
+		a.logger.Error(msg, fields...)
 		a.markEvictionsLogged(s, now)
 	case next == levelHigh && prev == levelOK:
 		a.logger.Warn("QuestDB exporter queue high: at or above 80% of sf_max_total_bytes; QuestDB is slow or unreachable", fields...)
 	case next == levelOK && prev != levelOK:
 		a.logger.Info("QuestDB exporter queue ok: back below 80% of sf_max_total_bytes", fields...)
 	}
-	a.summariseEvictions(s, now)
+	a.summariseEvictions(s, now, false)
 	return next
+}
+
+// flushEvictions logs the evictions not reported yet, however recent the
+// last summary: at shutdown, so that the log accounts for every evicted
+// frame and row.
+func (a *levelAlerter) flushEvictions(s queueSample) {
+	a.summariseEvictions(s, a.now(), true)
 }
 
 // markEvictionsLogged records that the evictions up to s are reported.
 func (a *levelAlerter) markEvictionsLogged(s queueSample, now time.Time) {
-	a.evictLog, a.evictLogFrames, a.evictLogBytes = now, s.Evicted, s.EvictedBytes
+	a.evictLog, a.evictLogged = now, s
 }
 
-// summariseEvictions logs the frames evicted since the last report, at most
-// once per evictionSummaryInterval.
-func (a *levelAlerter) summariseEvictions(s queueSample, now time.Time) {
-	if s.Evicted <= a.evictLogFrames || now.Sub(a.evictLog) < evictionSummaryInterval {
+// summariseEvictions logs the frames and rows evicted since the last
+// report, at most once per evictionSummaryInterval unless forced. Frames
+// whose rows are not recorded (an older release's) are named as such, never
+// as 0 rows.
+func (a *levelAlerter) summariseEvictions(s queueSample, now time.Time, force bool) {
+	prev := a.evictLogged
+	if s.Evicted <= prev.Evicted || !force && now.Sub(a.evictLog) < evictionSummaryInterval {
 		return
 	}
-	a.logger.Warn("QuestDB exporter evicted the oldest unacknowledged frames (on_full: evict_oldest): data gap",
-		zap.Uint64("frames", s.Evicted-a.evictLogFrames), zap.Uint64("payload_bytes", s.EvictedBytes-a.evictLogBytes),
-		zap.Duration("over", now.Sub(a.evictLog).Round(time.Second)), zap.Uint64("evicted_frames_total", s.Evicted))
+	fields := []zap.Field{
+		zap.Uint64("frames", s.Evicted-prev.Evicted), zap.Uint64("rows", s.EvictedRows-prev.EvictedRows),
+		zap.Uint64("payload_bytes", s.EvictedBytes-prev.EvictedBytes),
+		zap.Duration("over", now.Sub(a.evictLog).Round(time.Second)),
+		zap.Uint64("evicted_frames_total", s.Evicted), zap.Uint64("evicted_rows_total", s.EvictedRows),
+	}
+	msg := "QuestDB exporter evicted the oldest unacknowledged frames (on_full: evict_oldest): data gap"
+	if n := s.EvictedRowsUnknown - prev.EvictedRowsUnknown; n > 0 {
+		fields = append(fields, zap.Uint64("frames_rows_unknown", n))
+		msg += "; some were written by an older release, which does not record rows per frame: their rows are not in rows (frames_rows_unknown)"
+	}
+	a.logger.Warn(msg, fields...)
 	a.markEvictionsLogged(s, now)
 }

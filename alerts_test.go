@@ -1,6 +1,7 @@
 package questdbexporter
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -131,26 +132,82 @@ func TestLevelAlerterFullWording(t *testing.T) {
 }
 
 // TestEvictionSummary: a queue evicting for nearly every append logs the
-// full alert once and then one summary per evictionSummaryInterval, with the
-// frames and bytes evicted since the previous line.
+// full alert once (with the frames and rows evicted so far) and then one
+// summary per evictionSummaryInterval, with the frames, rows and bytes
+// evicted since the previous line and the totals.
 func TestEvictionSummary(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := newLevelAlerter(zap.New(core), func() time.Time { return now }, true)
 	var evicted uint64
-	for range 150 { // 150 s of one eviction of 10 frames (1000 bytes) per second
+	for range 150 { // 150 s of one eviction of 10 frames (1000 bytes, 500 rows) per second
 		evicted += 10
-		a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: evicted, EvictedBytes: evicted * 100})
+		a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: evicted, EvictedBytes: evicted * 100, EvictedRows: evicted * 50})
 		now = now.Add(time.Second)
 	}
 	all := logs.AllUntimed()
 	if len(all) != 3 || all[0].Level != zapcore.ErrorLevel {
 		t.Fatalf("150 s of evictions logged %d lines %v; want the full alert and two summaries", len(all), all)
 	}
+	if m := all[0].ContextMap(); m["evicted_frames_total"] != uint64(10) || m["evicted_rows_total"] != uint64(500) || m["evicted_frames_rows_unknown_total"] != nil {
+		t.Fatalf("full alert %v; want 10 frames and 500 rows evicted, no frames of unknown rows", m)
+	}
 	for i, e := range all[1:] {
 		m := e.ContextMap()
-		if e.Level != zapcore.WarnLevel || m["frames"] != uint64(600) || m["payload_bytes"] != uint64(60000) || m["over"] != time.Minute {
-			t.Fatalf("summary %d: %v %v; want a warn with 600 frames, 60000 bytes over 1m", i, e.Level, m)
+		if e.Level != zapcore.WarnLevel || m["frames"] != uint64(600) || m["rows"] != uint64(30000) || m["payload_bytes"] != uint64(60000) ||
+			m["over"] != time.Minute || m["evicted_rows_total"] != uint64(30000*(i+1)+500) || m["frames_rows_unknown"] != nil {
+			t.Fatalf("summary %d: %v %v; want a warn with 600 frames, 30000 rows, 60000 bytes over 1m", i, e.Level, m)
 		}
+	}
+}
+
+// TestEvictionSummaryFlushedAtShutdown: the evictions since the last
+// summary are logged at shutdown however recent it was, and nothing is
+// logged when there are none.
+func TestEvictionSummaryFlushedAtShutdown(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newLevelAlerter(zap.New(core), func() time.Time { return now }, true)
+	a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: 2, EvictedRows: 20})
+	now = now.Add(5 * time.Second)
+	a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: 5, EvictedRows: 50})
+	if n := logs.Len(); n != 1 {
+		t.Fatalf("%d lines before the shutdown, want the full alert only", n)
+	}
+	a.flushEvictions(queueSample{Used: 990, Capacity: 1000, Evicted: 6, EvictedRows: 61})
+	all := logs.AllUntimed()
+	if len(all) != 2 {
+		t.Fatalf("%d lines after the flush, want a summary", len(all))
+	}
+	if m := all[1].ContextMap(); m["frames"] != uint64(4) || m["rows"] != uint64(41) || m["evicted_rows_total"] != uint64(61) {
+		t.Fatalf("flushed summary %v; want 4 frames, 41 rows, 61 rows in total", m)
+	}
+	a.flushEvictions(queueSample{Used: 990, Capacity: 1000, Evicted: 6, EvictedRows: 61})
+	if logs.Len() != 2 {
+		t.Fatalf("a flush without new evictions logged: %v", logs.AllUntimed()[2:])
+	}
+}
+
+// TestEvictionSummaryNamesFramesOfUnknownRows: frames an older release
+// wrote record no rows; their evictions are logged as frames of unknown
+// rows, never folded into the rows as zero.
+func TestEvictionSummaryNamesFramesOfUnknownRows(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newLevelAlerter(zap.New(core), func() time.Time { return now }, true)
+	a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: 4, EvictedRowsUnknown: 4})
+	now = now.Add(time.Minute)
+	a.observe(queueSample{Used: 990, Capacity: 1000, AtCap: true, Evicted: 10, EvictedRows: 60, EvictedRowsUnknown: 7})
+	all := logs.AllUntimed()
+	if len(all) != 2 {
+		t.Fatalf("logged %d lines %v; want the full alert and a summary", len(all), all)
+	}
+	if m := all[0].ContextMap(); m["evicted_frames_rows_unknown_total"] != uint64(4) || m["evicted_rows_total"] != uint64(0) {
+		t.Fatalf("full alert %v; want 4 frames of unknown rows and 0 rows", m)
+	}
+	m := all[1].ContextMap()
+	if m["frames"] != uint64(6) || m["rows"] != uint64(60) || m["frames_rows_unknown"] != uint64(3) ||
+		!strings.Contains(all[1].Message, "older release") {
+		t.Fatalf("summary %q %v; want 6 frames, 60 rows, 3 frames of unknown rows named as an older release's", all[1].Message, m)
 	}
 }

@@ -143,15 +143,25 @@ const (
 	defaultMaxBatchBytes  = 1887436 // 0.9 * 2 MiB: below a default server's limit, with room for framing
 	minSegmentBytes       = 256
 	maxSegmentBytes       = 1 << 30
-	segmentOverheadBytes  = 64 // segment header + frame length and CRC + 4-byte dictionary generation, rounded up
+	segmentOverheadBytes  = 64 // segment header + frame length, row count and CRC + 4-byte dictionary generation, rounded up
 	maxInFlightLimit      = 10000
 	maxDrainersLimit      = 64
 	minErrorInboxCapacity = 16 // the connect-string minimum
 	maxErrorInboxCapacity = 1 << 20
 	maxSymbolDictEntries  = 2000000 // the server refuses ids past this per connection
 	// symbolDictCapShare: a generation's symbol bytes are at most
-	// 1/symbolDictCapShare of sf_max_total_bytes.
+	// 1/symbolDictCapShare of sf_max_total_bytes (SF mode), and of the
+	// queue's half of it in memory-only mode (memoryGCShare), where the
+	// default is half that again: the generation being written costs
+	// about three times its text in RAM (its MemDict's map and strings,
+	// and the queue's copy), all counted in the cap (README, Sizing).
 	symbolDictCapShare = 4
+	// memoryGCShare: in memory-only mode sf_max_total_bytes bounds RAM, and
+	// the queue holds frames, dictionary and the encoder's index up to
+	// 1/memoryGCShare of it; the rest is the Go collector's headroom (with
+	// the default GOGC=100 the heap grows to twice what is live before a
+	// collection).
+	memoryGCShare = 2
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
 	// cap allows it): see the README's sizing section.
 	defaultSymbolDictMaxBytes ByteSize = 16 << 20
@@ -413,9 +423,11 @@ func (c *Config) validateQueue() error {
 	case c.SFMaxSegmentBytes < c.MaxBatchBytes+segmentOverheadBytes:
 		errs = append(errs, fmt.Errorf("sf_max_segment_bytes: %v cannot hold one frame of max_batch_bytes (%v); it must be >= max_batch_bytes + %d", c.SFMaxSegmentBytes, c.MaxBatchBytes, segmentOverheadBytes))
 	}
-	switch limit := c.effectiveMaxTotalBytes() / symbolDictCapShare; {
+	switch limit := c.symbolDictLimit(); {
 	case c.SymbolDictMaxBytes < 0:
 		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %d is negative; use 0 for the default or a size such as 16MiB", c.SymbolDictMaxBytes))
+	case c.SymbolDictMaxBytes > limit && c.SFDir == "":
+		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %v is more than an eighth of sf_max_total_bytes (%v) in memory-only mode; it must be <= %v, so that the generation being written (about three times its text in RAM) leaves the cap to frames", c.SymbolDictMaxBytes, c.effectiveMaxTotalBytes(), limit))
 	case c.SymbolDictMaxBytes > limit:
 		errs = append(errs, fmt.Errorf("symbol_dict_max_bytes: %v is more than a quarter of sf_max_total_bytes (%v); it must be <= %v, so that a generation's dictionary leaves the cap to frames", c.SymbolDictMaxBytes, c.effectiveMaxTotalBytes(), limit))
 	}
@@ -598,7 +610,7 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 	return sfqueue.Options{
 		Dir:             c.SFDir,
 		SenderID:        senderID,
-		MaxTotalBytes:   int64(c.effectiveMaxTotalBytes()),
+		MaxTotalBytes:   int64(c.queueBytes()),
 		MaxSegmentBytes: int64(c.SFMaxSegmentBytes),
 		Durability:      durability,
 		SyncInterval:    c.SFSyncInterval,
@@ -637,13 +649,29 @@ func (c *Config) effectiveMaxTotalBytes() ByteSize {
 	return sfModeMaxTotalBytes
 }
 
+// queueBytes is the queue's cap: sf_max_total_bytes, or in memory-only mode
+// the share of it that is not GC headroom.
+func (c *Config) queueBytes() ByteSize {
+	if c.SFDir == "" {
+		return c.effectiveMaxTotalBytes() / memoryGCShare
+	}
+	return c.effectiveMaxTotalBytes()
+}
+
+// symbolDictLimit is the largest symbol_dict_max_bytes: a quarter of the
+// queue's cap (an eighth of sf_max_total_bytes in memory-only mode).
+func (c *Config) symbolDictLimit() ByteSize { return c.queueBytes() / symbolDictCapShare }
+
 // effectiveSymbolDictMaxBytes is symbol_dict_max_bytes with 0 replaced by
-// min(16 MiB, the cap / 4).
+// min(16 MiB, the limit), and half the limit in memory-only mode.
 func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
 	if c.SymbolDictMaxBytes != 0 {
 		return c.SymbolDictMaxBytes
 	}
-	return min(defaultSymbolDictMaxBytes, c.effectiveMaxTotalBytes()/symbolDictCapShare)
+	if c.SFDir == "" {
+		return min(defaultSymbolDictMaxBytes, c.symbolDictLimit()/2)
+	}
+	return min(defaultSymbolDictMaxBytes, c.symbolDictLimit())
 }
 
 // senderID is the slot name: sender_id when set, else derived from the

@@ -190,6 +190,9 @@ func TestConfigValidateErrors(t *testing.T) {
 		{"symbol bytes above a quarter of the cap", func(c *Config) {
 			c.SFMaxTotalBytes, c.SFMaxSegmentBytes, c.SymbolDictMaxBytes = 64<<20, 4<<20, 16<<20+1
 		}, "symbol_dict_max_bytes", "quarter of sf_max_total_bytes"},
+		{"symbol bytes above an eighth of the cap in memory-only mode", func(c *Config) {
+			c.SFDir, c.SFMaxTotalBytes, c.SFMaxSegmentBytes, c.SymbolDictMaxBytes = "", 64<<20, 4<<20, 8<<20+1
+		}, "symbol_dict_max_bytes", "eighth of sf_max_total_bytes"},
 		{"empty table", func(c *Config) { c.Tables.Gauge = "" }, "tables::gauge", ""},
 		{"table with slash", func(c *Config) { c.Tables.Sum = "a/b" }, "tables::sum", "/"},
 		{"table with colon", func(c *Config) { c.Tables.Histogram = "a:b" }, "tables::histogram", ":"},
@@ -490,5 +493,31 @@ func TestSymbolDictMaxBytesDefault(t *testing.T) {
 	cfg.SymbolDictMaxBytes = 1 << 20
 	if got := cfg.effectiveSymbolDictMaxBytes(); got != 1<<20 {
 		t.Fatalf("explicit symbol_dict_max_bytes became %v", got)
+	}
+}
+
+// In memory-only mode sf_max_total_bytes bounds RAM: the queue gets half of
+// it (the rest is GC headroom), and a generation defaults to a sixteenth
+// of it, at most an eighth.
+func TestMemoryModeCapShares(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.SFDir = ""
+	if got, want := cfg.queueOptions("s", nil).MaxTotalBytes, int64(64<<20); got != want {
+		t.Fatalf("memory-only queue cap under the default 128 MiB: %d, want %d", got, want)
+	}
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 8<<20 {
+		t.Fatalf("memory-only default symbol_dict_max_bytes %v, want 8MiB", got)
+	}
+	cfg.SFMaxTotalBytes = 64 << 20
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 4<<20 {
+		t.Fatalf("memory-only default symbol_dict_max_bytes under 64 MiB %v, want 4MiB", got)
+	}
+	cfg.SymbolDictMaxBytes = 8 << 20
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("an eighth of the cap: %v", err)
+	}
+	cfg.SFDir = "/var/lib/x"
+	if got, want := cfg.queueOptions("s", nil).MaxTotalBytes, int64(64<<20); got != want {
+		t.Fatalf("SF queue cap: %d, want sf_max_total_bytes %d", got, want)
 	}
 }

@@ -124,7 +124,7 @@ func TestRecoveryLossesAreCountedPerMode(t *testing.T) {
 			}
 			segs, _ := filepath.Glob(filepath.Join(dir, "s", "*.sfseg"))
 			b, _ := os.ReadFile(segs[0])
-			last := 24 + 2*58 // header, then two frames of 4+50+4 bytes
+			last := 24 + 2*62 // header, then two frames of 4+4+50+4 bytes (segment format 2: length, items, payload, CRC)
 			os.WriteFile(segs[0], tc.cut(b, last), 0o600)
 
 			cfg := testConfig(t, closedPort(t))

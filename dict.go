@@ -3,8 +3,10 @@ package questdbexporter
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // Stored payloads are a 4-byte little-endian dictionary generation followed
@@ -57,36 +59,40 @@ func payloadSymbolDefs(payload []byte) (gen uint32, first int, entries [][]byte)
 	return gen, first, entries
 }
 
-// symbolStore is the part of the SF queue that persists the dictionary
-// (sfqueue.Queue satisfies it).
+// symbolStore is the part of the SF queue that holds the dictionary
+// (sfqueue.Queue satisfies it): the writer loads its generation from it;
+// new entries reach it with the frames that define them (frameQueue).
 type symbolStore interface {
-	AddSymbols(gen uint32, firstID int, entries [][]byte) error
 	Symbols(gen uint32) [][]byte
 }
 
 // genDict is the writer's SYMBOL dictionary: a qwp.SymbolDict for the
-// current generation, persisted through the queue's .symbol-dict.
+// current generation, stored in the queue with the frames.
 //
 // Generation rule. Ids are per generation and start at 0. Once the current
-// generation holds maxEntries ids or maxBytes of symbol text, the writer finishes the frame in progress
-// and starts generation+1 with an empty dictionary; frames carry their
-// generation in the 4-byte prefix of the stored payload, and the I/O loop
-// recycles the connection at the first frame of a newer generation and sends
-// that generation's dictionary as catch-up. A generation can exceed
-// its bounds by the new symbols of one frame at most (the default 1,000,000
-// is half the server's 2,000,000-id limit for that reason), and a frame never
-// references an id of another generation: ids are handed out only inside the
-// frame's own generation.
+// generation holds maxEntries ids, maxBytes of symbol text or an index of
+// 3 × maxBytes in RAM (many symbols shorter than about 40 bytes), the writer finishes the frame
+// in progress and starts generation+1 with an empty dictionary; frames
+// carry their generation in the 4-byte prefix of the stored payload, and
+// the I/O loop recycles the connection at the first frame of a newer
+// generation and sends that generation's dictionary as catch-up. A
+// generation can exceed its bounds by the new symbols of one frame at most
+// (the default 1,000,000 is half the server's 2,000,000-id limit for that
+// reason), and a frame never references an id of another generation: ids
+// are handed out only inside the frame's own generation.
 //
 // Three watermarks, each <= the next: ids below queued are defined by frames
 // already appended to the queue (or, after a restart, by the catch-up the
-// I/O loop sends on connect); ids below persisted are in .symbol-dict; Len()
-// ids are assigned. Entries are persisted before the frames that define them
-// are appended. When a group of frames fails to append, the ids it defined
-// stay assigned (and persisted); the next group starts with catch-up frames
-// for [queued, Len()) so that no later frame references an id the server was
-// never sent, and a bare commit after them, so that no generation and not
-// the queue ends on a deferred frame whose OK the server withholds.
+// I/O loop sends on connect); ids below stored are in the queue's
+// dictionary; Len() ids are assigned. New entries go to the queue in the
+// same all-or-nothing append as the frames that define them (pending,
+// then stored or abandoned): a group that fails stores neither. Its ids
+// stay assigned; the next group starts with catch-up frames for [queued,
+// Len()) so that no later frame references an id the server was never
+// sent, and a bare commit after them, so that no generation and not the
+// queue ends on a deferred frame whose OK the server withholds. The
+// entries of a generation the group rotated away from go with the group
+// too; when it fails they are abandoned, as no later frame can use them.
 //
 // Not safe for concurrent use: the writer goroutine owns it.
 type genDict struct {
@@ -96,20 +102,22 @@ type genDict struct {
 	maxEntries int
 	maxBytes   int // symbol text of one generation
 
-	bytes   int // symbol text of ids below counted
+	bytes   int   // symbol text of ids below counted
+	index   int64 // estimated RAM of the MemDict for ids below counted
 	counted int
 
-	gen       uint32
-	persisted int
-	queued    int
+	gen    uint32
+	stored int
+	queued int
 
-	scratch [][]byte // reused argument of AddSymbols
+	retired []sfqueue.SymbolRun // entries of generations rotated away from, not yet stored
+	runs    []sfqueue.SymbolRun // reused result of pending
 }
 
 var _ qwp.SymbolDict = (*genDict)(nil)
 
 // openGenDict loads generation gen from store. Every loaded entry counts as
-// persisted and queued: the I/O loop re-sends the whole generation on
+// stored and queued: the I/O loop re-sends the whole generation on
 // connect. A generation that is already full (the writer rotated after its
 // last frame, which left no trace of the empty new one) continues as
 // generation gen+1.
@@ -127,11 +135,9 @@ func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 				gen, e, got, id)
 		}
 	}
-	d.persisted, d.queued = d.Len(), d.Len()
+	d.stored, d.queued = d.Len(), d.Len()
 	if d.full() {
-		if err := d.rotate(); err != nil {
-			return nil, err
-		}
+		d.rotate()
 	}
 	return d, nil
 }
@@ -139,13 +145,16 @@ func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 // Gen is the current generation.
 func (d *genDict) Gen() uint32 { return d.gen }
 
-// full reports whether the current generation reached maxEntries ids or
-// maxBytes of symbol text, so the next frame must start a new generation.
+// full reports whether the current generation reached maxEntries ids,
+// maxBytes of symbol text or 3 × maxBytes of index, so the next frame must
+// start a new generation.
 func (d *genDict) full() bool {
 	for ; d.counted < d.Len(); d.counted++ {
-		d.bytes += len(d.Entry(d.counted))
+		n := len(d.Entry(d.counted))
+		d.bytes += n
+		d.index += memDictEntryBytes(n)
 	}
-	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes
+	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes || d.index >= 3*int64(d.maxBytes)
 }
 
 // Bytes is the symbol text the current generation holds.
@@ -154,23 +163,59 @@ func (d *genDict) Bytes() int {
 	return d.bytes
 }
 
-// persist stores the entries not yet in .symbol-dict. Call it before
-// appending frames that define them.
-func (d *genDict) persist() error {
-	if d.persisted == d.Len() {
-		return nil
+// IndexBytes is the RAM the current generation's MemDict holds, estimated
+// (memDictEntryBytes): its text, map and slice.
+func (d *genDict) IndexBytes() int64 {
+	d.full()
+	return d.index
+}
+
+// memDictEntryOverhead is the map slot and slice element of one qwp.MemDict
+// entry, with the free room growth leaves: measured 58-75 bytes (Go 1.26,
+// 1,000 to 300,000 entries of 8 to 300 bytes, TestMemDictEntryBytes).
+const memDictEntryOverhead = 80
+
+// memDictEntryBytes is an upper estimate of the RAM one qwp.MemDict entry of
+// n bytes holds: its string rounded up at least as far as the allocator's
+// size classes do (to an eighth of the next power of two, at least 16
+// bytes, and a quarter above 256 bytes) and the overhead.
+func memDictEntryBytes(n int) int64 {
+	pow2 := 1 << bits.Len(uint(max(n, 1)-1))
+	step := max(16, pow2/8)
+	if n > 256 {
+		step = pow2 / 4 // the classes are sparser: 896 to 1024, 6912 to 8192
 	}
-	d.scratch = d.scratch[:0]
-	for id := d.persisted; id < d.Len(); id++ {
-		d.scratch = append(d.scratch, d.Entry(id))
+	return int64((n+step-1)/step*step) + memDictEntryOverhead
+}
+
+// pending is what the next append must store with its frames: the
+// entries of generations rotated away from and the current generation's
+// ids from stored on. Valid until the next call of any method.
+func (d *genDict) pending() []sfqueue.SymbolRun {
+	d.runs = append(d.runs[:0], d.retired...)
+	if d.stored < d.Len() {
+		entries := make([][]byte, 0, d.Len()-d.stored)
+		for id := d.stored; id < d.Len(); id++ {
+			entries = append(entries, d.Entry(id))
+		}
+		d.runs = append(d.runs, sfqueue.SymbolRun{Gen: d.gen, FirstID: d.stored, Entries: entries})
 	}
-	err := d.store.AddSymbols(d.gen, d.persisted, d.scratch)
-	clear(d.scratch)
-	if err != nil {
-		return fmt.Errorf("persisting symbol ids [%d, %d) of dictionary generation %d: %w", d.persisted, d.Len(), d.gen, err)
-	}
-	d.persisted = d.Len()
-	return nil
+	return d.runs
+}
+
+// storedPending records that the entries pending returned are in the queue.
+func (d *genDict) storedPending() {
+	d.stored = d.Len()
+	d.dropRetired()
+}
+
+// dropRetired forgets the retired generations' entries: stored, or
+// abandoned with the group that failed (no later frame uses them).
+func (d *genDict) dropRetired() {
+	clear(d.retired)
+	d.retired = d.retired[:0]
+	clear(d.runs)
+	d.runs = d.runs[:0]
 }
 
 // unqueued is the range of ids assigned but defined by no queued frame.
@@ -183,14 +228,17 @@ func (d *genDict) markQueued(end int) {
 	}
 }
 
-// rotate persists what is left of the current generation and starts the
-// next one with an empty dictionary.
-func (d *genDict) rotate() error {
-	if err := d.persist(); err != nil {
-		return err
+// rotate starts the next generation with an empty dictionary; the current
+// generation's entries not yet stored go with the group (pending).
+func (d *genDict) rotate() {
+	if d.stored < d.Len() {
+		entries := make([][]byte, 0, d.Len()-d.stored)
+		for id := d.stored; id < d.Len(); id++ {
+			entries = append(entries, d.Entry(id)) // immutable strings: the old MemDict's
+		}
+		d.retired = append(d.retired, sfqueue.SymbolRun{Gen: d.gen, FirstID: d.stored, Entries: entries})
 	}
 	d.gen++
 	d.MemDict = qwp.NewMemDict()
-	d.persisted, d.queued, d.bytes, d.counted = 0, 0, 0, 0
-	return nil
+	d.stored, d.queued, d.bytes, d.index, d.counted = 0, 0, 0, 0, 0
 }

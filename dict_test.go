@@ -1,7 +1,9 @@
 package questdbexporter
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -10,30 +12,37 @@ import (
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
-// memSymbols is a symbolStore that can refuse writes.
+// memSymbols is a symbolStore; store takes what a genDict has pending, as
+// a queue's append would.
 type memSymbols struct {
-	gens map[uint32][][]byte
-	fail error
-	adds int
-}
-
-func (m *memSymbols) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
-	if m.fail != nil {
-		return m.fail
-	}
-	if firstID != len(m.gens[gen]) {
-		return errors.New("out of order")
-	}
-	m.adds++
-	for _, e := range entries {
-		m.gens[gen] = append(m.gens[gen], slices.Clone(e))
-	}
-	return nil
+	gens   map[uint32][][]byte
+	stores int
 }
 
 func (m *memSymbols) Symbols(gen uint32) [][]byte { return m.gens[gen] }
 
-func TestGenDictIDsPersistAndRotate(t *testing.T) {
+// store stores d's pending entries (fail: the append fails and stores
+// none), and tells d.
+func (m *memSymbols) store(t *testing.T, d *genDict, fail bool) {
+	t.Helper()
+	runs := d.pending()
+	if fail {
+		d.dropRetired()
+		return
+	}
+	for _, r := range runs {
+		if r.FirstID != len(m.gens[r.Gen]) {
+			t.Fatalf("generation %d: entries from id %d, %d stored", r.Gen, r.FirstID, len(m.gens[r.Gen]))
+		}
+		for _, e := range r.Entries {
+			m.gens[r.Gen] = append(m.gens[r.Gen], slices.Clone(e))
+		}
+	}
+	m.stores++
+	d.storedPending()
+}
+
+func TestGenDictIDsStoreAndRotate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
 	d, err := openGenDict(store, 3, 1<<30, 0)
 	if err != nil {
@@ -53,50 +62,64 @@ func TestGenDictIDsPersistAndRotate(t *testing.T) {
 	if from, to := d.unqueued(); from != 0 || to != 2 {
 		t.Fatalf("unqueued [%d, %d), want [0, 2)", from, to)
 	}
-	if err := d.persist(); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.persist(); err != nil || store.adds != 1 {
-		t.Fatalf("second persist with nothing new: err %v, %d store writes", err, store.adds)
+	store.store(t, d, false)
+	if runs := d.pending(); len(runs) != 0 {
+		t.Fatalf("pending after everything was stored: %v", runs)
 	}
 	d.markQueued(2)
 	d.ID([]byte("c"))
 	if !d.full() {
 		t.Fatal("3 entries with a limit of 3 is not full")
 	}
-	if err := d.rotate(); err != nil {
-		t.Fatal(err)
-	}
+	d.rotate()
 	if d.Gen() != 1 || d.Len() != 0 || d.full() {
 		t.Fatalf("after rotate: gen %d len %d", d.Gen(), d.Len())
-	}
-	if got := store.Symbols(0); len(got) != 3 || string(got[2]) != "c" {
-		t.Fatalf("generation 0 persisted %q, want a b c", got)
 	}
 	if id := d.ID([]byte("a")); id != 0 {
 		t.Fatalf("a in generation 1 got id %d, want 0 (a new dictionary)", id)
 	}
+	// One append stores the rotated generation's last entry and the new
+	// generation's first.
+	runs := d.pending()
+	if len(runs) != 2 || runs[0].Gen != 0 || runs[0].FirstID != 2 || string(runs[0].Entries[0]) != "c" ||
+		runs[1].Gen != 1 || runs[1].FirstID != 0 || string(runs[1].Entries[0]) != "a" {
+		t.Fatalf("pending after a rotation: %+v", runs)
+	}
+	store.store(t, d, false)
+	if got := store.Symbols(0); len(got) != 3 || string(got[2]) != "c" {
+		t.Fatalf("generation 0 stored %q, want a b c", got)
+	}
+	if got := store.Symbols(1); len(got) != 1 {
+		t.Fatalf("generation 1 stored %q, want a", got)
+	}
 }
 
-func TestGenDictPersistFailureKeepsEntries(t *testing.T) {
-	store := &memSymbols{gens: map[uint32][][]byte{}, fail: errors.New("disk gone")}
-	d, err := openGenDict(store, 10, 1<<30, 4)
+// An append that fails stores nothing: the current generation's entries
+// stay pending for the next one; a rotated generation's are abandoned
+// with the frames that needed them.
+func TestGenDictFailedAppendKeepsEntriesPending(t *testing.T) {
+	store := &memSymbols{gens: map[uint32][][]byte{}}
+	d, err := openGenDict(store, 2, 1<<30, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.ID([]byte("x"))
-	if err := d.persist(); err == nil {
-		t.Fatal("persist through a failing store returned nil")
+	store.store(t, d, true)
+	if runs := d.pending(); len(runs) != 1 || runs[0].Gen != 4 || runs[0].FirstID != 0 || len(runs[0].Entries) != 1 {
+		t.Fatalf("pending after a failed append: %+v, want x again", runs)
 	}
-	if err := d.rotate(); err == nil || d.Gen() != 4 {
-		t.Fatalf("rotate with unpersisted entries and a failing store: err %v, gen %d", err, d.Gen())
+	d.ID([]byte("y"))
+	d.full()
+	d.rotate()
+	d.ID([]byte("z"))
+	store.store(t, d, true)
+	runs := d.pending()
+	if len(runs) != 1 || runs[0].Gen != 5 || len(runs[0].Entries) != 1 || string(runs[0].Entries[0]) != "z" {
+		t.Fatalf("pending after a failed append across a rotation: %+v, want z of generation 5 only", runs)
 	}
-	store.fail = nil
-	if err := d.persist(); err != nil {
-		t.Fatal(err)
-	}
-	if got := store.Symbols(4); len(got) != 1 || string(got[0]) != "x" {
-		t.Fatalf("retry persisted %q, want x", got)
+	store.store(t, d, false)
+	if len(store.Symbols(4)) != 0 || len(store.Symbols(5)) != 1 {
+		t.Fatalf("stored %q and %q", store.Symbols(4), store.Symbols(5))
 	}
 }
 
@@ -217,13 +240,12 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 	}
 	d.ID([]byte("a"))
 	d.ID([]byte("b"))
-	if err := d.rotate(); err != nil {
-		t.Fatal(err)
-	}
+	d.rotate()
 	d.ID([]byte("c"))
-	if err := d.persist(); err != nil {
+	if _, err := q.AppendWith(context.Background(), sfqueue.Batch{Payloads: [][]byte{appendGenPrefix(nil, 1)}, Symbols: d.pending()}); err != nil {
 		t.Fatal(err)
 	}
+	d.storedPending()
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,26 +283,73 @@ func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 
 func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store, 1000, 10, 0)
+	d, err := openGenDict(store, 1000, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.ID([]byte("abcd"))
-	d.ID([]byte("efgh"))
-	if d.full() || d.Bytes() != 8 {
-		t.Fatalf("8 bytes of a 10-byte generation: full %v, bytes %d", d.full(), d.Bytes())
+	d.ID(slices.Repeat([]byte("a"), 400))
+	d.ID(slices.Repeat([]byte("b"), 400))
+	if d.full() || d.Bytes() != 800 {
+		t.Fatalf("800 bytes of a 1000-byte generation: full %v, bytes %d", d.full(), d.Bytes())
 	}
-	d.ID([]byte("ij"))
+	d.ID(slices.Repeat([]byte("c"), 200))
 	if !d.full() {
-		t.Fatal("a generation holding 10 bytes of a 10-byte bound is not full")
+		t.Fatal("a generation holding 1000 bytes of a 1000-byte bound is not full")
 	}
-	if err := d.rotate(); err != nil {
-		t.Fatal(err)
-	}
+	d.rotate()
 	if d.Gen() != 1 || d.full() || d.Bytes() != 0 {
 		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.Bytes())
 	}
 	if _, err := openGenDict(store, 1000, 0, 0); err == nil {
 		t.Fatal("a zero byte bound was accepted")
+	}
+}
+
+// memDictEntryBytes must not under-estimate what a qwp.MemDict holds (the
+// memory-only cap counts it), nor over-estimate it much (that would evict
+// frames for nothing).
+func TestMemDictEntryBytes(t *testing.T) {
+	for _, size := range []int{8, 20, 33, 108, 300, 780, 5000} {
+		for _, n := range []int{20000, 150000} {
+			if n*size > 100<<20 || testing.Short() && n > 20000 {
+				continue
+			}
+			d := qwp.NewMemDict()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var est int64
+			buf := make([]byte, size)
+			for i := range n {
+				copy(buf, fmt.Sprintf("%08d", i))
+				d.ID(buf)
+				est += memDictEntryBytes(size)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			if d.Len() != n {
+				t.Fatalf("%d distinct entries, want %d", d.Len(), n)
+			}
+			runtime.KeepAlive(d)
+			if est < held || est > 2*held+64<<10 {
+				t.Errorf("%d entries of %d bytes: estimated %d bytes, the heap grew %d", n, size, est, held)
+			}
+		}
+	}
+}
+
+// Many tiny symbols end a generation at an index of three times the byte
+// bound, before the text bound.
+func TestGenDictRotatesAtIndexBytes(t *testing.T) {
+	d, err := openGenDict(&memSymbols{gens: map[uint32][][]byte{}}, 1_000_000, 1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !d.full(); i++ {
+		d.ID([]byte(fmt.Sprint(i)))
+	}
+	if d.Bytes() >= 1000 || d.IndexBytes() < 3000 {
+		t.Fatalf("full at %d bytes of text and an index of %d bytes", d.Bytes(), d.IndexBytes())
 	}
 }

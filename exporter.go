@@ -334,15 +334,12 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 		return nil, fmt.Errorf("questdb exporter: %w", err)
 	}
 	be := &rowBatchEncoder{rows: rows, enc: enc, tel: e.tel, dict: dict}
-	room := func(n int) bool {
-		s := q.Stats()
-		return s.UsedBytes+int64(n) <= s.CapacityBytes
-	}
+	room := q.Fits
 	if e.cfg.OnFull == "evict_oldest" {
 		room = nil // evicting is not stalling
 	}
 	e.tel.dictLen.Store(int64(dict.Len()))
-	e.tel.dictText.Store(int64(dict.Bytes()))
+	e.tel.dictIndex.Store(dict.IndexBytes())
 	return newWriter(q, dict, be, e.tel, room, int(e.cfg.MaxBatchBytes)), nil
 }
 
@@ -466,6 +463,11 @@ func (e *questdbExporter) monitor(alerts *levelAlerter) {
 		e.sampleQueue(alerts)
 		select {
 		case <-e.stop:
+			// The last word on evictions since the last sample or summary:
+			// the counters and the log account for every evicted row.
+			s := e.queue.Stats()
+			e.tel.observeQueue(s)
+			alerts.flushEvictions(sampleQueue(s))
 			return
 		case <-t.C:
 		}
@@ -653,11 +655,13 @@ func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, 
 func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 	err := b.rows.Flush(emit)
 	b.tel.dictLen.Store(int64(b.dict.Len()))
-	b.tel.dictText.Store(int64(b.dict.Bytes()))
+	b.tel.dictIndex.Store(b.dict.IndexBytes())
 	return err
 }
 
 func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }
+
+func (b *rowBatchEncoder) frameRows() int { return b.enc.FinishedRows() }
 
 // activeSlots tracks the slots of this process's questdb exporters: claimed
 // from newInstance to Shutdown (an orphan drainer never takes one), active

@@ -23,11 +23,11 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/questdbexporter/questdbexporter/internal/metadata"
+	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
@@ -68,7 +68,9 @@ type outageChild struct {
 // from one goroutine (so ids grow with FSNs) for the load time, printing
 // "ok <base> <n>" after each consume call that returned nil and "stats
 // <json>" (sfqueue.Stats) twice a second; then "loaded", and on "drain"
-// waits until every frame is acknowledged or evicted and prints "drained".
+// waits until every frame is acknowledged or evicted, prints its own
+// counters "evicted <frames_evicted> <rows_evicted>" and "drained". Its
+// shutdown logs the last eviction summary (evicted_rows_total) to stderr.
 // Without the variable it has nothing to do.
 func TestCardinalityOutageChild(t *testing.T) {
 	spec := os.Getenv(outageChildEnv)
@@ -91,7 +93,9 @@ func TestCardinalityOutageChild(t *testing.T) {
 	cfg.SFMaxTotalBytes = ByteSize(c.CapBytes)
 	cfg.SFMaxSegmentBytes = ByteSize(c.SegmentBytes)
 	cfg.MaxBatchBytes = 256 << 10
-	set := exportertest.NewNopSettings(metadata.Type)
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { tt.Shutdown(context.Background()) }) // after the exporter's shutdown
+	set := metadatatest.NewSettings(tt)
 	set.Logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 		zapcore.Lock(os.Stderr), zap.WarnLevel))
 	e := startExporterWith(t, cfg, set)
@@ -160,6 +164,16 @@ func TestCardinalityOutageChild(t *testing.T) {
 		}
 	}
 	stats()
+	// The exporter's own counters, once its monitor has seen the last
+	// eviction (nothing is appended any more).
+	var frames, rows float64
+	waitUntil(t, 30*time.Second, "the eviction counters caught up", func() bool {
+		st := e.queue.Stats()
+		frames, _ = metricTotal(t, tt, "otelcol_exporter_questdb_frames_evicted")
+		rows, _ = metricTotal(t, tt, "otelcol_exporter_questdb_rows_evicted")
+		return frames == float64(st.FramesEvicted) && rows == float64(st.ItemsEvicted)
+	})
+	print("evicted %d %d", int64(frames), int64(rows))
 	print("drained")
 }
 
@@ -201,29 +215,27 @@ type outageVariant struct {
 //     sf_dir, every 100 ms) never exceed sf_max_total_bytes + one segment;
 //   - when the stand-in returns, every point not evicted lands exactly once,
 //     the evicted ones are the oldest, every appended frame is acknowledged
-//     or counted as evicted, and the eviction is logged.
+//     or counted as evicted, and the points that did not land are exactly
+//     the rows the exporter counted (rows_evicted, Stats.ItemsEvicted) and
+//     logged (the last evicted_rows_total, at its shutdown).
 //
 // Bounds on the RSS above idle: SF mode 64 MiB (the queue is on disk; what
 // remains is the encoder, the current dictionary generation and GC
-// headroom). Memory-only mode 2 × cap + 3 × G + 16 MiB, where G is the
-// generation's byte bound (symbol_dict_max_bytes, a quarter of the cap
-// here): frames and dictionary within the cap with as much again of GC
-// headroom (GOGC=100); the encoder's index of the current generation and
-// its catch-up frames, which the cap does not count (measured at about
-// 1.5 × G), with their GC headroom; 16 MiB for the runtime, the encoder's
-// buffers and the connection.
+// headroom). Memory-only mode sf_max_total_bytes + 16 MiB: the queue admits
+// frames, dictionary and the encoder's index of the generation being
+// written up to half the cap, and GOGC=100 lets the heap grow to twice
+// that before a collection (README, Sizing); the 16 MiB margin is the
+// runtime, the encoder's and writer's buffers, the segment taking appends
+// and the connection, with their GC headroom.
 func TestCardinalityOutage(t *testing.T) {
 	long := os.Getenv("QDB_LONG") == "1"
 	capBytes, segBytes, load := int64(16*mib), int64(1*mib), 24*time.Second
 	if long {
 		capBytes, segBytes, load = 64*mib, 4*mib, 10*time.Minute
 	}
-	sized := createDefaultConfig().(*Config)
-	sized.SFMaxTotalBytes = ByteSize(capBytes)
-	gen := int64(sized.effectiveSymbolDictMaxBytes())
 	variants := []outageVariant{
 		{name: "sf", sf: true, capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: 64 * mib, flatBound: 8 * mib},
-		{name: "memory", capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: 2*capBytes + 3*gen + 16*mib, flatBound: 8 * mib},
+		{name: "memory", capBytes: capBytes, segmentBytes: segBytes, load: load, rssBound: capBytes + 16*mib, flatBound: 8 * mib},
 	}
 	bin := outageChildBinary(t)
 	for _, v := range variants {
@@ -262,8 +274,10 @@ type outageRun struct {
 	bad      []string
 	stats    sfqueue.Stats
 	rawStats string // the last stats line as printed
-	loadTook time.Duration
-	events   map[string]chan struct{} // "ready", "loaded", "drained"
+	// The child's frames_evicted and rows_evicted counters after the drain.
+	counterFrames, counterRows int64
+	loadTook                   time.Duration
+	events                     map[string]chan struct{} // "ready", "loaded", "drained"
 }
 
 func (r *outageRun) read(rd io.Reader) {
@@ -283,6 +297,10 @@ func (r *outageRun) read(rd io.Reader) {
 			}
 		case "err":
 			r.failed = append(r.failed, rest)
+		case "evicted":
+			if _, err := fmt.Sscanf(rest, "%d %d", &r.counterFrames, &r.counterRows); err != nil {
+				r.bad = append(r.bad, line)
+			}
 		case "stats":
 			if err := json.Unmarshal([]byte(rest), &r.stats); err != nil {
 				r.bad = append(r.bad, line)
@@ -550,6 +568,10 @@ func runCardinalityOutage(t *testing.T, bin string, v outageVariant) {
 		t.Errorf("the slot took %.1f MiB on disk (dictionary files %.1f MiB), above sf_max_total_bytes + one segment (%.1f MiB)",
 			mb(smp.maxDisk), mb(smp.maxDict), mb(v.capBytes+v.segmentBytes))
 	}
+	if !v.sf && (atOutageEnd.IndexBytes == 0 || atOutageEnd.CapacityBytes != v.capBytes/2) {
+		t.Errorf("memory-only mode: the encoder's index counts %d bytes in a queue cap of %d, want some in half of %d",
+			atOutageEnd.IndexBytes, atOutageEnd.CapacityBytes, v.capBytes)
+	}
 	if atOutageEnd.FramesEvicted == 0 || evicted == 0 {
 		t.Errorf("nothing was evicted (%d frames, %d points): the outage did not reach the cap", atOutageEnd.FramesEvicted, evicted)
 	}
@@ -558,6 +580,36 @@ func runCardinalityOutage(t *testing.T, bin string, v outageVariant) {
 	}
 	if log := stderr.String(); !strings.Contains(log, "evicting the oldest records") || !strings.Contains(log, "evicted_frames_total") {
 		t.Errorf("the eviction was not logged; the child's log:\n%s", log)
+	}
+	// Every accepted point that did not land is counted and logged, exactly.
+	if final.ItemsEvicted != uint64(evicted) || final.FramesEvictedItemsUnknown != 0 {
+		t.Errorf("the queue counted %d rows evicted (%d frames of unknown rows); %d accepted points did not land",
+			final.ItemsEvicted, final.FramesEvictedItemsUnknown, evicted)
+	}
+	if run.counterRows != int64(evicted) || run.counterFrames != int64(final.FramesEvicted) {
+		t.Errorf("rows_evicted %d, frames_evicted %d; want %d rows (the accepted points that did not land) and %d frames",
+			run.counterRows, run.counterFrames, evicted, final.FramesEvicted)
+	}
+	if logged := lastLoggedTotal(stderr.String(), "evicted_rows_total"); logged != int64(evicted) {
+		t.Errorf("the last evicted_rows_total logged is %d, want %d (the accepted points that did not land)", logged, evicted)
+	}
+}
+
+// lastLoggedTotal is the last value of the numeric field key in a console-
+// encoded log (-1: never logged).
+func lastLoggedTotal(log, key string) int64 {
+	v := int64(-1)
+	for rest := log; ; {
+		i := strings.Index(rest, `"`+key+`": `)
+		if i < 0 {
+			return v
+		}
+		rest = rest[i+len(key)+4:]
+		end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if end < 0 {
+			end = len(rest)
+		}
+		v, _ = strconv.ParseInt(rest[:end], 10, 64)
 	}
 }
 

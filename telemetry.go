@@ -36,18 +36,19 @@ type telemetry struct {
 	attrs  metric.MeasurementOption // just id
 
 	// Read by the observable gauges, written by their owners.
-	dictLen  atomic.Int64                  // entries of the current dictionary generation
-	dictText atomic.Int64                  // its symbol text, the writer's share of RAM
-	stopped  atomic.Int64                  // 1 while the sender is terminal
-	setAside atomic.Int64                  // set-aside slots under sf_dir, per the monitor
-	queue    atomic.Pointer[sfqueue.Queue] // the started queue, read live
-	last     atomic.Pointer[queueSample]   // the last sample, once the queue is closed
+	dictLen   atomic.Int64                  // entries of the current dictionary generation
+	dictIndex atomic.Int64                  // its index in RAM (text, map, slice; estimated)
+	stopped   atomic.Int64                  // 1 while the sender is terminal
+	setAside  atomic.Int64                  // set-aside slots under sf_dir, per the monitor
+	queue     atomic.Pointer[sfqueue.Queue] // the started queue, read live
+	last      atomic.Pointer[queueSample]   // the last sample, once the queue is closed
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
-	prevFsyncs  uint64
-	prevFsyncNs time.Duration
-	prevEvicted uint64
+	prevFsyncs      uint64
+	prevFsyncNs     time.Duration
+	prevEvicted     uint64
+	prevRowsEvicted uint64
 }
 
 var (
@@ -94,7 +95,7 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryRAMBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			n := t.dictText.Load()
+			n := t.dictIndex.Load()
 			if s := t.sample(); !s.DictOnDisk {
 				n += s.DictBytes
 			}
@@ -122,7 +123,7 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
 		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
 		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
-		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbTornFrames,
+		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted, t.tb.ExporterQuestdbTornFrames,
 	} {
 		c.Add(ctx, 0, t.attrs)
 	}
@@ -186,6 +187,10 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 		t.tb.ExporterQuestdbFramesEvicted.Add(ctx, int64(s.FramesEvicted-t.prevEvicted), t.attrs)
 	}
 	t.prevEvicted = s.FramesEvicted
+	if s.ItemsEvicted > t.prevRowsEvicted {
+		t.tb.ExporterQuestdbRowsEvicted.Add(ctx, int64(s.ItemsEvicted-t.prevRowsEvicted), t.attrs)
+	}
+	t.prevRowsEvicted = s.ItemsEvicted
 }
 
 // senderState records whether the sender stopped for good, for the

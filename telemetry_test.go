@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // metricTotal sums the data points of an own-telemetry metric whose
@@ -159,10 +161,15 @@ func TestTelemetryOfTheWritePath(t *testing.T) {
 	}
 }
 
+// TestEvictOldestIsCountedAndAlerted: under evict_oldest with QuestDB
+// down, the rows evicted (rows_evicted, the full alert's
+// evicted_rows_total) and the rows still in the slot account for every
+// accepted point, exactly.
 func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
 	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir = t.TempDir()
 	cfg.OnFull = "evict_oldest"
 	cfg.MaxBatchBytes = minMaxBatchBytes
 	cfg.SFMaxSegmentBytes = minMaxBatchBytes + segmentOverheadBytes
@@ -179,19 +186,70 @@ func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
 	if err := e.Start(context.Background(), host); err != nil {
 		t.Fatal(err)
 	}
-	defer e.Shutdown(context.Background())
-	for i := range 10 {
-		if err := e.consumeMetrics(context.Background(), gaugeBatch(i*1000, 500)); err != nil {
+	shut := false
+	defer func() {
+		if !shut {
+			e.Shutdown(context.Background())
+		}
+	}()
+	const calls, points = 10, 500
+	for i := range calls {
+		if err := e.consumeMetrics(context.Background(), gaugeBatch(i*1000, points)); err != nil {
 			t.Fatalf("evict_oldest refused a call: %v", err)
 		}
 	}
+	st := e.queue.Stats() // nothing is appended or acknowledged any more
 	waitFor(t, func() bool {
-		got, _ := metricTotal(t, tt, "otelcol_exporter_questdb_frames_evicted")
-		return got > 0
+		frames, _ := metricTotal(t, tt, "otelcol_exporter_questdb_frames_evicted")
+		rows, _ := metricTotal(t, tt, "otelcol_exporter_questdb_rows_evicted")
+		return frames == float64(st.FramesEvicted) && rows == float64(st.ItemsEvicted)
 	})
+	if st.FramesEvicted == 0 || st.ItemsEvicted == 0 || st.FramesEvictedItemsUnknown != 0 {
+		t.Fatalf("evicted %d frames, %d rows, %d frames of unknown rows; want frames and rows, none unknown",
+			st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+	}
 	waitFor(t, func() bool { return logs.FilterMessageSnippet("evicting the oldest records").Len() > 0 })
+	full := logs.FilterMessageSnippet("evicting the oldest records").All()[0].ContextMap()
+	if full["evicted_rows_total"] == nil || full["evicted_frames_total"] == nil {
+		t.Fatalf("the full alert %v lacks evicted_rows_total or evicted_frames_total", full)
+	}
 	if got, _ := metricTotal(t, tt, "otelcol_exporter_questdb_backpressure_stalls"); got != 0 {
 		t.Fatalf("evict_oldest counted %v backpressure stalls; evicting is not stalling", got)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	shut = true
+	// What was not evicted waits in the slot, each frame with its rows.
+	slots, _ := filepath.Glob(filepath.Join(cfg.SFDir, "*"))
+	if len(slots) != 1 {
+		t.Fatalf("slots under sf_dir: %v, want one", slots)
+	}
+	scan, err := sfqueue.ScanSlot(slots[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept uint64
+	if err := scan.EachFrame(func(fsn uint64, _ string, _ int64, _ []byte) error {
+		if n, ok := scan.FrameItems(fsn); ok && fsn > scan.Watermark.Acked {
+			kept += uint64(n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if kept+st.ItemsEvicted != calls*points {
+		t.Fatalf("%d rows kept in the slot + %d evicted = %d; want every accepted point, %d", kept, st.ItemsEvicted, kept+st.ItemsEvicted, calls*points)
+	}
+	// The log's last word, at shutdown, carries the same totals.
+	var lastTotal any
+	for _, e := range logs.All() {
+		if v, ok := e.ContextMap()["evicted_rows_total"]; ok {
+			lastTotal = v
+		}
+	}
+	if lastTotal != st.ItemsEvicted {
+		t.Fatalf("the last evicted_rows_total logged is %v, want %d", lastTotal, st.ItemsEvicted)
 	}
 }
 
@@ -236,8 +294,9 @@ func TestTwoExportersAreTwoSeries(t *testing.T) {
 		want func(float64) bool
 		what string
 	}{
-		{"otelcol_exporter_questdb_queue_capacity", a, func(v float64) bool { return v == 4<<20 }, "4 MiB"},
-		{"otelcol_exporter_questdb_queue_capacity", bb, func(v float64) bool { return v == 10<<20 }, "10 MiB"},
+		// Memory-only mode: half the cap, the rest is GC headroom.
+		{"otelcol_exporter_questdb_queue_capacity", a, func(v float64) bool { return v == 2<<20 }, "2 MiB"},
+		{"otelcol_exporter_questdb_queue_capacity", bb, func(v float64) bool { return v == 5<<20 }, "5 MiB"},
 		{"otelcol_exporter_questdb_queue_bytes", a, func(v float64) bool { return v == 0 }, "0"},
 		{"otelcol_exporter_questdb_queue_bytes", bb, func(v float64) bool { return v > 0 }, "> 0"},
 		{"otelcol_exporter_questdb_rows_appended", a, func(v float64) bool { return v == 0 }, "0"},
@@ -259,7 +318,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	id := attribute.String("exporter", "questdb")
 	for _, name := range []string{
 		"backpressure_stalls", "drainers_active", "drainers_failed", "drainers_succeeded", "frames_acked",
-		"frames_appended", "frames_evicted", "frames_replayed", "reconnect_successes", "rows_appended",
+		"frames_appended", "frames_evicted", "frames_replayed", "reconnect_successes", "rows_appended", "rows_evicted",
 	} {
 		if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name, id); !ok || got != 0 {
 			t.Errorf("%s: %v (present %v), want a series at 0 before any data", name, got, ok)
@@ -354,14 +413,14 @@ func TestDictionaryGauges(t *testing.T) {
 				t.Errorf("dictionary_generations %v, queue holds %d; want several, all unacknowledged", got, st.DictGenerations)
 			}
 			disk, ram := gauge("dictionary_disk_bytes"), gauge("dictionary_ram_bytes")
-			text := float64(e.writer.dict.Bytes())
+			index := float64(e.writer.dict.IndexBytes())
 			switch {
-			case text <= 0:
-				t.Errorf("the writer's generation holds no text")
-			case sf && (disk != float64(st.DictBytes) || ram != text):
-				t.Errorf("SF mode: disk %v ram %v, want the files' %d and the writer's %v", disk, ram, st.DictBytes, text)
-			case !sf && (disk != 0 || ram != text+float64(st.DictBytes)):
-				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, text+float64(st.DictBytes))
+			case index <= float64(e.writer.dict.Bytes()) || e.writer.dict.Bytes() <= 0:
+				t.Errorf("the writer's generation holds %d bytes of text in an index of %v", e.writer.dict.Bytes(), index)
+			case sf && (disk != float64(st.DictBytes) || ram != index):
+				t.Errorf("SF mode: disk %v ram %v, want the files' %d and the writer's index %v", disk, ram, st.DictBytes, index)
+			case !sf && (disk != 0 || ram != index+float64(st.DictBytes)):
+				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, index+float64(st.DictBytes))
 			}
 		})
 	}

@@ -15,20 +15,21 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
-// failingSymbols fails the next AddSymbols once armed, as a full disk fails
-// a .symbol-dict write.
+// failingSymbols fails the next append that carries dictionary entries
+// once armed, as a full disk fails a .symbol-dict write.
 type failingSymbols struct {
-	symbolStore
+	frameQueue
 	armed atomic.Bool
 }
 
-func (s *failingSymbols) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
-	if s.armed.CompareAndSwap(true, false) {
-		return fmt.Errorf("write .symbol-dict: %w", syscall.ENOSPC)
+func (s *failingSymbols) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64, error) {
+	if len(b.Symbols) > 0 && s.armed.CompareAndSwap(true, false) {
+		return 0, fmt.Errorf("write .symbol-dict: %w", syscall.ENOSPC)
 	}
-	return s.symbolStore.AddSymbols(gen, firstID, entries)
+	return s.frameQueue.AppendWith(ctx, b)
 }
 
 func TestExporterRestartAfterDictionaryWriteFailureDoesNotWedge(t *testing.T) {
@@ -52,8 +53,8 @@ func TestExporterRestartAfterDictionaryWriteFailureDoesNotWedge(t *testing.T) {
 	}
 	// Set before the first request: the writer reads it only after
 	// receiving one.
-	fs := &failingSymbols{symbolStore: e.writer.dict.store}
-	e.writer.dict.store = fs
+	fs := &failingSymbols{frameQueue: e.writer.q}
+	e.writer.q = fs
 	ctx := context.Background()
 	if err := e.consumeMetrics(ctx, gaugeBatch(0, 20)); err != nil {
 		t.Fatal(err)

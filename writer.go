@@ -14,13 +14,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // frameQueue is the part of the SF queue the writer appends to
 // (sfqueue.Queue satisfies it).
 type frameQueue interface {
 	symbolStore
-	AppendBatch(ctx context.Context, payloads [][]byte) (lastFSN uint64, err error)
+	AppendWith(ctx context.Context, b sfqueue.Batch) (lastFSN uint64, err error)
 }
 
 // batchEncoder turns pdata batches into QWP messages under the frame limit,
@@ -35,6 +36,10 @@ type batchEncoder interface {
 	encodeTraces(td ptrace.Traces, emit func(frame []byte) error) (rows int, err error)
 	flush(emit func(frame []byte) error) error
 	reset(dict qwp.SymbolDict)
+	// frameRows is the rows of the frame being handed to emit (valid
+	// during the call): the queue stores it with the frame, so that an
+	// eviction counts the rows it drops.
+	frameRows() int
 }
 
 // writerObserver receives the writer's telemetry. Calls come from the
@@ -108,15 +113,16 @@ type writeResult struct {
 
 // writer is the group-commit loop (seed 004): one goroutine owns the
 // encoder and the dictionary; it takes every request waiting right now,
-// encodes them into frames, persists new dictionary entries, appends the
-// frames with one AppendBatch (so flush durability fsyncs once for the
-// group) and then answers every caller. There is no timer: a group is what
+// encodes them into frames, appends the frames with the new dictionary
+// entries they define in one AppendWith (admitted under the cap together;
+// flush durability fsyncs once for the group) and then answers every
+// caller. There is no timer: a group is what
 // arrived while the previous one was being stored.
 //
 // Results per caller. A group is appended all or nothing (AppendBatch's
 // contract), so:
-//   - the append or the dictionary write failed: every caller of the group
-//     gets that error and nothing of the group is in the queue;
+//   - the append failed: every caller of the group gets that error and
+//     nothing of the group, frames or dictionary entries, is in the queue;
 //   - a caller's own batch failed to encode (a bug-class error, not a
 //     skipped point): that caller gets a permanent error, while rows of it
 //     already written to frames are stored with the group (a retry would
@@ -130,9 +136,9 @@ type writer struct {
 	dict *genDict
 	enc  batchEncoder
 	obs  writerObserver
-	// room reports whether the queue has room for n more bytes right now;
-	// only used to count backpressure stalls. nil: never counted.
-	room func(n int) bool
+	// room reports whether the queue has room for a batch right now; only
+	// used to count backpressure stalls. nil: never counted.
+	room func(sfqueue.Batch) bool
 	// maxFrameBytes bounds catch-up frames like the encoder's (max_batch_bytes).
 	maxFrameBytes int
 
@@ -143,11 +149,12 @@ type writer struct {
 
 	// group state, owned by the loop and reused across groups
 	group    []*writeRequest
-	arena    []byte // stored payloads back to back
-	ends     []int  // end offset of each payload in arena
+	arena    []byte   // stored payloads back to back
+	ends     []int    // end offset of each payload in arena
+	items    []uint32 // rows of each payload
 	payloads [][]byte
 	genEnd   int   // highest delta end of this group's frames in the current generation
-	groupErr error // why the group cannot be stored; set by emit, persist or the append
+	groupErr error // why the group cannot be stored; set by emit or the append
 	rows     int
 }
 
@@ -155,7 +162,7 @@ type writer struct {
 // a group's memory without limit; the rest go to the next group.
 const maxGroupRequests = 1024
 
-func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(int) bool, maxFrameBytes int) *writer {
+func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(sfqueue.Batch) bool, maxFrameBytes int) *writer {
 	w := &writer{
 		q: q, dict: dict, enc: enc, obs: obs, room: room, maxFrameBytes: maxFrameBytes,
 		reqs: make(chan *writeRequest, maxGroupRequests),
@@ -255,7 +262,7 @@ func (w *writer) run() {
 
 // commit encodes, stores and answers one group.
 func (w *writer) commit(group []*writeRequest) {
-	w.arena, w.ends, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], 0, nil, 0
+	w.arena, w.ends, w.items, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], w.items[:0], 0, nil, 0
 
 	// Ids assigned by an earlier group that failed to append are defined by
 	// no queued frame: re-register them first (rowless deferred frames).
@@ -266,10 +273,10 @@ func (w *writer) commit(group []*writeRequest) {
 		// commit closes them, so that neither the generation (when it
 		// rotates next) nor the queue (when no row follows) ends on a frame
 		// whose OK never comes.
-		err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.store)
+		err := qwp.CatchUpFrames(w.dict, from, to, w.maxFrameBytes, w.storeRowless)
 		if err == nil {
 			var commit [qwp.HeaderSize]byte
-			err = w.store(qwp.AppendCommit(commit[:0]))
+			err = w.storeRowless(qwp.AppendCommit(commit[:0]))
 		}
 		if err == nil {
 			_ = w.rotateIfFull() // sets groupErr on failure
@@ -313,9 +320,6 @@ func (w *writer) commit(group []*writeRequest) {
 		// the next group.
 		w.enc.reset(w.dict)
 	}
-	if w.groupErr == nil {
-		w.groupErr = w.dict.persist()
-	}
 	var first uint64
 	if w.groupErr == nil && len(w.ends) > 0 {
 		w.payloads = w.payloads[:0]
@@ -324,21 +328,26 @@ func (w *writer) commit(group []*writeRequest) {
 			w.payloads = append(w.payloads, w.arena[start:end:end])
 			start = end
 		}
-		if w.room != nil && !w.room(len(w.arena)) {
+		b := sfqueue.Batch{Payloads: w.payloads, Items: w.items, Symbols: w.dict.pending(), IndexBytes: w.dict.IndexBytes()}
+		if w.room != nil && !w.room(b) {
 			w.obs.groupStalled()
 		}
 		ctx, cancel := groupContext(group)
-		last, err := w.q.AppendBatch(ctx, w.payloads)
+		last, err := w.q.AppendWith(ctx, b)
 		cancel()
 		clear(w.payloads)
 		if err != nil {
 			w.groupErr = err
 		} else {
 			first = last - uint64(len(w.ends)) + 1
+			w.dict.storedPending()
 			w.dict.markQueued(w.genEnd)
 			w.obs.groupAppended(len(group), len(w.ends), w.rows)
 		}
 	}
+	// Entries of generations rotated away from went with the frames, or
+	// are abandoned with them.
+	w.dict.dropRetired()
 	if w.groupErr != nil {
 		w.obs.groupFailed(len(group), w.groupErr)
 	}
@@ -354,9 +363,12 @@ func (w *writer) commit(group []*writeRequest) {
 	}
 }
 
-// store appends one finished message to the group with its generation
-// prefix.
-func (w *writer) store(frame []byte) error {
+// storeRowless stores a message without rows (catch-up, bare commit).
+func (w *writer) storeRowless(frame []byte) error { return w.store(frame, 0) }
+
+// store appends one finished message carrying rows rows to the group with
+// its generation prefix.
+func (w *writer) store(frame []byte, rows int) error {
 	if w.groupErr != nil {
 		return w.groupErr
 	}
@@ -369,13 +381,14 @@ func (w *writer) store(frame []byte) error {
 	w.arena = appendGenPrefix(w.arena, w.dict.Gen())
 	w.arena = append(w.arena, frame...)
 	w.ends = append(w.ends, len(w.arena))
+	w.items = append(w.items, uint32(rows))
 	return nil
 }
 
 // emit stores a message of the encoder and starts a new dictionary
 // generation once the current one is full.
 func (w *writer) emit(frame []byte) error {
-	if err := w.store(frame); err != nil {
+	if err := w.store(frame, w.enc.frameRows()); err != nil {
 		return err
 	}
 	return w.rotateIfFull()
@@ -388,10 +401,7 @@ func (w *writer) rotateIfFull() error {
 	if !w.dict.full() {
 		return nil
 	}
-	if err := w.dict.rotate(); err != nil {
-		w.groupErr = err
-		return err
-	}
+	w.dict.rotate()
 	w.genEnd = 0
 	w.enc.reset(w.dict)
 	return nil

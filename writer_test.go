@@ -168,6 +168,8 @@ func (e *tinyEncoder) flush(emit func([]byte) error) error {
 
 func (e *tinyEncoder) reset(dict qwp.SymbolDict) { e.enc.Reset(dict) }
 
+func (e *tinyEncoder) frameRows() int { return e.enc.FinishedRows() }
+
 // countingObserver records the writer's telemetry calls.
 type countingObserver struct {
 	groups, callers, frames, rows, failed, stalls atomic.Int64
@@ -227,30 +229,25 @@ func testLogs(base, n int) plog.Logs {
 }
 
 // checkingQueue wraps a queue and fails the test when a frame arrives
-// before the dictionary entries it defines or references are persisted, or
-// references an id of another generation.
+// without the dictionary entries it defines or references (stored before,
+// or in its own batch), or references an id of another generation.
 type checkingQueue struct {
 	*sfqueue.Queue
 	t        testing.TB
 	appends  atomic.Int64
-	failNext atomic.Int64  // fail this many AppendBatch calls
-	failSyms atomic.Int64  // fail this many AddSymbols calls
-	block    chan struct{} // when non-nil, AppendBatch waits for it
-	entered  chan struct{} // receives when AppendBatch starts waiting on block
+	failNext atomic.Int64  // fail this many AppendWith calls
+	failSyms atomic.Int64  // fail this many AppendWith calls that carry dictionary entries
+	block    chan struct{} // when non-nil, AppendWith waits for it
+	entered  chan struct{} // receives when AppendWith starts waiting on block
+	// items is the item count appended with each FSN (the writer's
+	// goroutine writes it; read it once the writes returned).
+	items sync.Map // uint64 -> uint32
 }
 
 var errInjected = errors.New("injected append failure")
 
-func (c *checkingQueue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
-	if c.failSyms.Load() > 0 {
-		c.failSyms.Add(-1)
-		return errInjected
-	}
-	return c.Queue.AddSymbols(gen, firstID, entries)
-}
-
-func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
-	for _, p := range payloads {
+func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64, error) {
+	for _, p := range b.Payloads {
 		gen, msg, err := splitPayload(p)
 		if err != nil {
 			c.t.Errorf("stored payload: %v", err)
@@ -261,8 +258,14 @@ func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uin
 			c.t.Errorf("stored message: %v", err)
 			continue
 		}
-		if have := len(c.Symbols(gen)); end > have {
-			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are persisted", gen, end, have)
+		have := len(c.Symbols(gen))
+		for _, r := range b.Symbols {
+			if r.Gen == gen && r.FirstID == have {
+				have += len(r.Entries)
+			}
+		}
+		if end > have {
+			c.t.Errorf("frame of generation %d defines ids up to %d, but only %d are stored or come with it", gen, end, have)
 		}
 	}
 	if c.block != nil {
@@ -277,14 +280,28 @@ func (c *checkingQueue) AppendBatch(ctx context.Context, payloads [][]byte) (uin
 		c.failNext.Add(-1)
 		return 0, errInjected
 	}
+	if len(b.Symbols) > 0 && c.failSyms.Load() > 0 {
+		c.failSyms.Add(-1)
+		return 0, errInjected
+	}
 	c.appends.Add(1)
-	return c.Queue.AppendBatch(ctx, payloads)
+	last, err := c.Queue.AppendWith(ctx, b)
+	if err == nil {
+		if len(b.Items) != len(b.Payloads) {
+			c.t.Errorf("AppendWith of %d payloads with %d item counts", len(b.Payloads), len(b.Items))
+		}
+		for i, n := range b.Items {
+			c.items.Store(last-uint64(len(b.Items)-1-i), n)
+		}
+	}
+	return last, err
 }
 
 // decodedQueue is every row in a queue, decoded as a server would: one
 // connection per generation, starting with an empty dictionary.
 type decodedQueue struct {
 	ids   map[int64]int            // row id -> times seen
+	rows  map[uint64]int           // FSN -> rows its frame holds
 	syms  map[int64]string         // metric row id -> its sym value
 	gens  []uint32                 // generation of each frame
 	dicts map[uint32]*qwptest.Dict // server dictionary at the end of each generation
@@ -292,11 +309,11 @@ type decodedQueue struct {
 
 func decodeQueue(t testing.TB, q *sfqueue.Queue) decodedQueue {
 	t.Helper()
-	out := decodedQueue{ids: map[int64]int{}, syms: map[int64]string{}, dicts: map[uint32]*qwptest.Dict{}}
+	out := decodedQueue{ids: map[int64]int{}, rows: map[uint64]int{}, syms: map[int64]string{}, dicts: map[uint32]*qwptest.Dict{}}
 	cur := q.NewCursor()
 	var dec *qwptest.Decoder
 	for {
-		_, payload, ok, err := cur.Next()
+		fsn, payload, ok, err := cur.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +336,9 @@ func decodeQueue(t testing.TB, q *sfqueue.Queue) decodedQueue {
 		if err != nil {
 			t.Fatalf("frame %d (generation %d) does not decode on a fresh connection of its generation: %v", len(out.gens)-1, gen, err)
 		}
+		out.rows[fsn] = 0
 		for _, b := range m.Tables {
+			out.rows[fsn] += b.Rows
 			var ids, syms []any
 			for _, c := range b.Columns {
 				switch c.Name {
@@ -387,11 +406,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	obs := &countingObserver{}
-	room := func(n int) bool {
-		st := q.Stats()
-		return st.UsedBytes+int64(n) <= st.CapacityBytes
-	}
-	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, room, maxFrame)
+	w := newWriter(cq, dict, newTinyEncoder(t, dict, maxFrame), obs, q.Fits, maxFrame)
 	t.Cleanup(func() {
 		w.close()
 		q.Close()
@@ -464,7 +479,7 @@ func TestWriterConcurrentCallersEachStoredOnce(t *testing.T) {
 }
 
 func TestWriterGroupsWaitingCallers(t *testing.T) {
-	// Hold the first group inside AppendBatch while more callers queue up:
+	// Hold the first group inside AppendWith while more callers queue up:
 	// they must all be committed by one following group.
 	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
 	f.q.block = make(chan struct{})
@@ -495,7 +510,7 @@ func TestWriterGroupsWaitingCallers(t *testing.T) {
 		t.Fatalf("%d groups for 1 + %d callers, want 2 (the waiting callers share one group)", g, waiting)
 	}
 	if a := f.q.appends.Load(); a != 2 {
-		t.Fatalf("%d AppendBatch calls, want 2", a)
+		t.Fatalf("%d AppendWith calls, want 2", a)
 	}
 }
 
@@ -582,6 +597,43 @@ func TestWriterFailedGroupCatchUp(t *testing.T) {
 	}
 }
 
+// TestWriterStoresRowsPerFrame: every frame goes to the queue with the
+// rows it holds (what an eviction counts), across frames split by size,
+// dictionary generations, and the rowless catch-up and commit frames after
+// a failed group.
+func TestWriterStoresRowsPerFrame(t *testing.T) {
+	f := newWriterFixture(t, sfqueue.Options{}, 40, 512)
+	uniq := func(id int) string { return fmt.Sprintf("sym-%d", id) }
+	f.q.failNext.Store(1)
+	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 5, uniq)); !errors.Is(err, errInjected) {
+		t.Fatalf("failed append returned %v, want the injected error", err)
+	}
+	for i := range 6 {
+		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 100*(i+1), 30, uniq)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.w.writeLogs(context.Background(), testLogs(10_000+100*i, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := decodeQueue(t, f.q.Queue)
+	var rowless, total int
+	for fsn, rows := range got.rows {
+		n, ok := f.q.items.Load(fsn)
+		if !ok || int(n.(uint32)) != rows {
+			t.Errorf("FSN %d holds %d rows, appended with item count %v (recorded %v)", fsn, rows, n, ok)
+		}
+		if rows == 0 {
+			rowless++
+		}
+		total += rows
+	}
+	if len(got.gens) < 4 || got.gens[len(got.gens)-1] == 0 || rowless == 0 || total != 6*(30+7) {
+		t.Fatalf("%d frames in generations up to %d, %d rowless, %d rows; want several frames, a rotation, catch-up frames and %d rows",
+			len(got.gens), got.gens[len(got.gens)-1], rowless, total, 6*(30+7))
+	}
+}
+
 func TestWriterPerCallerResults(t *testing.T) {
 	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
 	f.q.block = make(chan struct{})
@@ -597,7 +649,7 @@ func TestWriterPerCallerResults(t *testing.T) {
 			results <- result{name, err}
 		})
 	}
-	submit("first", 0) // holds the writer in AppendBatch
+	submit("first", 0) // holds the writer in AppendWith
 	<-f.q.entered
 	submit("ok", 10)
 	submit("fail", 20)
@@ -792,7 +844,7 @@ func TestWriterRotationFailureThenCatchUp(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	for b := 1; b <= 3; b++ {
 		if _, err := f.w.writeMetrics(context.Background(), testGauge("g", b*10, 3, uniq)); err != nil {
@@ -825,7 +877,7 @@ func TestWriterCatchUpNeverEndsTheQueueDeferred(t *testing.T) {
 	uniq := func(id int) string { return fmt.Sprintf("symbol-number-%d", id) }
 	f.q.failSyms.Store(1)
 	if _, err := f.w.writeMetrics(context.Background(), testGauge("g", 0, 3, uniq)); !errors.Is(err, errInjected) {
-		t.Fatalf("group whose dictionary could not be persisted returned %v", err)
+		t.Fatalf("group whose dictionary could not be stored returned %v", err)
 	}
 	if _, err := f.w.writeMetrics(context.Background(), pmetric.NewMetrics()); err != nil {
 		t.Fatal(err)

@@ -17,42 +17,93 @@ func CatchUpFrames(dict SymbolDict, from, to int, maxFrameBytes int, emit func(f
 	if from < 0 || from > to || to > dict.Len() {
 		return fmt.Errorf("qwp: catch-up range [%d, %d) is not within the dictionary's %d entries", from, to, dict.Len())
 	}
+	e := NewCatchUpEncoder(from, maxFrameBytes, emit)
+	for id := from; id < to; id++ {
+		if err := e.Add(dict.Entry(id)); err != nil {
+			return err
+		}
+	}
+	return e.Flush()
+}
+
+// catchUpGap is the room a CatchUpEncoder keeps before a frame's entries for
+// the header and the start and count varints, written once the frame is
+// complete (ids stay below MaxSymbolDictSize, so each varint fits in a
+// MaxVarintLen32).
+const catchUpGap = HeaderSize + 2*binary.MaxVarintLen32
+
+// CatchUpEncoder builds the frames of CatchUpFrames from entries given one
+// at a time, in id order: the same frames, but the caller never needs the
+// whole dictionary in memory. A dictionary streamed from disk costs one
+// frame (at most maxFrameBytes) and the caller's read buffer.
+type CatchUpEncoder struct {
+	limit int
+	emit  func(frame []byte) error
+	start int    // id of the pending frame's first entry
+	count int    // entries in the pending frame
+	buf   []byte // catchUpGap bytes of room, then the pending frame's entries
+}
+
+// NewCatchUpEncoder returns an encoder whose first entry is id from; see
+// CatchUpFrames for maxFrameBytes and emit.
+func NewCatchUpEncoder(from, maxFrameBytes int, emit func(frame []byte) error) *CatchUpEncoder {
 	limit := maxFrameBytes
 	if limit <= 0 || limit > HeaderSize+MaxPayloadBytes {
 		limit = HeaderSize + MaxPayloadBytes
 	}
-	var buf []byte
-	for start := from; start < to; {
-		// Take entries while the frame, with its count varint, still fits.
-		end, entryBytes := start, 0
-		for end < to {
-			n := len(dict.Entry(end))
-			add := uvarintLen(uint64(n)) + n
-			size := HeaderSize + uvarintLen(uint64(start)) + uvarintLen(uint64(end+1-start)) + entryBytes + add
-			if size > limit {
-				break
-			}
-			entryBytes += add
-			end++
-		}
-		if end == start {
-			return fmt.Errorf("qwp: symbol id %d (%d bytes) does not fit in a %d-byte catch-up frame",
-				start, len(dict.Entry(start)), limit)
-		}
-		payload := uvarintLen(uint64(start)) + uvarintLen(uint64(end-start)) + entryBytes
-		buf = appendHeader(buf[:0], FlagDeferCommit|FlagDeltaSymbolDict, 0, payload)
-		buf = binary.AppendUvarint(buf, uint64(start))
-		buf = binary.AppendUvarint(buf, uint64(end-start))
-		for id := start; id < end; id++ {
-			sym := dict.Entry(id)
-			buf = binary.AppendUvarint(buf, uint64(len(sym)))
-			buf = append(buf, sym...)
-		}
-		if err := emit(buf); err != nil {
+	return &CatchUpEncoder{limit: limit, emit: emit, start: from, buf: make([]byte, catchUpGap)}
+}
+
+// Add takes the next entry. When it does not fit in the pending frame, that
+// frame is emitted first. entry is copied: the caller may reuse it.
+func (e *CatchUpEncoder) Add(entry []byte) error {
+	n := len(entry)
+	add := uvarintLen(uint64(n)) + n
+	if e.count > 0 && e.size(add) > e.limit {
+		if err := e.Flush(); err != nil {
 			return err
 		}
-		start = end
 	}
+	if e.size(add) > e.limit {
+		return fmt.Errorf("qwp: symbol id %d (%d bytes) does not fit in a %d-byte catch-up frame", e.start, n, e.limit)
+	}
+	if need := len(e.buf) + add; need > cap(e.buf) {
+		// Doubling, up to the largest frame: append's growth of large
+		// slices (1.25x) would allocate about five frames to build one.
+		grown := make([]byte, len(e.buf), min(max(2*cap(e.buf), need), catchUpGap+e.limit))
+		copy(grown, e.buf)
+		e.buf = grown
+	}
+	e.buf = binary.AppendUvarint(e.buf, uint64(n))
+	e.buf = append(e.buf, entry...)
+	e.count++
+	return nil
+}
+
+// size is the pending frame's size with one more entry of add bytes.
+func (e *CatchUpEncoder) size(add int) int {
+	return HeaderSize + uvarintLen(uint64(e.start)) + uvarintLen(uint64(e.count+1)) + len(e.buf) - catchUpGap + add
+}
+
+// Flush emits the pending frame, if it holds any entry.
+func (e *CatchUpEncoder) Flush() error {
+	if e.count == 0 {
+		return nil
+	}
+	entryBytes := len(e.buf) - catchUpGap
+	var head [catchUpGap]byte
+	h := appendHeader(head[:0], FlagDeferCommit|FlagDeltaSymbolDict, 0,
+		uvarintLen(uint64(e.start))+uvarintLen(uint64(e.count))+entryBytes)
+	h = binary.AppendUvarint(h, uint64(e.start))
+	h = binary.AppendUvarint(h, uint64(e.count))
+	off := catchUpGap - len(h)
+	copy(e.buf[off:], h)
+	if err := e.emit(e.buf[off:]); err != nil {
+		return err
+	}
+	e.start += e.count
+	e.count = 0
+	e.buf = e.buf[:catchUpGap]
 	return nil
 }
 

@@ -227,3 +227,49 @@ func TestAppendCommitAndDeferred(t *testing.T) {
 		t.Fatal("a message shorter than the header reported as deferred")
 	}
 }
+
+// TestCatchUpEncoderHoldsOneFrame: entries given one at a time come out in
+// frames as soon as the next entry would not fit, so the encoder holds at
+// most one frame whatever the dictionary's size, and the caller may reuse
+// the entry's buffer.
+func TestCatchUpEncoderHoldsOneFrame(t *testing.T) {
+	const from, n, limit = 7, 5000, 300
+	var got []string
+	e := NewCatchUpEncoder(from, limit, func(f []byte) error {
+		m, err := decodeMessage(f)
+		if err != nil {
+			return err
+		}
+		if len(f) > limit || m.dictStart != from+len(got) || m.flags != FlagDeferCommit|FlagDeltaSymbolDict {
+			return fmt.Errorf("frame of %d bytes starts at id %d with flags %#x, want at most %d bytes from id %d", len(f), m.dictStart, m.flags, limit, from+len(got))
+		}
+		for _, s := range m.dict {
+			got = append(got, string(s))
+		}
+		return nil
+	})
+	buf := make([]byte, 0, 64)
+	for i := range n {
+		buf = fmt.Appendf(buf[:0], "entry-%d-%s", i, strings.Repeat("y", i%23))
+		if err := e.Add(buf); err != nil {
+			t.Fatal(err)
+		}
+		if pending := len(e.buf) - catchUpGap; pending > limit || cap(e.buf) > catchUpGap+limit || len(got)+e.count != i+1 {
+			t.Fatalf("after entry %d: %d bytes pending in a buffer of %d, %d entries emitted and %d pending", i, pending, cap(e.buf), len(got), e.count)
+		}
+	}
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d entries emitted, want %d", len(got), n)
+	}
+	for i, s := range got {
+		if want := fmt.Sprintf("entry-%d-%s", i, strings.Repeat("y", i%23)); s != want {
+			t.Fatalf("entry %d = %q, want %q", i, s, want)
+		}
+	}
+	if err := e.Flush(); err != nil || len(got) != n {
+		t.Fatalf("a second Flush: %v, %d entries", err, len(got))
+	}
+}

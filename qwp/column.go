@@ -71,6 +71,7 @@ type column struct {
 	symLast  []byte
 	symID    uint32
 	symKey   uint64
+	hashed   []hashedSlot // SymbolValidHashed's cache, nil until used
 }
 
 func newColumn(name string, typ ColumnType, param byte) *column {
@@ -83,12 +84,9 @@ func newColumn(name string, typ ColumnType, param byte) *column {
 	}
 }
 
-// begin prepares the column for a value in row seq; setting a value twice in
-// one row replaces the first.
-func (c *column) begin(seq uint64) {
-	if c.setSeq == seq {
-		c.undo()
-	}
+// take prepares the column for a value in row seq, remembering where the
+// value starts so that it can be undone.
+func (c *column) take(seq uint64) {
 	c.setSeq = seq
 	c.mark = len(c.data)
 	c.markOffs = len(c.offs)
@@ -177,18 +175,6 @@ func (c *column) size(rows, nulls int, gorillaOn bool) int {
 		n += len(c.data)
 	}
 	return n
-}
-
-// grown is how many bytes the value of the row in progress adds to the
-// column's data section, the NULL bitmap aside: size's change.
-func (c *column) grown(gorillaOn bool) int {
-	switch {
-	case c.kind == kindBool:
-		return (len(c.data)+7)/8 - (c.mark+7)/8
-	case c.kind == kindTimestamp && gorillaOn:
-		return c.gor.valueBytes() - c.gorMark.valueBytes()
-	}
-	return len(c.data) - c.mark + 4*(len(c.offs)-c.markOffs)
 }
 
 // appendData appends the column's data section.

@@ -68,6 +68,8 @@ type Encoder struct {
 	dictStart int // first dictionary id of this frame's delta section
 	dictEnd   int // end of the ids covered by rows ended so far
 	dictBytes int // bytes of the entries [dictStart, dictEnd)
+
+	finishedRows int // rows of the frame the last Finish appended
 }
 
 // NewEncoder returns an encoder whose first frame's delta section starts at
@@ -110,6 +112,11 @@ func (e *Encoder) MaxFrameBytes() int { return e.limit }
 
 // Rows is the number of rows ended in the current frame.
 func (e *Encoder) Rows() int { return e.rows }
+
+// FinishedRows is the number of rows in the frame the last Finish appended
+// (0 when it appended nothing). Whoever is handed finished frames reads it
+// there: the exporter stores each frame's rows with it in the queue.
+func (e *Encoder) FinishedRows() int { return e.finishedRows }
 
 // Size is the exact length Finish would append now: 0 for a frame without
 // rows. A row in progress is not counted.
@@ -165,6 +172,7 @@ func (e *Encoder) Finish(dst []byte) []byte {
 			}
 		}
 	}
+	e.finishedRows = e.rows
 	e.clear()
 	e.dictStart = e.dictEnd
 	return dst
@@ -219,12 +227,12 @@ type Table struct {
 	// The row in progress's growth of the block, kept as it is set so that
 	// EndRow can skip a pass over every column in the common case: the
 	// same columns as the ended rows, each set once, and no NULLs in the
-	// block (see rowFast).
-	bitmaps  bool    // some column of the block has a NULL bitmap
-	cur      *column // column of the latest value, not yet in rowDelta
-	rowDelta int     // data bytes the row's settled values add
-	setCols  int     // columns set in the row
-	twice    bool    // some column was set twice in the row
+	// block (see rowFast). Each setter adds its value's bytes.
+	bitmaps  bool   // some column of the block has a NULL bitmap
+	rowDelta int    // data bytes the row's values add
+	setCols  int    // columns set in the row
+	twice    bool   // some column was set twice in the row
+	epoch    uint64 // rollbacks that took columns out of the block (see SymbolRun)
 }
 
 // Name is the table's name.
@@ -335,7 +343,6 @@ func (t *Table) EndRow() error {
 	rows := t.rows + 1
 	var block int
 	anyNulls := false // any column with a bitmap after this row
-	t.settle()
 	if t.rowFast() {
 		block = t.size - uvarintLen(uint64(t.rows)) + uvarintLen(uint64(rows)) + t.rowDelta
 	} else {
@@ -400,18 +407,10 @@ func (t *Table) blockSize(rows int) (block int, anyNulls bool) {
 	return block, anyNulls
 }
 
-// settle adds the latest value's bytes to rowDelta.
-func (t *Table) settle() {
-	if t.cur != nil {
-		t.rowDelta += t.cur.grown(t.e.opts.Gorilla)
-		t.cur = nil
-	}
-}
-
 // newRow starts the next row.
 func (t *Table) newRow() {
 	t.seq++
-	t.cur, t.rowDelta, t.setCols, t.twice = nil, 0, 0, false
+	t.rowDelta, t.setCols, t.twice = 0, 0, false
 }
 
 // CancelRow drops the row in progress.
@@ -431,6 +430,9 @@ func (t *Table) rollback() {
 	for _, c := range t.active[t.kept:] {
 		t.schema -= c.schema
 		c.reset()
+	}
+	if len(t.active) > t.kept {
+		t.epoch++ // columns left the block: disarm every SymbolRun
 	}
 	t.active = t.active[:t.kept]
 	t.rowErr = nil
@@ -466,8 +468,24 @@ func (t *Table) appendBlock(dst []byte) []byte {
 }
 
 // value returns the column of handle h ready to take a value of typ in the
-// row in progress, or nil after recording why it cannot.
+// row in progress, or nil after recording why it cannot. The caller adds
+// the value's bytes to rowDelta (took, tookVar).
 func (t *Table) value(h Col, typ ColumnType) *column {
+	// The common case, inlined into the setters: a column of this table
+	// and type that the block has and the row has not set yet.
+	if h.t == t {
+		if c := t.pool[h.i]; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
+			c.take(t.seq)
+			t.setCols++
+			return c
+		}
+	}
+	return t.valueSlow(h, typ)
+}
+
+// valueSlow is value for a handle or type that is wrong, a column joining
+// the block, or a column set twice in the row.
+func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 	// The table joins the frame first, so that Finish cancels this row
 	// even when it only recorded an error.
 	e := t.e
@@ -496,14 +514,20 @@ func (t *Table) value(h Col, typ ColumnType) *column {
 	}
 	if c.setSeq == t.seq {
 		t.twice = true
+		c.undo() // setting a value twice in one row replaces the first
 	} else {
 		t.setCols++
 	}
-	t.settle()
-	t.cur = c
-	c.begin(t.seq)
+	c.take(t.seq)
 	return c
 }
+
+// took adds to rowDelta the bytes of the value just appended to c, a
+// column of fixed-width or variable-width values without offsets.
+func (t *Table) took(c *column) { t.rowDelta += len(c.data) - c.mark }
+
+// tookVar is took for a VARCHAR or BINARY value (its bytes and offset).
+func (t *Table) tookVar(c *column) { t.rowDelta += len(c.data) - c.mark + 4 }
 
 func (t *Table) fail(err error) {
 	if t.rowErr == nil {
@@ -525,6 +549,7 @@ func (t *Table) Bool(h Col, v bool) {
 			b = 1
 		}
 		c.data = append(c.data, b)
+		t.rowDelta += (len(c.data)+7)/8 - (c.mark+7)/8 // one bit per value
 	}
 }
 
@@ -532,6 +557,7 @@ func (t *Table) Bool(h Col, v bool) {
 func (t *Table) Byte(h Col, v int8) {
 	if c := t.value(h, TypeByte); c != nil {
 		c.data = append(c.data, byte(v))
+		t.took(c)
 	}
 }
 
@@ -539,6 +565,7 @@ func (t *Table) Byte(h Col, v int8) {
 func (t *Table) Short(h Col, v int16) {
 	if c := t.value(h, TypeShort); c != nil {
 		c.appendU16(uint16(v))
+		t.took(c)
 	}
 }
 
@@ -546,6 +573,7 @@ func (t *Table) Short(h Col, v int16) {
 func (t *Table) Char(h Col, v uint16) {
 	if c := t.value(h, TypeChar); c != nil {
 		c.appendU16(v)
+		t.took(c)
 	}
 }
 
@@ -553,6 +581,7 @@ func (t *Table) Char(h Col, v uint16) {
 func (t *Table) Int(h Col, v int32) {
 	if c := t.value(h, TypeInt); c != nil {
 		c.appendU32(uint32(v))
+		t.took(c)
 	}
 }
 
@@ -561,6 +590,7 @@ func (t *Table) Int(h Col, v int32) {
 func (t *Table) IPv4(h Col, v uint32) {
 	if c := t.value(h, TypeIPv4); c != nil {
 		c.appendU32(v)
+		t.took(c)
 	}
 }
 
@@ -568,6 +598,7 @@ func (t *Table) IPv4(h Col, v uint32) {
 func (t *Table) Float(h Col, v float32) {
 	if c := t.value(h, TypeFloat); c != nil {
 		c.appendU32(math.Float32bits(v))
+		t.took(c)
 	}
 }
 
@@ -575,6 +606,7 @@ func (t *Table) Float(h Col, v float32) {
 func (t *Table) Long(h Col, v int64) {
 	if c := t.value(h, TypeLong); c != nil {
 		c.appendU64(uint64(v))
+		t.took(c)
 	}
 }
 
@@ -582,6 +614,7 @@ func (t *Table) Long(h Col, v int64) {
 func (t *Table) Double(h Col, v float64) {
 	if c := t.value(h, TypeDouble); c != nil {
 		c.appendF64(v)
+		t.took(c)
 	}
 }
 
@@ -589,6 +622,7 @@ func (t *Table) Double(h Col, v float64) {
 func (t *Table) Date(h Col, millis int64) {
 	if c := t.value(h, TypeDate); c != nil {
 		c.appendU64(uint64(millis))
+		t.took(c)
 	}
 }
 
@@ -602,7 +636,14 @@ func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestam
 func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 	if c := t.value(h, typ); c != nil {
 		c.appendU64(uint64(v))
-		c.gor.add(v)
+		if t.e.opts.Gorilla {
+			before := c.gor.valueBytes()
+			c.gor.add(v)
+			t.rowDelta += c.gor.valueBytes() - before
+		} else {
+			c.gor.add(v)
+			t.rowDelta += 8
+		}
 	}
 }
 
@@ -611,6 +652,7 @@ func (t *Table) UUID(h Col, lo, hi uint64) {
 	if c := t.value(h, TypeUUID); c != nil {
 		c.appendU64(lo)
 		c.appendU64(hi)
+		t.took(c)
 	}
 }
 
@@ -621,6 +663,7 @@ func (t *Table) Long256(h Col, v [4]uint64) { t.words(h, TypeLong256, v[:]) }
 func (t *Table) Decimal64(h Col, unscaled int64) {
 	if c := t.value(h, TypeDecimal64); c != nil {
 		c.appendU64(uint64(unscaled))
+		t.took(c)
 	}
 }
 
@@ -630,6 +673,7 @@ func (t *Table) Decimal128(h Col, lo, hi uint64) {
 	if c := t.value(h, TypeDecimal128); c != nil {
 		c.appendU64(lo)
 		c.appendU64(hi)
+		t.took(c)
 	}
 }
 
@@ -642,6 +686,7 @@ func (t *Table) words(h Col, typ ColumnType, w []uint64) {
 		for _, x := range w {
 			c.appendU64(x)
 		}
+		t.took(c)
 	}
 }
 
@@ -659,21 +704,22 @@ func (t *Table) Geohash(h Col, v uint64) {
 	for i := 0; i < (int(c.param)+7)/8; i++ {
 		c.data = append(c.data, byte(v>>(8*i)))
 	}
+	t.took(c)
 }
 
 // Symbol sets a SYMBOL value, registering it in the dictionary when new.
 // It must be valid UTF-8.
-func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0, false) }
+func (t *Table) Symbol(h Col, v []byte) { t.symbol(h, v, 0, false, false, 0) }
 
 // SymbolValid is Symbol for bytes the caller guarantees are valid UTF-8,
 // because it built them itself (repairing what it copied from elsewhere):
 // they are not validated again. Invalid bytes here make a frame the server
 // refuses, so anything not built that way goes through Symbol.
-func (t *Table) SymbolValid(h Col, v []byte) { t.symbol(h, v, 0, true) }
+func (t *Table) SymbolValid(h Col, v []byte) { t.symbol(h, v, 0, true, false, 0) }
 
 // SymbolString is Symbol for a string.
 func (t *Table) SymbolString(h Col, v string) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0, false) // read only: SymbolDict must not retain or modify it
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), 0, false, false, 0) // read only: SymbolDict must not retain or modify it
 }
 
 // NewSymbolKey returns a key for SymbolKeyed that no other call returns in
@@ -688,59 +734,150 @@ var symbolKeys atomic.Uint64
 // the column's previous value in this frame had the same key, its id is
 // reused without reading v, saving the comparison of a long value row after
 // row. Key 0 names nothing: SymbolKeyed is then Symbol.
-func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key, false) }
+func (t *Table) SymbolKeyed(h Col, v []byte, key uint64) { t.symbol(h, v, key, false, false, 0) }
 
 // SymbolStringKeyed is SymbolKeyed for a string.
 func (t *Table) SymbolStringKeyed(h Col, v string, key uint64) {
-	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false) // read only, as in SymbolString
+	t.symbol(h, unsafe.Slice(unsafe.StringData(v), len(v)), key, false, false, 0) // read only, as in SymbolString
 }
 
-// KeyedSymbol is one value for SymbolsKeyed: v for column Col, named by
-// Key as in SymbolKeyed.
-type KeyedSymbol struct {
-	Col   Col
-	Value []byte
-	Key   uint64
+// SymbolRun is a run of SYMBOL values that many rows of one table repeat
+// as they are (a resource's, a scope's and a metric's columns): build it
+// once with Add, then write it into each row with Table.Symbols. The run
+// remembers the dictionary id of each value for the frame in progress, so
+// after the first row of a frame a value costs its id's bytes and the row
+// bookkeeping, none of a setter's checks or lookups. The values' bytes are
+// only read, and must not change until Reset.
+type SymbolRun struct {
+	ents []runEntry
+
+	// Armed: every value has its id for frame and its column in t's
+	// block, which stays so until the frame ends or a rollback takes
+	// columns out of the block (t.epoch changes); small: every id takes
+	// one byte.
+	t     *Table
+	frame uint64
+	epoch uint64
+	small bool
 }
 
-// KeyedSymbolString is a KeyedSymbol for a string value; the string is only
-// read, as in SymbolString.
-func KeyedSymbolString(c Col, v string, key uint64) KeyedSymbol {
-	return KeyedSymbol{Col: c, Value: unsafe.Slice(unsafe.StringData(v), len(v)), Key: key}
+type runEntry struct {
+	col   Col
+	v     []byte
+	c     *column // col's column, once a row of frame took the value
+	frame uint64  // Encoder.frame in which id holds; 0: none
+	id    uint32
 }
 
-// SymbolsKeyed sets each of vals in order, exactly as SymbolKeyed would
-// one by one. It is for a run of columns whose values the caller repeats
-// row after row (a resource's, a scope's and a metric's columns): a value
-// whose key is its column's last one in this frame, in a column the block
-// already has and the row has not set, takes the cached id with none of a
-// setter's per-call checks.
-func (t *Table) SymbolsKeyed(vals []KeyedSymbol) {
-	e := t.e
-	for i := range vals {
-		v := &vals[i]
-		if v.Col.t == t && v.Key != 0 && t.frame == e.frame {
-			c := t.pool[v.Col.i]
-			if c.frame == e.frame && c.symFrame == e.frame && c.symKey == v.Key && c.setSeq != t.seq && c.typ == TypeSymbol {
-				// What value and begin record for a first value in the
-				// row, with its growth added at once instead of settled
-				// by the next setter.
-				c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
-				c.data = binary.AppendUvarint(c.data, uint64(c.symID))
-				t.rowDelta += len(c.data) - c.mark
-				t.setCols++
-				continue
+// Reset empties the run, dropping its references to the values.
+func (r *SymbolRun) Reset() {
+	clear(r.ents)
+	*r = SymbolRun{ents: r.ents[:0]}
+}
+
+// Add appends v for column c.
+func (r *SymbolRun) Add(c Col, v []byte) {
+	r.ents = append(r.ents, runEntry{col: c, v: v})
+	r.t = nil // disarm
+}
+
+// AddString appends v for column c; the string is only read, as in
+// SymbolString.
+func (r *SymbolRun) AddString(c Col, v string) {
+	r.Add(c, unsafe.Slice(unsafe.StringData(v), len(v)))
+}
+
+// Symbols sets each value of run in order, exactly as Symbol would one by
+// one. Once a row of the frame has taken every value, later rows write the
+// ids the run holds, checking per value only that the row has not set the
+// column yet.
+func (t *Table) Symbols(run *SymbolRun) {
+	ents := run.ents
+	i := 0
+	if run.t == t && run.frame == t.e.frame && run.epoch == t.epoch && run.small {
+		// A loop that calls nothing, so keeps its state in registers; a
+		// value it cannot take (its column set earlier in the row, or
+		// full) goes to the general path with the rest.
+		seq := t.seq
+		for ; i < len(ents); i++ {
+			c := ents[i].c
+			n := len(c.data)
+			if c.setSeq == seq || n == cap(c.data) {
+				break
 			}
+			// What value records for a first value in the row (a SYMBOL
+			// column has no offsets: markOffs stays 0).
+			c.setSeq, c.mark = seq, n
+			c.data = c.data[:n+1]
+			c.data[n] = byte(ents[i].id)
 		}
-		t.symbol(v.Col, v.Value, v.Key, false)
+		t.rowDelta += i
+		t.setCols += i
+		if i == len(ents) {
+			return
+		}
+	}
+	for ; i < len(ents); i++ {
+		t.runValue(&ents[i])
+	}
+	t.arm(run)
+}
+
+// arm arms run for t when every value has its id for this frame and its
+// column in the block.
+func (t *Table) arm(run *SymbolRun) {
+	frame := t.e.frame
+	run.t, run.small = nil, true
+	for i := range run.ents {
+		en := &run.ents[i]
+		if en.frame != frame || en.col.t != t || en.c.frame != frame {
+			return
+		}
+		run.small = run.small && en.id < 0x80
+	}
+	run.t, run.frame, run.epoch = t, frame, t.epoch
+}
+
+// runValue is Symbols for one value: its id when the run holds it for this
+// frame, else Symbol, remembering the id it got.
+func (t *Table) runValue(en *runEntry) {
+	frame := t.e.frame
+	if c := en.c; en.frame == frame && en.col.t == t && c.frame == frame && c.setSeq != t.seq {
+		n := len(c.data)
+		c.setSeq, c.mark, c.markOffs = t.seq, n, len(c.offs)
+		c.data = binary.AppendUvarint(c.data, uint64(en.id))
+		t.rowDelta += len(c.data) - n
+		t.setCols++
+		return
+	}
+	t.symbol(en.col, en.v, 0, false, false, 0)
+	if en.col.t == t && t.rowErr == nil {
+		c := t.pool[en.col.i]
+		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
+			en.c, en.frame, en.id = c, frame, c.symID
+		}
 	}
 }
 
-// symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid).
-func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
+// symbol sets a SYMBOL value; valid skips the UTF-8 check (SymbolValid);
+// hashed looks the value up in the column's cache under hash first
+// (SymbolValidHashed).
+func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uint64) {
 	c := t.value(h, TypeSymbol)
 	if c == nil {
 		return
+	}
+	var slot *hashedSlot
+	if hashed {
+		if c.hashed == nil {
+			c.hashed = make([]hashedSlot, hashedSlots)
+		}
+		slot = &c.hashed[hash&(hashedSlots-1)]
+		if slot.set && slot.hash == hash && int(slot.id) < t.e.dict.Len() && bytes.Equal(t.e.dict.Entry(int(slot.id)), v) {
+			c.data = binary.AppendUvarint(c.data, uint64(slot.id))
+			t.took(c)
+			return
+		}
 	}
 	// Most SYMBOL columns repeat the previous row's value (service, metric,
 	// scope, resource attributes): reuse its id without validating or
@@ -750,28 +887,54 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid bool) {
 		// The bytes matched under another key (a new metric with the
 		// previous one's unit): the new key names them from now on.
 		c.symKey = key
-		c.data = binary.AppendUvarint(c.data, uint64(c.symID))
-		return
+	} else {
+		if !valid && !utf8.Valid(v) {
+			t.badValue(c, "symbol %q is not valid UTF-8", v)
+			return
+		}
+		// An entry no frame can carry would stay pending forever and make
+		// every later frame too large: refuse it before it is registered.
+		if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
+			t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
+			return
+		}
+		id := t.e.dict.ID(v)
+		if id >= MaxSymbolDictSize {
+			t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
+			return
+		}
+		c.symFrame, c.symID, c.symKey = t.e.frame, id, key
+		c.symLast = append(c.symLast[:0], v...)
 	}
-	if !valid && !utf8.Valid(v) {
-		t.badValue(c, "symbol %q is not valid UTF-8", v)
-		return
+	if slot != nil {
+		slot.hash, slot.id, slot.set = hash, c.symID, true
 	}
-	// An entry no frame can carry would stay pending forever and make
-	// every later frame too large: refuse it before it is registered.
-	if n := HeaderSize + 2*binary.MaxVarintLen32 + uvarintLen(uint64(len(v))) + len(v); n > t.e.limit {
-		t.badValue(c, "a %d-byte symbol cannot fit in a %d-byte frame", len(v), t.e.limit)
-		return
-	}
-	id := t.e.dict.ID(v)
-	if id >= MaxSymbolDictSize {
-		t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
-		return
-	}
-	c.symFrame, c.symID, c.symKey = t.e.frame, id, key
-	c.symLast = append(c.symLast[:0], v...)
-	c.data = binary.AppendUvarint(c.data, uint64(id))
+	c.data = binary.AppendUvarint(c.data, uint64(c.symID))
+	t.took(c)
 }
+
+// hashedSlots is the size of a column's SymbolValidHashed cache: 16 bytes
+// a slot, 64 KiB, allocated at the column's first hashed value.
+const hashedSlots = 1 << 12
+
+// hashedSlot remembers the id of the value last written with a hash.
+type hashedSlot struct {
+	hash uint64
+	id   uint32
+	set  bool
+}
+
+// SymbolValidHashed is SymbolValid for a value that comes with a 64-bit
+// hash the caller has computed anyway and that is the same whenever the
+// value recurs (series_id for a data point's attributes: it hashes the
+// attribute JSON and the metric). The column keeps the id of the last
+// value of each hash in a small direct-mapped table; a value whose hash
+// is there and whose dictionary entry has its bytes takes that id without
+// the dictionary's lookup, which would hash and compare the value again.
+// The byte comparison makes the id exact whatever the hash: values with
+// one hash only share a slot. Cached ids outlive frames; one that the
+// dictionary no longer holds (after Reset) is not used.
+func (t *Table) SymbolValidHashed(h Col, v []byte, hash uint64) { t.symbol(h, v, 0, true, true, hash) }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
 func (t *Table) Varchar(h Col, v []byte) { t.varchar(h, v, false) }
@@ -792,6 +955,7 @@ func (t *Table) varchar(h Col, v []byte, valid bool) {
 	}
 	c.data = append(c.data, v...)
 	c.offs = append(c.offs, uint32(len(c.data)))
+	t.tookVar(c)
 }
 
 // VarcharString is Varchar for a string.
@@ -806,6 +970,7 @@ func (t *Table) VarcharString(h Col, v string) {
 	}
 	c.data = append(c.data, v...)
 	c.offs = append(c.offs, uint32(len(c.data)))
+	t.tookVar(c)
 }
 
 // Binary sets a BINARY value.
@@ -813,6 +978,7 @@ func (t *Table) Binary(h Col, v []byte) {
 	if c := t.value(h, TypeBinary); c != nil {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
+		t.tookVar(c)
 	}
 }
 
@@ -828,6 +994,7 @@ func (t *Table) DoubleArray(h Col, shape []int32, vals []float64) {
 		for _, v := range vals {
 			c.appendF64(v)
 		}
+		t.took(c)
 	}
 }
 
@@ -837,6 +1004,7 @@ func (t *Table) LongArray(h Col, shape []int32, vals []int64) {
 		for _, v := range vals {
 			c.appendU64(uint64(v))
 		}
+		t.took(c)
 	}
 }
 

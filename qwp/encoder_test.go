@@ -82,8 +82,8 @@ func TestFrameFullRollsBack(t *testing.T) {
 			t.Fatalf("after ErrFrameFull: Size() %d, frame %d bytes", size, len(frame))
 		}
 		msg, err := decodeMessage(frame)
-		if err != nil || msg.tables[0].rows != n {
-			t.Fatalf("frame after rollback: %v rows %v want %d", err, msg, n)
+		if err != nil || msg.tables[0].rows != n || e.FinishedRows() != n {
+			t.Fatalf("frame after rollback: %v rows %v, FinishedRows %d; want %d", err, msg, e.FinishedRows(), n)
 		}
 		frames = append(frames, frame)
 		m.row(i)
@@ -226,8 +226,8 @@ func TestRowTooLarge(t *testing.T) {
 func TestFinishEdgeCases(t *testing.T) {
 	dict := NewMemDict()
 	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true})
-	if got := e.Finish([]byte("keep")); string(got) != "keep" {
-		t.Fatalf("empty frame appended %q", got[4:])
+	if got := e.Finish([]byte("keep")); string(got) != "keep" || e.FinishedRows() != 0 {
+		t.Fatalf("empty frame appended %q, FinishedRows %d", got[4:], e.FinishedRows())
 	}
 	tb := mustTable(t, e, "t")
 	c := mustCol(t, tb, "c", TypeLong)
@@ -236,8 +236,11 @@ func TestFinishEdgeCases(t *testing.T) {
 	tb.Long(c, 2) // in progress at Finish: cancelled
 	f := e.Finish(nil)
 	m, err := decodeMessage(f)
-	if err != nil || m.tables[0].rows != 1 || m.tables[0].cols[0].vals[0] != int64(1) {
-		t.Fatalf("frame %v %+v; want the one ended row", err, m)
+	if err != nil || m.tables[0].rows != 1 || m.tables[0].cols[0].vals[0] != int64(1) || e.FinishedRows() != 1 {
+		t.Fatalf("frame %v %+v, FinishedRows %d; want the one ended row", err, m, e.FinishedRows())
+	}
+	if e.Finish(nil); e.FinishedRows() != 0 {
+		t.Fatalf("FinishedRows %d after a Finish that appended nothing", e.FinishedRows())
 	}
 	// Handles survive frames; a table untouched in a frame is left out.
 	other := mustTable(t, e, "other")

@@ -2,11 +2,13 @@ package qwp
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
-// keyedPair writes the same rows into two encoders: one through
-// SymbolsKeyed, the other value by value through SymbolKeyed. Their frames
+// keyedPair writes the same rows into two encoders: one through a
+// SymbolRun (kept across rows while its values stay the same, as a caller
+// keeps it), the other value by value through SymbolKeyed. Their frames
 // must be byte for byte the same.
 type keyedPair struct {
 	t       *testing.T
@@ -15,7 +17,8 @@ type keyedPair struct {
 	cols    [2][3]Col // SYMBOL columns a, b, c
 	n       [2]Col    // an INT column
 	other   [2]Col    // a column of another table
-	runs    []KeyedSymbol
+	run     SymbolRun
+	runSpec []sym // what run holds
 	written int
 }
 
@@ -59,11 +62,14 @@ func (p *keyedPair) row(before []sym, run []sym, cancel bool) [2]error {
 			tb.SymbolStringKeyed(col(s), s.v, s.key)
 		}
 		if i == 0 {
-			p.runs = p.runs[:0]
-			for _, s := range run {
-				p.runs = append(p.runs, KeyedSymbolString(col(s), s.v, s.key))
+			if !slices.Equal(run, p.runSpec) {
+				p.run.Reset()
+				for _, s := range run {
+					p.run.AddString(col(s), s.v)
+				}
+				p.runSpec = slices.Clone(run)
 			}
-			tb.SymbolsKeyed(p.runs)
+			tb.Symbols(&p.run)
 		} else {
 			for _, s := range run {
 				tb.SymbolKeyed(col(s), []byte(s.v), s.key)
@@ -77,10 +83,10 @@ func (p *keyedPair) row(before []sym, run []sym, cancel bool) [2]error {
 		}
 	}
 	if (errs[0] == nil) != (errs[1] == nil) {
-		p.t.Fatalf("row %d: EndRow %v through SymbolsKeyed, %v value by value", p.written, errs[0], errs[1])
+		p.t.Fatalf("row %d: EndRow %v through a SymbolRun, %v value by value", p.written, errs[0], errs[1])
 	}
 	if p.encs[0].Size() != p.encs[1].Size() {
-		p.t.Fatalf("row %d: frame size %d through SymbolsKeyed, %d value by value", p.written, p.encs[0].Size(), p.encs[1].Size())
+		p.t.Fatalf("row %d: frame size %d through a SymbolRun, %d value by value", p.written, p.encs[0].Size(), p.encs[1].Size())
 	}
 	p.written++
 	return errs
@@ -90,7 +96,7 @@ func (p *keyedPair) finish() {
 	p.t.Helper()
 	a, b := p.encs[0].Finish(nil), p.encs[1].Finish(nil)
 	if !bytes.Equal(a, b) {
-		p.t.Fatalf("frames differ after %d rows:\nSymbolsKeyed %x\none by one   %x", p.written, a, b)
+		p.t.Fatalf("frames differ after %d rows:\nSymbolRun  %x\none by one %x", p.written, a, b)
 	}
 	if len(a) != 0 {
 		if _, err := decodeMessage(a); err != nil {
@@ -99,7 +105,7 @@ func (p *keyedPair) finish() {
 	}
 }
 
-func TestSymbolsKeyedIsSymbolKeyedValueByValue(t *testing.T) {
+func TestSymbolRunIsSymbolKeyedValueByValue(t *testing.T) {
 	p := newKeyedPair(t)
 	k1, k2, k3 := NewSymbolKey(), NewSymbolKey(), NewSymbolKey()
 	run := []sym{{0, "svc", k1}, {1, "metric", k2}, {2, "unit", k2}}
@@ -128,4 +134,50 @@ func TestSymbolsKeyedIsSymbolKeyedValueByValue(t *testing.T) {
 		p.row(nil, run, false)
 	}
 	p.finish()
+	// A frame whose first row is cancelled after the run: its columns
+	// leave the block again, so the next row must not take the ids alone.
+	p.row(nil, run, true)
+	for range 3 {
+		p.row(nil, run, false)
+	}
+	p.finish()
+}
+
+// TestSymbolRunsAlternating: two runs kept side by side over the same
+// columns, written in turn (two metrics of one resource interleaved), with
+// a plain setter writing a third value between them; every id a run holds
+// must still be its own value's.
+func TestSymbolRunsAlternating(t *testing.T) {
+	encs := [2]*Encoder{}
+	var frames [2][]byte
+	for i := range 2 {
+		encs[i] = NewEncoder(NewMemDict(), EncoderOptions{DeltaSymbolDict: true})
+		tb := mustTable(t, encs[i], "t")
+		a, b := mustCol(t, tb, "a", TypeSymbol), mustCol(t, tb, "b", TypeSymbol)
+		var runs [2]SymbolRun
+		runs[0].AddString(a, "one")
+		runs[0].AddString(b, "x")
+		runs[1].AddString(a, "two")
+		runs[1].AddString(b, "y")
+		vals := [3][2]string{{"one", "x"}, {"two", "y"}, {"three", "z"}}
+		for row := range 12 {
+			k := row % 3
+			if i == 0 && k < 2 {
+				tb.Symbols(&runs[k])
+			} else {
+				tb.SymbolString(a, vals[k][0])
+				tb.SymbolString(b, vals[k][1])
+			}
+			if err := tb.EndRow(); err != nil {
+				t.Fatal(err)
+			}
+			if row == 7 { // a new frame midway
+				frames[i] = encs[i].Finish(frames[i])
+			}
+		}
+		frames[i] = encs[i].Finish(frames[i])
+	}
+	if !bytes.Equal(frames[0], frames[1]) {
+		t.Fatalf("frames differ:\nruns       %x\none by one %x", frames[0], frames[1])
+	}
 }

@@ -135,22 +135,3 @@ func (c *conn) goodbye() {
 	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
 	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
 }
-
-// symbols adapts a persisted dictionary generation to qwp.SymbolDict for
-// catch-up frames, which read only Len and Entry.
-type symbols struct{ entries [][]byte }
-
-func (s *symbols) Len() int            { return len(s.entries) }
-func (s *symbols) Entry(id int) []byte { return s.entries[id] }
-
-// ID completes qwp.SymbolDict. The sender never assigns ids, so a linear
-// lookup is enough.
-func (s *symbols) ID(sym []byte) uint32 {
-	for i, e := range s.entries {
-		if string(e) == string(sym) {
-			return uint32(i)
-		}
-	}
-	s.entries = append(s.entries, append([]byte(nil), sym...))
-	return uint32(len(s.entries) - 1)
-}

@@ -48,7 +48,9 @@
 // symbol dictionary of the generation of its first frame as C catch-up
 // frames (FLAG_DEFER_COMMIT|FLAG_DELTA_SYMBOL_DICT, no rows, split to
 // min(X-QWP-Max-Batch-Size, MaxBatchBytes); none when the dictionary is
-// empty; sent just before the first data frame, so the generation is known),
+// empty; sent just before the first data frame, so the generation is known;
+// read from the queue a chunk at a time into one frame at a time, so a
+// catch-up holds one frame and a read buffer, whatever the generation's size),
 // then streams stored frames from ackedFSN+1 in strict FSN order,
 // one message each, stripped of their 4-byte generation prefix. So
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -83,6 +84,12 @@ type Sender struct {
 	rejects       int    // consecutive rejections of rejectFSN with no ack of it
 	attempts      int    // failed attempts since the last connection
 	outageStart   time.Time
+
+	// beforeCatchUp, set only by tests, runs on the I/O goroutine when the
+	// cursor has read a connection's first frame and its generation's
+	// dictionary is not yet opened: where an eviction can take the frame and
+	// its generation away.
+	beforeCatchUp func(gen uint32, fsn uint64)
 }
 
 // New validates o and prepares a sender for q; nothing runs until Start.
@@ -608,10 +615,18 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 }
 
 // catchUp registers generation gen's whole dictionary on a connection before
-// its first data frame.
+// its first data frame. The dictionary is streamed from the queue into one
+// catch-up frame at a time: a full generation never sits in RAM.
 func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool) {
 	c.gen, c.genKnown = gen, true
-	dict := &symbols{entries: s.q.Symbols(gen)}
+	if s.beforeCatchUp != nil {
+		s.beforeCatchUp(gen, fsn)
+	}
+	dict, err := s.q.OpenSymbols(gen)
+	if err != nil {
+		return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, err)), true
+	}
+	defer dict.Close()
 	if _, uses, err := qwp.DeltaDictRange(msg); err == nil && uses > dict.Len() {
 		// The queue deletes a generation once no unacknowledged frame uses
 		// it: this frame was evicted after the cursor read it.
@@ -632,7 +647,7 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 		limit = m
 	}
 	var writeErr error
-	err := qwp.CatchUpFrames(dict, 0, dict.Len(), limit, func(frame []byte) error {
+	readErr, err := streamDictionary(dict, limit, func(frame []byte) error {
 		if writeErr = c.write(frame); writeErr != nil {
 			return writeErr
 		}
@@ -643,10 +658,32 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 	switch {
 	case writeErr != nil:
 		return end{kind: endBroken, err: fmt.Errorf("sender: sending the symbol dictionary to %s: %w", c.endpoint, writeErr)}, true
+	case readErr != nil:
+		return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, readErr)), true
 	case err != nil:
 		return terminal(qwp.CategoryParseError, 0, fmt.Errorf("sender: symbol dictionary generation %d cannot be registered: %w", gen, err)), true
 	}
 	return end{}, false
+}
+
+// streamDictionary passes the entries dict has left to emit as catch-up
+// frames of at most limit bytes, one frame in memory at a time. readErr is
+// a dictionary that could not be read; err is an entry no frame can carry
+// or emit's error.
+func streamDictionary(dict *sfqueue.SymbolReader, limit int, emit func(frame []byte) error) (readErr, err error) {
+	enc := qwp.NewCatchUpEncoder(0, limit, emit)
+	for {
+		e, err := dict.Next()
+		if err == io.EOF {
+			return nil, enc.Flush()
+		}
+		if err != nil {
+			return err, nil
+		}
+		if err := enc.Add(e); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // handle applies one server response.

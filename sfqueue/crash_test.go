@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,17 +210,14 @@ func (w *crashWorkload) appender(ctx context.Context, g int) error {
 		}
 		ids := make([]uint64, n)
 		payloads := make([][]byte, n)
+		items := make([]uint32, n)
 		for i := range payloads {
 			ids[i] = uint64(w.run)<<40 | uint64(g)<<32 | seq
 			seq++
 			payloads[i] = makePayload(ids[i], crashPayloadSize(r), 0, maxSym)
+			items[i] = crashItems(ids[i])
 		}
-		var last uint64
-		if g == 0 {
-			last, err = w.q.AppendBatch(ctx, payloads)
-		} else {
-			last, err = w.q.Append(ctx, payloads[0])
-		}
+		last, err := w.q.AppendBatchItems(ctx, payloads, items)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -234,6 +232,10 @@ func (w *crashWorkload) appender(ctx context.Context, g int) error {
 	}
 	return nil
 }
+
+// crashItems is the item count appended with payload id, so that the
+// parent can check every recovered frame's count (segment format 2).
+func crashItems(id uint64) uint32 { return uint32(id%997) + 1 }
 
 // consumer reads every frame through a Cursor, as the I/O loop does, checks
 // FSN order and each payload's size field (the full pattern check is the
@@ -394,7 +396,33 @@ func (l *crashLedger) verify(dir string) error {
 		return fmt.Errorf("reopen after kill: %w", err)
 	}
 	err = l.check(q)
+	if err == nil {
+		err = checkCrashItems(dir, q.AckedFSN())
+	}
 	return errors.Join(err, q.Close())
+}
+
+// checkCrashItems reads the recovered slot's frames above acked with the
+// scan and checks that each carries the item count appended with it.
+func checkCrashItems(dir string, acked uint64) error {
+	o := crashOptions(dir, sfqueue.DurabilityMemory)
+	scan, err := sfqueue.ScanSlot(filepath.Join(o.Dir, o.SenderID))
+	if err != nil {
+		return err
+	}
+	return scan.EachFrame(func(fsn uint64, _ string, _ int64, p []byte) error {
+		if fsn <= acked {
+			return nil
+		}
+		id, err := checkPayload(p)
+		if err != nil {
+			return fmt.Errorf("FSN %d: %w", fsn, err)
+		}
+		if n, ok := scan.FrameItems(fsn); !ok || n != crashItems(id) {
+			return fmt.Errorf("FSN %d (payload %d) carries %d items (known %v), appended with %d", fsn, id, n, ok, crashItems(id))
+		}
+		return nil
+	})
 }
 
 func (l *crashLedger) check(q *sfqueue.Queue) error {

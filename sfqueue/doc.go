@@ -39,17 +39,41 @@
 // All integers are little-endian. A segment file holds at most
 // MaxSegmentBytes and starts with a 24-byte header:
 //
-//	magic u32 "SQF1" | version u32 (1) | base FSN u64 | reserved u32 | CRC32C u32 of bytes 0..19
+//	magic u32 "SQF1" | version u32 (2) | base FSN u64 | reserved u32 | CRC32C u32 of bytes 0..19
 //
-// followed by frames back to back, frame i holding FSN base+i:
+// followed by frames back to back, frame i holding FSN base+i. Format 2,
+// the one written:
+//
+//	length u32 | items u32 | payload (length bytes) | CRC32C u32 of length, items and payload
+//
+// items is the number of items (the exporter's rows: points, log records,
+// spans) the payload carries, given to AppendBatchItems; the queue never
+// reads payloads, so the count travels with the frame, and an eviction can
+// count what it drops (Stats.ItemsEvicted) even for frames written before a
+// restart. Format 1, written by releases before it, has no item count:
 //
 //	length u32 | payload (length bytes) | CRC32C u32 of length and payload
 //
+// Format 1 segments are still read: a slot of an older release recovers
+// and drains, and its new frames go to format 2 segments beside the old
+// ones (recovered segments are sealed), so a slot may hold both. Evicting a
+// format 1 frame counts it in Stats.FramesEvictedItemsUnknown (its items are
+// unknown), not as zero items. A segment of a newer format (an intact
+// header, version above 2) is not damage: Open refuses the slot with a
+// *FormatError naming both versions before it takes the lock, and leaves
+// every file as it is, so that the release that wrote it can still open it.
+//
 // CRC32C is Castagnoli. The CRC is the last field: a frame whose tail did
 // not reach the disk fails its check, and because it covers the length an
-// all-zero (preallocated, never written) region is never a valid frame.
-// Frames are written with pwrite (one write per segment per batch). A frame
-// must fit one segment; a larger one is refused.
+// all-zero (preallocated, never written) region is never a valid frame; it
+// covers the item count too, so a damaged count is a damaged frame. Frames
+// are written with pwrite (one write per segment per batch). A frame must
+// fit one segment; a larger one is refused.
+//
+// The queue keeps each segment's item sum in RAM (8 bytes a segment, no
+// per-frame array): evicting a segment with no acknowledged frame costs no
+// read; evicting the partly acknowledged oldest one reads its
+// unacknowledged frames' counts from the segment (one segment at most).
 //
 // # Preallocation
 //
@@ -78,11 +102,15 @@
 //
 //	generation u32 | id u32 | length u32 | bytes | CRC32C u32 of the record before it
 //
-// where each id is the next id of its generation. AddSymbols appends before
-// the frames using the ids are appended (creating the file, whose directory
+// where each id is the next id of its generation. AppendWith writes a
+// batch's entries before its frames (creating the file, whose directory
 // entry is fsynced with it), and in periodic and flush durability fsyncs
-// before it returns. In SF mode the entries are read from the file when
-// asked for (Symbols), not held in RAM. With Options.SymbolUse set, a
+// them before any frame is written; when the frames then fail (ENOSPC) the
+// entries are cut off again. AddSymbols, for tools, writes entries alone.
+// In SF mode the entries are read from the file when asked for, not held
+// in RAM: OpenSymbols streams a generation in 64 KiB chunks through its
+// own file handle (a catch-up holds a chunk, never the generation),
+// Symbols loads it whole for the writer. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
 // the newest (generations.go): acks passing its last frame wake the
 // background goroutine, and an eviction does it at once; either way
@@ -135,6 +163,8 @@
 // Recovery first looks, then decides, then changes: nothing in the slot is
 // modified until it has decided that the slot can be replayed.
 //
+//  0. A segment of a newer format refuses the slot (*FormatError) before
+//     anything else, the lock included.
 //  1. Lock the slot; a held lock is *LockedError naming the holder's PID.
 //  2. Scan, read-only (ScanSlot is the same scan, exported for the slot
 //     tool): .ack-watermark (corrupt: ignored with a warning, frames are
@@ -205,13 +235,19 @@
 // # Full queue
 //
 // MaxTotalBytes bounds the header and frame bytes of retained segments
-// together with the dictionary's records (Stats.UsedBytes). At
-// the cap, on_full=block waits up to AppendDeadline (never past the
+// together with the dictionary (Stats.UsedBytes): its files in SF mode; in
+// memory-only mode the RAM its entries hold (each generation's entries
+// back to back in chunks) and the producer's index (Batch.IndexBytes), so
+// that the cap bounds the RAM an outage costs. A batch's frames and the
+// dictionary entries they define (AppendWith) are admitted together: a
+// refused batch writes and counts neither. At the cap, on_full=block waits up to AppendDeadline (never past the
 // caller's deadline) for Acks to delete segments, then fails with a
 // retryable *FullError saying whether the consumer is publishing or
 // reconnecting; on_full=evict_oldest deletes the oldest segments, acked or
-// not, counting what it dropped, and with them the dictionary generations
-// only they used. ENOSPC is a full queue with
+// not, counting what it dropped (frames, payload bytes and items, see
+// Stats), and with them the dictionary generations only they used (not the
+// newest: the producer may still extend it), until the batch fits, frames
+// and entries together. ENOSPC is a full queue with
 // reason DiskFull. A queue with no segments admits a frame larger than the
 // whole cap, so one big frame cannot wedge it. Stats.UnackedBytes is
 // UsedBytes without the acknowledged frames retained segments still hold
@@ -219,13 +255,13 @@
 // holds from an append that found no room (refused, waited or evicted)
 // until acknowledgements delete a segment. The queue logs no eviction: at
 // the cap it evicts for nearly every append, so its owner summarises
-// Stats.FramesEvicted.
+// Stats.FramesEvicted and Stats.ItemsEvicted.
 //
 // # Use
 //
 //	q, err := sfqueue.Open(sfqueue.Options{Dir: "/var/lib/otelcol/questdb", SenderID: "questdb-primary",
 //		Durability: sfqueue.DurabilityFlush})
-//	fsn, err := q.Append(ctx, frame)    // producer
+//	fsn, err := q.AppendBatchItems(ctx, [][]byte{frame}, []uint32{rows}) // producer
 //	c := q.NewCursor()                  // consumer
 //	for {
 //		fsn, payload, ok, err := c.Next()

@@ -437,7 +437,7 @@ func TestRotationFsyncDoesNotBlockTheConsumer(t *testing.T) {
 	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
 		SyncInterval: time.Hour, MaxSegmentBytes: 1024})
 	defer q.Close()
-	for i := range 4 { // fills the first segment (24 + 4*208 bytes)
+	for i := range 4 { // fills the first segment (24 + 4*frame200 bytes)
 		mustAppend(t, q, testPayload(uint64(i+1), 200))
 	}
 	entered, release := blockingSyncs(cfs)

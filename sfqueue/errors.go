@@ -124,3 +124,18 @@ func (e *FrameTooLargeError) Error() string {
 	return fmt.Sprintf("sfqueue: frame of %d bytes (payload + %d bytes framing) does not fit a segment of %d bytes (%d after the header); raise MaxSegmentBytes or send smaller batches",
 		e.FrameBytes, frameOverhead, e.SegmentBytes, e.SegmentBytes-segmentHeaderSize)
 }
+
+// FormatError refuses a slot written in a segment format newer than this
+// code reads (a newer release wrote it). It is not damage: Open changes
+// nothing in the slot (no lock taken, nothing cut, renamed or set aside),
+// so the release that wrote it can still open it.
+type FormatError struct {
+	Path    string // the segment file
+	Version uint32 // the segment's format version
+	Newest  uint32 // the newest format version this code reads
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("sfqueue: segment %s has format version %d, newer than version %d, the newest this release reads: it was written by a newer release; run that release (or its questdb-slot) on this slot, which was left unchanged",
+		e.Path, e.Version, e.Newest)
+}

@@ -11,12 +11,15 @@ import (
 	"time"
 )
 
-// fillOptions: 1 KiB segments and a 3500-byte cap. A 200-byte payload takes
-// 208 bytes, so four fit a segment (24 + 4*208 = 856 bytes) and the cap holds
-// four full segments (3424 bytes) but not a fifth.
+// fillOptions: 1 KiB segments and a 3520-byte cap. A 200-byte payload takes
+// frame200 (212) bytes, so four fit a segment (24 + 4*212 = 872 bytes) and
+// the cap holds four full segments (3488 bytes) but not a fifth, with room
+// for one more small frame in the last.
+const frame200 = 200 + frameOverhead
+
 func fillOptions(o Options, onFull OnFull) Options {
 	o.MaxSegmentBytes = 1024
-	o.MaxTotalBytes = 3500
+	o.MaxTotalBytes = 3520
 	o.OnFull = onFull
 	o.AppendDeadline = 50 * time.Millisecond
 	return o
@@ -45,8 +48,8 @@ func TestBlockFullErrorPublishingAndReconnecting(t *testing.T) {
 			if !errors.As(err, &fe) || fe.Reason != Publishing || !fe.Retryable() {
 				t.Fatalf("append into a full queue: %v, want a retryable *FullError while publishing", err)
 			}
-			if n != 16 || fe.Used > fe.Cap || fe.Cap != 3500 || fe.Need != 208 || fe.Waited < 50*time.Millisecond {
-				t.Fatalf("took %d frames, error %+v; want 16 frames, used <= cap 3500, need 208, waited >= deadline", n, fe)
+			if n != 16 || fe.Used > fe.Cap || fe.Cap != 3520 || fe.Need != frame200 || fe.Waited < 50*time.Millisecond {
+				t.Fatalf("took %d frames, error %+v; want 16 frames, used <= cap 3520, need %d, waited >= deadline", n, fe, frame200)
 			}
 			if !strings.Contains(fe.Error(), "publishing") {
 				t.Fatalf("error text %q does not say publishing", fe.Error())
@@ -243,8 +246,8 @@ func TestFillLevels(t *testing.T) {
 		mustAppend(t, q, testPayload(uint64(i+1), 200))
 		levels = append(levels, q.Stats().Level)
 	}
-	// k frames use 24*ceil(k/4) + 208*k bytes: 12 frames 2568 (73 %),
-	// 13 frames 2800 (80 %), 16 frames 3424 (98 %).
+	// k frames use 24*ceil(k/4) + 212*k bytes: 12 frames 2616 (75 %),
+	// 13 frames 2852 (81 %), 16 frames 3488 (99.7 %).
 	if levels[11] != LevelOK || levels[12] != LevelHigh || levels[15] != LevelHigh {
 		t.Fatalf("levels by frame count: %v; want ok at 12 frames, high from 13", levels)
 	}
@@ -276,7 +279,7 @@ func TestDiskFullIsAFullQueue(t *testing.T) {
 		segBytes int
 	}{
 		{DurabilityPeriodic, func(c *crashFS) { c.failAlloc = func(string, int64) error { return syscall.ENOSPC } }, 1024},
-		{DurabilityMemory, func(c *crashFS) { c.failWrite = noSpace }, segmentHeaderSize + 4*208},
+		{DurabilityMemory, func(c *crashFS) { c.failWrite = noSpace }, segmentHeaderSize + 4*frame200},
 	}
 	for _, tc := range cases {
 		for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
@@ -463,16 +466,16 @@ func TestUnackedBytesAndAtCap(t *testing.T) {
 				mustAppend(t, q, testPayload(uint64(i+1), 200))
 			}
 			st := q.Stats()
-			if st.UsedBytes != 2*24+6*208 || st.UnackedBytes != st.UsedBytes || st.AtCap {
-				t.Fatalf("6 frames unacked: %+v; want used = unacked = %d, not at cap", st, 2*24+6*208)
+			if st.UsedBytes != 2*24+6*frame200 || st.UnackedBytes != st.UsedBytes || st.AtCap {
+				t.Fatalf("6 frames unacked: %+v; want used = unacked = %d, not at cap", st, 2*24+6*frame200)
 			}
 			q.Ack(5) // deletes the sealed segment; the active one keeps frame 5
-			if st := q.Stats(); st.UsedBytes != 24+2*208 || st.UnackedBytes != 208 {
-				t.Fatalf("after acking 5 of 6: used %d unacked %d; want %d and 208", st.UsedBytes, st.UnackedBytes, 24+2*208)
+			if st := q.Stats(); st.UsedBytes != 24+2*frame200 || st.UnackedBytes != frame200 {
+				t.Fatalf("after acking 5 of 6: used %d unacked %d; want %d and %d", st.UsedBytes, st.UnackedBytes, 24+2*frame200, frame200)
 			}
 			q.Ack(6)
-			if st := q.Stats(); st.UsedBytes != 24+2*208 || st.UnackedBytes != 0 {
-				t.Fatalf("everything acked: used %d unacked %d; want %d and 0", st.UsedBytes, st.UnackedBytes, 24+2*208)
+			if st := q.Stats(); st.UsedBytes != 24+2*frame200 || st.UnackedBytes != 0 {
+				t.Fatalf("everything acked: used %d unacked %d; want %d and 0", st.UsedBytes, st.UnackedBytes, 24+2*frame200)
 			}
 			if _, err := fillUp(t, q); err == nil {
 				t.Fatal("fillUp ended without a refusal")

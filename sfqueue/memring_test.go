@@ -13,7 +13,7 @@ func TestMemoryRingFreesSegmentsOnAck(t *testing.T) {
 		mustAppend(t, q, testPayload(uint64(i+1), 200))
 	}
 	if n := len(ring.files); n != 10 {
-		t.Fatalf("40 frames of 208 bytes in 1 KiB segments: %d buffers, want 10", n)
+		t.Fatalf("40 frames of %d bytes in 1 KiB segments: %d buffers, want 10", frame200, n)
 	}
 	for name, f := range ring.files {
 		if c := cap(f.data); c > 1024 {
@@ -21,8 +21,8 @@ func TestMemoryRingFreesSegmentsOnAck(t *testing.T) {
 		}
 	}
 	q.Ack(20)
-	if n, used := len(ring.files), q.Stats().UsedBytes; n != 5 || used != 5*(24+4*208) {
-		t.Fatalf("after acking 20 frames: %d buffers, %d bytes used; want 5 and %d", n, used, 5*(24+4*208))
+	if n, used := len(ring.files), q.Stats().UsedBytes; n != 5 || used != 5*(24+4*frame200) {
+		t.Fatalf("after acking 20 frames: %d buffers, %d bytes used; want 5 and %d", n, used, 5*(24+4*frame200))
 	}
 	// The freed space takes new frames without waiting.
 	for i := 40; i < 60; i++ {

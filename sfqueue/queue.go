@@ -44,13 +44,18 @@ type Queue struct {
 	used     int64  // header and frame bytes of the retained segments
 	// atCap: the latest append found no room under the cap (it waited, was
 	// refused, or evicted); cleared by an append admitted without evicting.
-	atCap    bool
-	fatal    *FatalError
-	closed   bool
-	syncing  bool
-	rotating bool // an append is fsyncing the segment it seals (q.mu released)
-	// dictSyncs counts AddSymbols fsyncs of .symbol-dict running unlocked.
+	atCap   bool
+	fatal   *FatalError
+	closed  bool
+	syncing bool
+	// rotating: an append is fsyncing with q.mu released (the segment it
+	// seals, or its dictionary entries); other appends wait.
+	rotating bool
+	// dictSyncs counts fsyncs of dictionary files running unlocked.
 	dictSyncs int
+	// index is the producer's index bytes (Batch.IndexBytes), memory-only
+	// mode.
+	index     int64
 	dirDirty  bool // a segment was created since the last directory fsync
 	unlinking int  // Acks deleting segment files with q.mu released
 	consumer  ConsumerState
@@ -150,31 +155,76 @@ func (q *Queue) SetConsumerState(s ConsumerState) {
 	q.mu.Unlock()
 }
 
-// Append appends one frame; see AppendBatch.
+// Append appends one frame carrying no items; see AppendBatchItems.
 func (q *Queue) Append(ctx context.Context, payload []byte) (uint64, error) {
-	return q.AppendBatch(ctx, [][]byte{payload})
+	return q.AppendBatchItems(ctx, [][]byte{payload}, nil)
+}
+
+// AppendBatch appends frames carrying no items (an item count of 0); see
+// AppendBatchItems.
+func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+	return q.AppendBatchItems(ctx, payloads, nil)
 }
 
 var errNoRoom = errors.New("no room")
 
-// AppendBatch appends payloads as consecutive frames and returns the FSN of
-// the last one. The batch is all or nothing. It is published to cursors at
-// once; in flush durability it returns only after an fsync that started
-// after its write (all appends that wait while an fsync runs share the next
-// one). When the queue is full it waits or evicts according to OnFull. ctx
-// bounds only the wait for room; the wait for the fsync is not cancelable,
-// because by then the frames are published and will be sent.
-func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, error) {
+// AppendBatchItems appends payloads as consecutive frames and returns the
+// FSN of the last one; items is Batch.Items. See AppendWith.
+func (q *Queue) AppendBatchItems(ctx context.Context, payloads [][]byte, items []uint32) (uint64, error) {
+	return q.appendBatch(ctx, Batch{Payloads: payloads, Items: items}, false)
+}
+
+// Batch is what one AppendWith stores, all or nothing.
+type Batch struct {
+	// Payloads are appended as consecutive frames.
+	Payloads [][]byte
+	// Items[i] is the number of items (the exporter's rows) Payloads[i]
+	// carries; the queue stores it with the frame (doc.go, frame format)
+	// so that an eviction can count what it drops (Stats.ItemsEvicted),
+	// even after a restart. nil means 0 for every frame.
+	Items []uint32
+	// Symbols are the dictionary entries the payloads define (and later
+	// frames use), admitted under the cap together with them.
+	Symbols []SymbolRun
+	// IndexBytes is, in memory-only mode, the RAM the producer holds
+	// outside the queue to assign symbol ids (its index of the generation
+	// being written): counted in the cap from this batch on, as the
+	// frames and dictionary are, so that the cap bounds all the RAM an
+	// outage costs. Ignored in SF mode, whose cap is disk.
+	IndexBytes int64
+}
+
+// AppendWith appends b.Payloads as consecutive frames with the dictionary
+// entries b.Symbols, and returns the FSN of the last frame. The batch is
+// all or nothing: frames and entries are admitted under the cap together
+// (at the cap OnFull applies to both, and eviction frees room for both),
+// and when the append fails neither stays. The entries are written first
+// and, in periodic and flush durability, fsynced before any frame is
+// written, so no frame reaches the disk ahead of the ids it needs. The
+// frames are published to cursors at once; in flush durability AppendWith
+// returns only after an fsync that started after they were written (all
+// appends that wait while an fsync runs share the next one). ctx bounds
+// only the wait for room; the wait for the fsync is not cancelable, because
+// by then the frames are published and will be sent.
+func (q *Queue) AppendWith(ctx context.Context, b Batch) (uint64, error) {
+	return q.appendBatch(ctx, b, true)
+}
+
+func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64, error) {
+	payloads := b.Payloads
 	if len(payloads) == 0 {
 		return 0, errors.New("sfqueue: AppendBatch needs at least one payload, got 0")
 	}
-	var need int64
+	if b.Items != nil && len(b.Items) != len(payloads) {
+		return 0, fmt.Errorf("sfqueue: AppendBatchItems got %d item counts for %d payloads; want one per payload (or nil)", len(b.Items), len(payloads))
+	}
+	var frames int64
 	for _, p := range payloads {
 		fs := frameSize(len(p))
 		if fs > q.o.MaxSegmentBytes-segmentHeaderSize {
 			return 0, &FrameTooLargeError{FrameBytes: fs, SegmentBytes: q.o.MaxSegmentBytes}
 		}
-		need += fs
+		frames += fs
 	}
 	start := time.Now()
 	deadline := start.Add(q.o.AppendDeadline)
@@ -183,7 +233,7 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 	}
 
 	q.mu.Lock()
-	last, err := q.appendLocked(ctx, payloads, need, start, deadline)
+	last, err := q.appendLocked(ctx, b, setIndex, frames, start, deadline)
 	var ep *syncEpoch
 	if err == nil && q.flushReq != nil {
 		ep = q.pendingEpochLocked()
@@ -201,9 +251,11 @@ func (q *Queue) AppendBatch(ctx context.Context, payloads [][]byte) (uint64, err
 	return last, nil
 }
 
-// appendLocked writes the batch once it is admitted (waiting for room,
+// appendLocked stores the batch once it is admitted (waiting for room,
 // evicting or refusing by OnFull) and returns the FSN of its last frame.
-func (q *Queue) appendLocked(ctx context.Context, payloads [][]byte, need int64, start, deadline time.Time) (uint64, error) {
+func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames int64, start, deadline time.Time) (uint64, error) {
+	payloads := b.Payloads
+	var need int64
 	for {
 		for q.rotating && !q.closed {
 			q.syncDone.Wait()
@@ -212,11 +264,15 @@ func (q *Queue) appendLocked(ctx context.Context, payloads [][]byte, need int64,
 			return 0, err
 		}
 		reason := q.consumerReasonLocked()
+		var index int64
+		// Recomputed on every pass: acks and evictions change what the
+		// dictionary holds.
+		need, index = q.needLocked(b, frames, setIndex)
 		err := q.admitLocked(payloads, need)
 		if err == nil {
-			err = q.writeLocked(payloads)
+			err = q.storeLocked(b)
 			if err == nil {
-				q.noteFramesLocked(q.nextFSN-uint64(len(payloads)), payloads)
+				q.index = index
 				break
 			}
 			if !isNoSpace(err) {
@@ -238,13 +294,59 @@ func (q *Queue) appendLocked(ctx context.Context, payloads [][]byte, need int64,
 				q.st.fullSeen = true
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
-					Used: q.used, Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
+					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
 			}
 			return 0, err
 		}
 	}
 	return q.nextFSN - 1, nil
 }
+
+// needLocked is what b adds to the bytes the cap counts (frames holds its
+// frames' bytes), and the producer's index once it is in.
+func (q *Queue) needLocked(b Batch, frames int64, setIndex bool) (need, index int64) {
+	index = q.index
+	if setIndex && !q.sf {
+		index = b.IndexBytes
+	}
+	return frames + q.dict.need(b.Symbols) + index - q.index, index
+}
+
+// Fits reports whether AppendWith(b) would find room under the cap right
+// now, without waiting or evicting.
+func (q *Queue) Fits(b Batch) bool {
+	var frames int64
+	for _, p := range b.Payloads {
+		frames += frameSize(len(p))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	need, _ := q.needLocked(b, frames, true)
+	return q.admitLocked(b.Payloads, need) == nil
+}
+
+// storeLocked writes an admitted batch: its dictionary entries (durable
+// first, see writeSymbolsLocked), then its frames. On error nothing of it
+// stays.
+func (q *Queue) storeLocked(b Batch) error {
+	marks, err := q.writeSymbolsLocked(b.Symbols)
+	if err != nil {
+		return err
+	}
+	if err := q.writeLocked(b.Payloads, b.Items); err != nil {
+		if q.fatal == nil || isNoSpace(err) {
+			q.undoSymbolsLocked(marks)
+		}
+		return err
+	}
+	q.noteSymbolsLocked(b.Symbols)
+	q.noteFramesLocked(q.nextFSN-uint64(len(b.Payloads)), b.Payloads)
+	return nil
+}
+
+// usedLocked is what the cap counts: segments, dictionary and, in
+// memory-only mode, the producer's index (Batch.IndexBytes).
+func (q *Queue) usedLocked() int64 { return q.used + q.dict.bytes + q.index }
 
 // usableLocked is the error every append gets once the queue is closed or
 // an fsync failed.
@@ -265,14 +367,16 @@ func (q *Queue) consumerReasonLocked() FullReason {
 	return Publishing
 }
 
-// admitLocked decides whether payloads fit under the byte cap, reclaiming
-// fully acked segments (the active one included) first. A queue holding no
+// admitLocked decides whether payloads and need more bytes (their frames,
+// dictionary entries and index) fit under the byte cap, reclaiming fully
+// acked segments (the active one included) first. A queue holding no
 // segments admits any batch whose frames fit a segment, so one frame larger
-// than the whole cap cannot wedge it.
+// than the whole cap, or a dictionary that the cap cannot hold beside one
+// frame, cannot wedge it.
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
 		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
-		return len(q.segs) == 0 || q.used+q.dict.bytes+total <= q.o.MaxTotalBytes
+		return len(q.segs) == 0 || q.usedLocked()+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
 		return nil
@@ -344,13 +448,14 @@ func (q *Queue) notifySpaceLocked() {
 	}
 }
 
-// writeLocked writes payloads as frames. It first creates every segment the
+// writeLocked writes payloads as frames, frame i carrying items[i] (0 when
+// items is nil). It first creates every segment the
 // batch needs (so a full disk is found before any frame is written), then
 // writes them in order. Before the first write into a new segment the
 // previous one is fsynced (periodic and flush modes), so a power loss can cut
 // only the newest data and never leave a hole between segments. Any error
 // undoes the whole batch; errors other than ENOSPC latch the queue fatal.
-func (q *Queue) writeLocked(payloads [][]byte) error {
+func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	type chunk struct {
 		seg      *segment
 		from, to int
@@ -408,8 +513,14 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 			q.dirDirty = true
 		}
 		buf := q.wbuf[:0]
-		for _, p := range payloads[c.from:c.to] {
-			buf = appendFrame(buf, p)
+		var chunkItems uint64
+		for i := c.from; i < c.to; i++ {
+			var n uint32
+			if items != nil {
+				n = items[i]
+			}
+			buf = appendFrame(buf, payloads[i], n)
+			chunkItems += uint64(n)
 		}
 		q.wbuf = buf
 		if _, err := c.seg.f.WriteAt(buf, c.seg.size); err != nil {
@@ -425,6 +536,7 @@ func (q *Queue) writeLocked(payloads [][]byte) error {
 			off += frameSize(len(p))
 		}
 		c.seg.size = off
+		c.seg.items += chunkItems
 		c.seg.dirty = true
 		q.used += int64(len(buf))
 		rollback.added += int64(len(buf))
@@ -471,6 +583,7 @@ type writeUndo struct {
 	active  *segment
 	size    int64
 	frames  int
+	items   uint64
 	added   int64 // bytes added to q.used so far
 	created []*segment
 }
@@ -478,7 +591,7 @@ type writeUndo struct {
 func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
 	u := &writeUndo{q: q, active: q.active, created: created}
 	if u.active != nil {
-		u.size, u.frames = u.active.size, len(u.active.offsets)
+		u.size, u.frames, u.items = u.active.size, len(u.active.offsets), u.active.items
 	}
 	return u
 }
@@ -489,7 +602,7 @@ func (u *writeUndo) undo() {
 	q.active = u.active
 	q.used -= u.added
 	if a := u.active; a != nil {
-		a.size, a.offsets = u.size, a.offsets[:u.frames]
+		a.size, a.offsets, a.items = u.size, a.offsets[:u.frames], u.items
 		a.f.WriteAt(make([]byte, 4), u.size)
 	}
 	for _, s := range u.created {
@@ -591,7 +704,7 @@ func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
 		lo, hi := max(from, s.base), min(to, s.end()-1)
 		for fsn := lo; fsn <= hi; fsn++ {
 			_, size := s.frameBounds(int(fsn - s.base))
-			n += uint64(size - frameOverhead)
+			n += uint64(size - int64(overheadOf(s.version)))
 		}
 	}
 	return n
@@ -637,26 +750,78 @@ func (q *Queue) evictOldestLocked() bool {
 	if len(q.segs) == 0 {
 		return false
 	}
-	s := q.removeFirstLocked()
+	s := q.segs[0]
 	var frames, bytes uint64
+	over := int64(overheadOf(s.version))
 	for i := range s.offsets {
 		if s.base+uint64(i) > q.acked {
 			_, n := s.frameBounds(i)
 			frames++
-			bytes += uint64(n - frameOverhead)
+			bytes += uint64(n - over)
 		}
 	}
+	items, unknown := q.unackedItemsLocked(s, frames)
+	q.removeFirstLocked()
 	if last := s.end() - 1; last > q.acked {
 		q.acked = last
 		q.generationsChangedLocked()
 	}
 	q.st.framesEvicted += frames
 	q.st.bytesEvicted += bytes
+	q.st.itemsEvicted += items
+	q.st.framesEvictedItemsUnknown += unknown
 	q.st.fullSeen = true
 	q.atCap = true
 	// Not logged here: a full queue evicts a segment per append, and the
 	// owner logs a rate-limited summary from Stats (FramesEvicted).
 	return true
+}
+
+// unackedItemsLocked counts the items of s's frames above the ack
+// watermark (frames of them), before an eviction deletes s. A segment with
+// no acknowledged frame costs no read: its sum is kept in RAM. A partly
+// acknowledged one (only ever the oldest, so at most one segment per
+// eviction) is read from its first unacknowledged frame on. unknown counts
+// the frames whose items cannot be known: all of them in format 1, which
+// stores no item count, or frames that cannot be read or fail their CRC
+// (logged).
+func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown uint64) {
+	switch {
+	case frames == 0:
+		return 0, 0
+	case s.version == segmentVersionItemless:
+		return 0, frames
+	case s.base > q.acked:
+		return s.items, 0
+	}
+	first := int(q.acked + 1 - s.base)
+	start, _ := s.frameBounds(first)
+	fail := func(err error) (uint64, uint64) {
+		q.log.Warn("sfqueue: cannot read the item counts of the frames an eviction drops; they are counted as frames of unknown items",
+			zap.String("path", s.path), zap.Uint64("frames", frames), zap.Error(err))
+		return 0, frames
+	}
+	if err := q.fileLocked(s); err != nil {
+		return fail(err)
+	}
+	// q.wbuf is free here: writeLocked fills it only after admission.
+	n := s.size - start
+	if int64(cap(q.wbuf)) < n {
+		q.wbuf = make([]byte, n)
+	}
+	buf := q.wbuf[:n]
+	if _, err := s.f.ReadAt(buf, start); err != nil && err != io.EOF {
+		return fail(err)
+	}
+	for i := first; i < len(s.offsets); i++ {
+		off, size := s.frameBounds(i)
+		_, k, got, ok := parseFrame(buf[off-start:off-start+size], s.version)
+		if !ok || int64(got) != size {
+			return fail(fmt.Errorf("frame %d at offset %d fails its CRC32C check", s.base+uint64(i), off))
+		}
+		items += uint64(k)
+	}
+	return items, 0
 }
 
 // Close closes the queue. In SF mode it fsyncs what is not yet durable

@@ -182,8 +182,8 @@ func TestFrameLargerThanSegmentIsRefused(t *testing.T) {
 			if !errors.As(err, &tl) {
 				t.Fatalf("Append of 1000 bytes into 1000-byte segments: %v, want *FrameTooLargeError", err)
 			}
-			if !strings.Contains(err.Error(), "1008") || !strings.Contains(err.Error(), "1000") {
-				t.Fatalf("error %q does not name the frame (1008) and segment (1000) sizes", err)
+			if !strings.Contains(err.Error(), "1012") || !strings.Contains(err.Error(), "1000") {
+				t.Fatalf("error %q does not name the frame (1012) and segment (1000) sizes", err)
 			}
 			// The largest frame that fits is accepted.
 			mustAppend(t, q, make([]byte, 1000-segmentHeaderSize-frameOverhead))
@@ -376,7 +376,7 @@ func TestFrameDamagedAfterOpenIsAnErrorNotAFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := int64(segmentHeaderSize + frameSize(100) + 4 + 50)
+	off := int64(segmentHeaderSize + frameSize(100) + 8 + 50) // frame 2's length and item count, then its payload
 	b := []byte{0}
 	f.ReadAt(b, off)
 	f.WriteAt([]byte{b[0] ^ 0x01}, off)

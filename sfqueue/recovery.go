@@ -211,6 +211,11 @@ func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, gens map[uint32
 // recover locks the slot and rebuilds the queue state from its files. See
 // doc.go for the rules.
 func (q *Queue) recover() error {
+	// Before the lock, which rewrites .lock.pid, and before makePrivate: a
+	// slot of a newer format is left exactly as it is.
+	if err := checkSlotFormat(q.fs, q.slot); err != nil {
+		return err
+	}
 	if err := q.fs.MkdirAll(q.slot); err != nil {
 		return fmt.Errorf("sfqueue: create slot %s: %w", q.slot, err)
 	}
@@ -450,7 +455,10 @@ func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][
 			}
 			continue
 		}
-		s := &segment{base: seg.Base, path: filepath.Join(q.slot, seg.Name), offsets: seg.Frames, size: seg.ValidEnd}
+		s := &segment{base: seg.Base, path: filepath.Join(q.slot, seg.Name), version: seg.Version, offsets: seg.Frames, size: seg.ValidEnd}
+		for _, n := range seg.Items {
+			s.items += uint64(n)
+		}
 		q.segs = append(q.segs, s)
 		q.used += s.size
 	}

@@ -105,7 +105,7 @@ func (s *ruleSlot) firstFSN(i int) uint64 {
 	return base
 }
 
-func flipPayload(b []byte, off uint32) { b[off+6] ^= 0x20 }
+func flipPayload(b []byte, off uint32) { b[off+10] ^= 0x20 } // length, item count, then the payload
 
 type ruleOutcome int
 

@@ -49,11 +49,12 @@ func TestCorruptionNeverReturnsBadFrames(t *testing.T) {
 	}{
 		{"truncate mid-frame", 0, func(b []byte, r *rand.Rand) []byte { return b[:segmentHeaderSize+5+r.IntN(40)] }, true},
 		{"truncate mid-header", 0, func(b []byte, r *rand.Rand) []byte { return b[:r.IntN(segmentHeaderSize)] }, true},
-		{"flip payload bit", 0, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+4+r.IntN(10)] ^= 0x10; return b }, true},
+		{"flip payload bit", 0, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+8+r.IntN(10)] ^= 0x10; return b }, true},
 		{"flip length bit", 0, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+r.IntN(4)] ^= 0x01; return b }, true},
+		{"flip item count bit", 0, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+4+r.IntN(4)] ^= 0x01; return b }, true},
 		{"flip CRC bit", 0, func(b []byte, r *rand.Rand) []byte {
 			n := int(b[segmentHeaderSize]) // first frame length (< 256)
-			b[segmentHeaderSize+4+n+r.IntN(4)] ^= 0x80
+			b[segmentHeaderSize+8+n+r.IntN(4)] ^= 0x80
 			return b
 		}, true},
 		{"flip header bit", 0, func(b []byte, r *rand.Rand) []byte { b[r.IntN(segmentHeaderSize)] ^= 0x04; return b }, true},
@@ -64,7 +65,7 @@ func TestCorruptionNeverReturnsBadFrames(t *testing.T) {
 			}
 			return b
 		}, false},
-		{"flip in an older segment", 2, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+4+r.IntN(10)] ^= 0xff; return b }, true},
+		{"flip in an older segment", 2, func(b []byte, r *rand.Rand) []byte { b[segmentHeaderSize+8+r.IntN(10)] ^= 0xff; return b }, true},
 		{"truncate an older segment", 2, func(b []byte, r *rand.Rand) []byte { return b[:segmentHeaderSize+10] }, true},
 	}
 	for _, tc := range cases {
@@ -225,7 +226,7 @@ func TestVanishedFramesAreReportedAsLost(t *testing.T) {
 		{"newest segment truncated at a frame boundary", func(t *testing.T, segs []string) {
 			b, _ := os.ReadFile(segs[len(segs)-1])
 			n := segmentHeaderSize
-			_, size, _ := parseFrame(b[n:])
+			_, _, size, _ := parseFrame(b[n:], segmentVersion)
 			os.WriteFile(segs[len(segs)-1], b[:n+size], 0o644) // keep one frame
 		}},
 		{"newest segment deleted", func(t *testing.T, segs []string) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -59,11 +60,18 @@ type SegmentScan struct {
 	Size int64  // file size in bytes
 	// HeaderErr is set when the 24-byte header is unusable (short, bad
 	// magic, version or CRC, base FSN other than the name's); the file then
-	// has no valid frames.
+	// has no valid frames. (A newer format is no HeaderErr: the scan
+	// refuses the whole slot with a *FormatError.)
 	HeaderErr error
+	// Version is the segment's format version (valid when HeaderErr is
+	// nil): 2, whose frames carry an item count, or 1, whose frames do not.
+	Version uint32
 	// Frames holds the offset of each valid frame from the header on:
 	// Frames[i] holds FSN Base+i.
 	Frames []uint32
+	// Items holds each valid frame's item count (Items[i] for Frames[i]);
+	// nil in format 1, whose frames carry none.
+	Items []uint32
 	// ValidEnd is the end of the last valid frame (or of the header).
 	ValidEnd int64
 	// NonZeroEnd is the end of the last non-zero byte: the never-written
@@ -104,6 +112,8 @@ func (s *SegmentScan) written() bool { return s.NonZeroEnd > 0 }
 // changes no file, so it is safe on a slot a live process holds (the newest
 // segment's tail may then be mid-write, and segments may vanish while it
 // reads: a segment deleted between the listing and its read is skipped).
+// A segment of a format newer than this package reads makes it fail with a
+// *FormatError.
 func ScanSlot(dir string) (*SlotScan, error) {
 	return scanSlot(OSFS(), dir, nil)
 }
@@ -175,9 +185,14 @@ func scanSegmentFile(fsys FS, path string, base uint64, buf *[]byte, use func([]
 	seg.Size = size
 	seg.NonZeroEnd = nonZeroExtent(data)
 	walkSegment(&seg, data)
+	var newer *FormatError
+	if errors.As(seg.HeaderErr, &newer) {
+		newer.Path = path
+		return seg, newer
+	}
 	if use != nil {
 		for _, off := range seg.Frames {
-			payload, _, _ := parseFrame(data[off:])
+			payload, _, _, _ := parseFrame(data[off:], seg.Version)
 			gen, maxID := use(payload)
 			seg.needs = append(seg.needs, symbolNeed{gen, maxID})
 		}
@@ -191,56 +206,63 @@ func scanSegmentFile(fsys FS, path string, base uint64, buf *[]byte, use func([]
 // map to the next. What follows is searched for stray valid frames, which
 // tell damage in the middle from a torn tail.
 func walkSegment(seg *SegmentScan, data []byte) {
-	if err := checkSegmentHeader(data, seg.Base); err != nil {
+	v, err := checkSegmentHeader(data, seg.Base)
+	if err != nil {
 		seg.HeaderErr = err
 		return
 	}
+	seg.Version = v
 	pos := segmentHeaderSize
 	for pos < len(data) {
-		_, size, ok := parseFrame(data[pos:])
+		_, items, size, ok := parseFrame(data[pos:], v)
 		if !ok {
 			break
 		}
 		seg.Frames = append(seg.Frames, uint32(pos))
+		if v != segmentVersionItemless {
+			seg.Items = append(seg.Items, items)
+		}
 		pos += size
 	}
 	seg.ValidEnd = int64(pos)
 	if seg.NonZeroEnd <= seg.ValidEnd {
 		return // the end of the file, or never-written zeros
 	}
-	d := &FrameDamage{Offset: int64(pos), FSN: seg.End(), Cause: frameFault(data[pos:])}
-	for p := pos; p+frameOverhead <= int(seg.NonZeroEnd); {
+	over := overheadOf(v)
+	d := &FrameDamage{Offset: int64(pos), FSN: seg.End(), Cause: frameFault(data[pos:], v)}
+	for p := pos; p+over <= int(seg.NonZeroEnd); {
 		n := int(binary.LittleEndian.Uint32(data[p:]))
-		if n > len(data)-p-frameOverhead {
+		if n > len(data)-p-over {
 			break
 		}
 		d.Frames++
-		p += n + frameOverhead
+		p += n + over
 	}
 	d.Frames = max(d.Frames, 1)
-	d.Stray = strayFrames(data[:seg.NonZeroEnd], pos+1)
+	d.Stray = strayFrames(data[:seg.NonZeroEnd], pos+1, v)
 	seg.Damage = d
 }
 
-// frameFault says why the frame at the start of b is not valid.
-func frameFault(b []byte) string {
-	if len(b) < frameOverhead {
-		return fmt.Sprintf("short frame: %d bytes left, a frame takes at least %d", len(b), frameOverhead)
+// frameFault says why the frame at the start of b (format v) is not valid.
+func frameFault(b []byte, v uint32) string {
+	over := overheadOf(v)
+	if len(b) < over {
+		return fmt.Sprintf("short frame: %d bytes left, a frame takes at least %d", len(b), over)
 	}
-	if n := binary.LittleEndian.Uint32(b); uint64(n) > uint64(len(b)-frameOverhead) {
+	if n := binary.LittleEndian.Uint32(b); uint64(n) > uint64(len(b)-over) {
 		return fmt.Sprintf("frame length %d runs past the end of the file (%d bytes left)", n, len(b))
 	}
 	return "CRC32C mismatch"
 }
 
-// strayFrames returns the offsets of valid frames in data at or after
-// from, found by trying every offset and then following lengths from each
-// frame found. A CRC32C that covers the length makes a false match about
-// one in 2^32 per candidate.
-func strayFrames(data []byte, from int) []int64 {
+// strayFrames returns the offsets of valid frames (format v) in data at or
+// after from, found by trying every offset and then following lengths from
+// each frame found. A CRC32C that covers the length makes a false match
+// about one in 2^32 per candidate.
+func strayFrames(data []byte, from int, v uint32) []int64 {
 	var out []int64
-	for p := from; p+frameOverhead <= len(data); {
-		_, size, ok := parseFrame(data[p:])
+	for p := from; p+overheadOf(v) <= len(data); {
+		_, _, size, ok := parseFrame(data[p:], v)
 		if !ok {
 			p++
 			continue
@@ -470,6 +492,21 @@ func lastBefore(next uint64) uint64 {
 	return next - 1
 }
 
+// FrameItems returns the item count of the readable frame fsn. known is
+// false when the frame is not among the scan's readable frames or is of
+// format 1, which carries no item count.
+func (s *SlotScan) FrameItems(fsn uint64) (items uint32, known bool) {
+	i := sort.Search(len(s.Segments), func(i int) bool { return s.Segments[i].End() > fsn })
+	if i == len(s.Segments) {
+		return 0, false
+	}
+	seg := &s.Segments[i]
+	if fsn < seg.Base || seg.Items == nil {
+		return 0, false
+	}
+	return seg.Items[fsn-seg.Base], true
+}
+
 // EachFrame calls fn with every readable frame of the scanned segments in
 // FSN order, reading the files again (a segment that vanished since the
 // scan is skipped). The payload aliases a buffer reused for the next call.
@@ -503,7 +540,7 @@ func (s *SlotScan) eachFrame(fsys FS, fn func(fsn uint64, file string, offset in
 			return fmt.Errorf("sfqueue: read segment %s: %w", path, err)
 		}
 		for j, off := range seg.Frames {
-			payload, _, ok := parseFrame(data[off:])
+			payload, _, _, ok := parseFrame(data[off:], seg.Version)
 			if !ok {
 				return fmt.Errorf("sfqueue: frame %d of %s at offset %d changed since the scan (fails its CRC32C check)", seg.Base+uint64(j), seg.Name, off)
 			}

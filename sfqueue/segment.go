@@ -13,13 +13,28 @@ import (
 
 // Segment file layout (see doc.go): a 24-byte header followed by frames.
 const (
-	segmentMagic      uint32 = 0x31465153 // "SQF1" little-endian
-	segmentVersion    uint32 = 1
-	segmentHeaderSize        = 24
-	segmentSuffix            = ".sfseg"
-	// frameOverhead is the length prefix plus the trailing CRC32C.
-	frameOverhead = 8
+	segmentMagic uint32 = 0x31465153 // "SQF1" little-endian
+	// segmentVersion is the format this package writes: frames carry an
+	// item count. segmentVersionItemless (frames without one) is still
+	// read, so that a slot written by an older release recovers and drains.
+	segmentVersion         uint32 = 2
+	segmentVersionItemless uint32 = 1
+	segmentHeaderSize             = 24
+	segmentSuffix                 = ".sfseg"
+	// frameOverhead is the length and item count before the payload plus
+	// the trailing CRC32C (format 2); frameOverheadItemless has no item
+	// count (format 1).
+	frameOverhead         = 12
+	frameOverheadItemless = 8
 )
+
+// overheadOf is the framing bytes of one frame in a segment of version v.
+func overheadOf(v uint32) int {
+	if v == segmentVersionItemless {
+		return frameOverheadItemless
+	}
+	return frameOverhead
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -46,54 +61,81 @@ func encodeSegmentHeader(base uint64) []byte {
 	return h
 }
 
-// checkSegmentHeader validates magic, version, CRC and the base FSN the file
-// name promises.
-func checkSegmentHeader(h []byte, base uint64) error {
-	switch {
-	case len(h) < segmentHeaderSize:
-		return fmt.Errorf("header is %d bytes, want %d", len(h), segmentHeaderSize)
-	case binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli):
-		return fmt.Errorf("header CRC mismatch")
-	case binary.LittleEndian.Uint32(h[0:]) != segmentMagic:
-		return fmt.Errorf("magic %#x, want %#x", binary.LittleEndian.Uint32(h[0:]), segmentMagic)
-	case binary.LittleEndian.Uint32(h[4:]) != segmentVersion:
-		return fmt.Errorf("version %d, want %d", binary.LittleEndian.Uint32(h[4:]), segmentVersion)
-	case binary.LittleEndian.Uint64(h[8:]) != base:
-		return fmt.Errorf("header base FSN %d, file name says %d", binary.LittleEndian.Uint64(h[8:]), base)
+// headerVersion returns the version of an intact segment header: one of
+// the right size, with the segment magic and a valid CRC (which covers the
+// version, so a flipped bit there is damage, not another format).
+func headerVersion(h []byte) (uint32, bool) {
+	if len(h) < segmentHeaderSize || binary.LittleEndian.Uint32(h[0:]) != segmentMagic ||
+		binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli) {
+		return 0, false
 	}
-	return nil
+	return binary.LittleEndian.Uint32(h[4:]), true
 }
 
-// frameSize is the bytes a payload takes in a segment.
+// checkSegmentHeader validates magic, version, CRC and the base FSN the file
+// name promises, and returns the segment's format version. An intact header
+// of a version newer than segmentVersion is a *FormatError: not damage, a
+// slot this code must not read or change.
+func checkSegmentHeader(h []byte, base uint64) (uint32, error) {
+	switch {
+	case len(h) < segmentHeaderSize:
+		return 0, fmt.Errorf("header is %d bytes, want %d", len(h), segmentHeaderSize)
+	case binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli):
+		return 0, fmt.Errorf("header CRC mismatch")
+	case binary.LittleEndian.Uint32(h[0:]) != segmentMagic:
+		return 0, fmt.Errorf("magic %#x, want %#x", binary.LittleEndian.Uint32(h[0:]), segmentMagic)
+	}
+	v := binary.LittleEndian.Uint32(h[4:])
+	switch {
+	case v > segmentVersion:
+		return v, &FormatError{Version: v, Newest: segmentVersion}
+	case v < segmentVersionItemless:
+		return v, fmt.Errorf("version %d, want %d..%d", v, segmentVersionItemless, segmentVersion)
+	case binary.LittleEndian.Uint64(h[8:]) != base:
+		return v, fmt.Errorf("header base FSN %d, file name says %d", binary.LittleEndian.Uint64(h[8:]), base)
+	}
+	return v, nil
+}
+
+// frameSize is the bytes a payload takes in a segment this package writes.
 func frameSize(payloadLen int) int64 { return int64(payloadLen) + frameOverhead }
 
-// appendFrame appends length, payload and CRC32C(length, payload) to dst.
-// The CRC covers the length too, so an all-zero region never validates.
-// It is the last 4 bytes of the frame: the kernel copies a write in order,
-// and a frame whose tail never landed fails the check on recovery.
-func appendFrame(dst, payload []byte) []byte {
+// appendFrame appends length, item count, payload and CRC32C(length,
+// items, payload) to dst (format 2). The CRC covers the length too, so an
+// all-zero region never validates, and the item count, so a damaged count
+// is a damaged frame. It is the last 4 bytes of the frame: the kernel
+// copies a write in order, and a frame whose tail never landed fails the
+// check on recovery.
+func appendFrame(dst, payload []byte, items uint32) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
+	dst = binary.LittleEndian.AppendUint32(dst, items)
 	dst = append(dst, payload...)
 	crc := crc32.Checksum(dst[start:], castagnoli)
 	return binary.LittleEndian.AppendUint32(dst, crc)
 }
 
-// parseFrame checks the frame at the start of b and returns its payload and
-// total size. ok is false when b does not start with a whole, valid frame.
-func parseFrame(b []byte) (payload []byte, size int, ok bool) {
-	if len(b) < frameOverhead {
-		return nil, 0, false
+// parseFrame checks the frame at the start of b, in a segment of format
+// version v, and returns its payload, item count (0 in format 1, which has
+// none) and total size. ok is false when b does not start with a whole,
+// valid frame.
+func parseFrame(b []byte, v uint32) (payload []byte, items uint32, size int, ok bool) {
+	head := overheadOf(v) - 4 // length (and item count) before the payload
+	if len(b) < head+4 {
+		return nil, 0, 0, false
 	}
 	n := binary.LittleEndian.Uint32(b)
-	if uint64(n) > uint64(len(b)-frameOverhead) {
-		return nil, 0, false
+	if uint64(n) > uint64(len(b)-head-4) {
+		return nil, 0, 0, false
 	}
-	end := 4 + int(n)
+	end := head + int(n)
 	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return b[4:end], end + 4, true
+	if head > 4 {
+		items = binary.LittleEndian.Uint32(b[4:])
+	}
+	return b[head:end], items, end + 4, true
 }
 
 // segment is one file (or RAM buffer) holding the frames base ..
@@ -104,10 +146,14 @@ func parseFrame(b []byte) (payload []byte, size int, ok bool) {
 type segment struct {
 	base    uint64
 	path    string
+	version uint32   // format: segmentVersion, or an itemless one recovered
 	f       File     // nil while closed
 	offsets []uint32 // start of each frame in the file
-	size    int64    // bytes written: header + frames
-	dirty   bool     // written since the last fsync
+	// items is the sum of the frames' item counts (format 2; 0 in format
+	// 1): what evicting the segment whole drops, without reading it.
+	items   uint64
+	size    int64 // bytes written: header + frames
+	dirty   bool  // written since the last fsync
 	refs    int
 	removed bool // unlinked; close when refs drops to 0
 }
@@ -148,7 +194,7 @@ func (s *segment) readFrame(fsn uint64, buf []byte) ([]byte, []byte, error) {
 	if _, err := s.f.ReadAt(buf, off); err != nil && err != io.EOF {
 		return nil, buf, fmt.Errorf("sfqueue: read frame %d of %s at offset %d: %w", fsn, filepath.Base(s.path), off, err)
 	}
-	payload, size, ok := parseFrame(buf)
+	payload, _, size, ok := parseFrame(buf, s.version)
 	if !ok || int64(size) != n {
 		return nil, buf, fmt.Errorf("sfqueue: frame %d of %s at offset %d fails its CRC32C check on read", fsn, filepath.Base(s.path), off)
 	}
@@ -177,7 +223,35 @@ func createSegment(fsys FS, dir string, base uint64, alloc int64) (*segment, err
 	if _, err := f.WriteAt(encodeSegmentHeader(base), 0); err != nil {
 		return fail(err)
 	}
-	return &segment{base: base, path: p, f: f, size: segmentHeaderSize, dirty: true}, nil
+	return &segment{base: base, path: p, version: segmentVersion, f: f, size: segmentHeaderSize, dirty: true}, nil
+}
+
+// checkSlotFormat refuses, with a *FormatError, a slot holding a segment
+// of a format newer than this package reads. It only reads headers, and
+// runs before Open takes the lock or changes anything: a slot a newer
+// release wrote must be left exactly as it is. A missing slot passes.
+func checkSlotFormat(fsys FS, dir string) error {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil // no slot yet; a real listing error surfaces in recovery
+	}
+	h := make([]byte, segmentHeaderSize)
+	for _, name := range names {
+		if _, ok := parseSegmentName(name); !ok {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		f, err := fsys.OpenFile(p, os.O_RDONLY)
+		if err != nil {
+			continue // deleted since the listing, or unreadable: recovery decides
+		}
+		n, _ := f.ReadAt(h, 0)
+		f.Close()
+		if v, ok := headerVersion(h[:n]); ok && v > segmentVersion {
+			return &FormatError{Path: p, Version: v, Newest: segmentVersion}
+		}
+	}
+	return nil
 }
 
 // nonZeroExtent is the length of b up to its last non-zero byte: the

@@ -1,9 +1,7 @@
 package sfqueue
 
 import (
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -13,8 +11,9 @@ import (
 // they expose what the queue already knows about a slot's files so that the
 // tool shares the queue's decoding instead of copying it.
 
-// FormatVersion is the segment format version this package writes and reads
-// (the version field of the segment header, see doc.go).
+// FormatVersion is the newest segment format version this package reads,
+// and the one it writes (the version field of the segment header, see
+// doc.go). Format 1 (frames without an item count) is still read.
 const FormatVersion = segmentVersion
 
 // SegmentFormat reads the header of the segment file at path and returns its
@@ -34,15 +33,8 @@ func SegmentFormat(path string) (version uint32, ok bool, err error) {
 		}
 		return 0, false, err
 	}
-	if binary.LittleEndian.Uint32(h) != segmentMagic {
-		return 0, false, nil
-	}
-	// The CRC covers the version: a flipped bit there is damage, not a
-	// newer format.
-	if binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli) {
-		return 0, false, nil
-	}
-	return binary.LittleEndian.Uint32(h[4:]), true, nil
+	version, ok = headerVersion(h)
+	return version, ok, nil
 }
 
 // IsSlotDir reports whether dir looks like a slot: it holds a segment file
@@ -113,5 +105,5 @@ func (s *SegmentScan) PayloadBytes(i int) int64 {
 	if i+1 < len(s.Frames) {
 		end = int64(s.Frames[i+1])
 	}
-	return end - int64(s.Frames[i]) - frameOverhead
+	return end - int64(s.Frames[i]) - int64(overheadOf(s.Version))
 }

@@ -36,7 +36,8 @@ func (l Level) String() string {
 // Stats is a snapshot of the queue's counters.
 type Stats struct {
 	// UsedBytes is what the cap counts: the headers and frames of retained
-	// segments and the dictionary's records (DictBytes).
+	// segments, the dictionary (DictBytes) and, in memory-only mode, the
+	// producer's index (IndexBytes).
 	UsedBytes     int64
 	CapacityBytes int64 // MaxTotalBytes
 	// UnackedBytes is UsedBytes without the acknowledged frames (and fully
@@ -51,11 +52,15 @@ type Stats struct {
 	AtCap    bool
 	Level    Level
 	Segments int
-	// DictBytes is the symbol dictionary's records: its files in SF mode,
-	// RAM in memory-only mode. DictGenerations is the generations held.
+	// DictBytes is the symbol dictionary: its files in SF mode, the RAM
+	// its entries hold in memory-only mode. DictGenerations is the
+	// generations held.
 	DictBytes       int64
 	DictGenerations int
-	OnDisk          bool // SF mode: segments and DictBytes are files
+	// IndexBytes is the producer's index as the last AppendWith reported
+	// it (Batch.IndexBytes): memory-only mode, 0 in SF mode.
+	IndexBytes int64
+	OnDisk     bool // SF mode: segments and DictBytes are files
 
 	FramesAppended uint64
 	BytesAppended  uint64 // payload bytes
@@ -63,7 +68,14 @@ type Stats struct {
 	BytesAcked     uint64 // payload bytes
 	FramesEvicted  uint64 // unacked frames deleted by evict_oldest
 	BytesEvicted   uint64 // their payload bytes
-	FullErrors     uint64 // appends refused with *FullError
+	// ItemsEvicted is the items (AppendBatchItems' counts) of the evicted
+	// frames whose count is known. FramesEvictedItemsUnknown counts the
+	// evicted frames whose count is not (in FramesEvicted, not in
+	// ItemsEvicted): frames of segment format 1, written before frames
+	// carried one, and frames unreadable when they were evicted.
+	ItemsEvicted              uint64
+	FramesEvictedItemsUnknown uint64
+	FullErrors                uint64 // appends refused with *FullError
 
 	PublishedFSN uint64
 	AckedFSN     uint64
@@ -92,6 +104,7 @@ type counters struct {
 	framesAppended, bytesAppended, framesAcked uint64
 	bytesAcked                                 uint64
 	framesEvicted, bytesEvicted, fullErrors    uint64
+	itemsEvicted, framesEvictedItemsUnknown    uint64
 	fullSeen                                   bool // refusal or eviction since the last Stats
 	fsyncs                                     uint64
 	fsyncTotal, fsyncMax                       time.Duration
@@ -115,11 +128,12 @@ func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := Stats{
-		UsedBytes: q.used + q.dict.bytes, CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
-		DictBytes: q.dict.bytes, DictGenerations: len(q.dict.counts), OnDisk: q.sf,
+		UsedBytes: q.usedLocked(), CapacityBytes: q.o.MaxTotalBytes, Segments: len(q.segs),
+		DictBytes: q.dict.bytes, DictGenerations: len(q.dict.counts), IndexBytes: q.index, OnDisk: q.sf,
 		UnackedBytes: q.used - q.ackedRetainedLocked(), AtCap: q.atCap,
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
+		ItemsEvicted: q.st.itemsEvicted, FramesEvictedItemsUnknown: q.st.framesEvictedItemsUnknown,
 		FullErrors:   q.st.fullErrors,
 		PublishedFSN: q.nextFSN - 1, AckedFSN: q.acked, DurableFSN: q.durable,
 		TornBytesRecovered: q.recovery.TornBytes,

@@ -59,21 +59,101 @@ type genFile struct {
 	size int64
 }
 
+// SymbolRun is dictionary entries FirstID, FirstID+1, ... of generation
+// Gen; FirstID must be the next id of the generation.
+type SymbolRun struct {
+	Gen     uint32
+	FirstID int
+	Entries [][]byte
+}
+
 // symbolDict holds the dictionary generations. In SF mode the entries live
 // only in their files (counts holds their number), so RAM does not grow
-// with the dictionary; in memory-only mode entries holds them.
+// with the dictionary; in memory-only mode mem holds them.
 type symbolDict struct {
-	fsys    FS // nil: memory-only, nothing persisted
-	dir     string
-	files   map[uint32]*genFile
-	counts  map[uint32]int
-	entries map[uint32][][]byte // memory-only mode
-	bytes   int64               // record bytes held: file sizes in SF mode
-	sync    bool                // fsync what persist writes (periodic and flush durability)
+	fsys  FS // nil: memory-only, nothing persisted
+	dir   string
+	files map[uint32]*genFile
+	// counts holds the entries of every generation held.
+	counts map[uint32]int
+	mem    map[uint32]*memGen // memory-only mode
+	// bytes is what the cap counts: the files' sizes in SF mode, the
+	// chunks' capacity (the RAM held) in memory-only mode.
+	bytes int64
+	sync  bool // fsync what persist writes (periodic and flush durability)
+}
+
+// memGen holds one generation's entries in memory-only mode, each a uvarint
+// length and its bytes, back to back in chunks that an entry never spans.
+// A generation so costs its text, a byte or two per entry and the free
+// tail of its last chunk, with no allocation and no pointer per entry (the
+// garbage collector scans nothing). A new chunk is as large as the
+// generation so far, between memChunkMin and memChunkMax bytes (so a
+// small dictionary stays small and a large one wastes at most one chunk's
+// tail), or as the entry that opens it.
+type memGen struct{ chunks [][]byte }
+
+const (
+	memChunkMin = 256
+	memChunkMax = 64 << 10
+)
+
+// put walks entries as they would be stored and returns the bytes of the
+// chunks that takes; with store set it stores them.
+func (g *memGen) put(entries [][]byte, store bool) (grown int64) {
+	free, held := 0, g.bytes()
+	if n := len(g.chunks); n > 0 {
+		free = cap(g.chunks[n-1]) - len(g.chunks[n-1])
+	}
+	var lenBuf [binary.MaxVarintLen64]byte
+	for _, e := range entries {
+		size := len(binary.AppendUvarint(lenBuf[:0], uint64(len(e)))) + len(e)
+		if size > free {
+			c := max(min(max(held, memChunkMin), memChunkMax), int64(size))
+			grown += c
+			held += c
+			if store {
+				g.chunks = append(g.chunks, make([]byte, 0, c))
+			}
+			free = int(c)
+		}
+		free -= size
+		if store {
+			last := &g.chunks[len(g.chunks)-1]
+			*last = append(binary.AppendUvarint(*last, uint64(len(e))), e...)
+		}
+	}
+	return grown
+}
+
+// view returns the chunks as they are now, for a reader: later appends
+// write past these lengths, and undo only cuts back what no reader was
+// given (entries of a batch that failed, under the queue's lock).
+func (g *memGen) view() [][]byte { return slices.Clone(g.chunks) }
+
+// nextEntry returns the first entry of chunks and the chunks after it.
+func nextEntry(chunks [][]byte) ([]byte, [][]byte) {
+	for len(chunks[0]) == 0 {
+		chunks = chunks[1:]
+	}
+	c := chunks[0]
+	l, k := binary.Uvarint(c)
+	end := k + int(l)
+	chunks[0] = c[end:]
+	return c[k:end:end], chunks
+}
+
+// bytes is the RAM the generation holds.
+func (g *memGen) bytes() int64 {
+	var n int64
+	for _, c := range g.chunks {
+		n += int64(cap(c))
+	}
+	return n
 }
 
 func newMemoryDict() *symbolDict {
-	return &symbolDict{counts: map[uint32]int{}, entries: map[uint32][][]byte{}}
+	return &symbolDict{counts: map[uint32]int{}, mem: map[uint32]*memGen{}}
 }
 
 // openSymbolDict opens the dictionary of the slot dir as scan found it: it
@@ -154,7 +234,7 @@ func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict,
 // persist writes entries firstID.. of gen (recovery's rebuilt entries) to
 // the generation's file and fsyncs them when d.sync.
 func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
-	if _, op, err := d.add(gen, firstID, entries); err != nil {
+	if _, op, err := d.add([]SymbolRun{{Gen: gen, FirstID: firstID, Entries: entries}}); err != nil {
 		return fmt.Errorf("sfqueue: %s (rebuilt entries): %w", op, err)
 	}
 	if d.sync {
@@ -166,20 +246,27 @@ func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
 	return nil
 }
 
-// parseSymbolRecord checks one record at the start of b.
+// parseSymbolRecord checks one record at the start of b and returns a copy
+// of its entry.
 func parseSymbolRecord(b []byte) (gen uint32, entry []byte, n int, ok bool) {
+	gen, _, entry, n, ok = viewSymbolRecord(b)
+	return gen, slices.Clone(entry), n, ok
+}
+
+// viewSymbolRecord checks one record at the start of b; entry aliases b.
+func viewSymbolRecord(b []byte) (gen, id uint32, entry []byte, n int, ok bool) {
 	if len(b) < symbolRecordHeader+4 {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
 	l := binary.LittleEndian.Uint32(b[8:])
 	if l > maxSymbolBytes || int(l) > len(b)-symbolRecordHeader-4 {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
 	end := symbolRecordHeader + int(l)
 	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
-		return 0, nil, 0, false
+		return 0, 0, nil, 0, false
 	}
-	return binary.LittleEndian.Uint32(b), slices.Clone(b[symbolRecordHeader:end]), end + 4, true
+	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), b[symbolRecordHeader:end], end + 4, true
 }
 
 func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
@@ -191,52 +278,157 @@ func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
-// add appends entries as ids firstID.. of gen; firstID must be the next id.
-// It writes them but does not fsync (see Queue.AddSymbols); created reports
-// a new generation file (its directory entry needs an fsync too).
-func (d *symbolDict) add(gen uint32, firstID int, entries [][]byte) (created bool, op string, err error) {
-	have := d.counts[gen]
-	if firstID != have {
-		return false, "", fmt.Errorf("sfqueue: AddSymbols generation %d starts at id %d, but the dictionary holds %d entries: ids must be added in order", gen, firstID, have)
-	}
-	for i, e := range entries {
-		if len(e) > maxSymbolBytes {
-			return false, "", fmt.Errorf("sfqueue: symbol id %d of generation %d is %d bytes, above the %d-byte limit", firstID+i, gen, len(e), maxSymbolBytes)
-		}
-	}
-	if len(entries) == 0 {
-		return false, "", nil
-	}
+// dictMark is a generation's state before add wrote to it, so that undo
+// can take the entries back.
+type dictMark struct {
+	gen     uint32
+	count   int
+	known   bool  // the generation was held before
+	size    int64 // SF: the file's size
+	created bool  // SF: add created the file
+	chunks  int   // memory-only: the chunks, and the length of the last
+	last    int
+}
+
+// need is the bytes add(runs) would add to d.bytes.
+func (d *symbolDict) need(runs []SymbolRun) int64 {
 	var n int64
-	for _, e := range entries {
-		n += symbolRecordBytes(e)
-	}
-	if d.fsys == nil {
-		for _, e := range entries {
-			d.entries[gen] = append(d.entries[gen], slices.Clone(e))
+	for _, r := range runs {
+		if d.fsys == nil {
+			g := d.mem[r.Gen]
+			if g == nil {
+				g = &memGen{}
+			}
+			n += g.put(r.Entries, false)
+			continue
 		}
+		for _, e := range r.Entries {
+			n += symbolRecordBytes(e)
+		}
+	}
+	return n
+}
+
+// add appends each run's entries to its generation. It writes them but
+// does not fsync (see Queue.writeSymbolsLocked). On error (op names the
+// failed I/O, "" for invalid runs) nothing of runs remains, but for an I/O
+// error of undo itself (latched by the caller). The marks undo what it
+// added.
+func (d *symbolDict) add(runs []SymbolRun) (marks []dictMark, op string, err error) {
+	for _, r := range runs {
+		m, op, err := d.addRun(r)
+		if m != nil {
+			marks = append(marks, *m)
+		}
+		if err != nil {
+			if uerr := d.undo(marks); uerr != nil {
+				return nil, "undo", uerr
+			}
+			return nil, op, err
+		}
+	}
+	return marks, "", nil
+}
+
+// addRun appends one run; on error its mark (when not nil) undoes what it
+// wrote.
+func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
+	gen := r.Gen
+	have, known := d.counts[gen]
+	if r.FirstID != have {
+		return nil, "", fmt.Errorf("sfqueue: symbol generation %d gets entries from id %d, but the dictionary holds %d entries: ids must be added in order", gen, r.FirstID, have)
+	}
+	for i, e := range r.Entries {
+		if len(e) > maxSymbolBytes {
+			return nil, "", fmt.Errorf("sfqueue: symbol id %d of generation %d is %d bytes, above the %d-byte limit", r.FirstID+i, gen, len(e), maxSymbolBytes)
+		}
+	}
+	if len(r.Entries) == 0 {
+		return nil, "", nil
+	}
+	m := &dictMark{gen: gen, count: have, known: known}
+	var n int64
+	if d.fsys == nil {
+		g := d.mem[gen]
+		if g == nil {
+			g = &memGen{}
+			d.mem[gen] = g
+		}
+		if m.chunks = len(g.chunks); m.chunks > 0 {
+			m.last = len(g.chunks[m.chunks-1])
+		}
+		n = g.put(r.Entries, true)
 	} else {
 		gf := d.files[gen]
 		if gf == nil {
 			f, err := d.fsys.OpenFile(filepath.Join(d.dir, genDictName(gen)), os.O_RDWR|os.O_CREATE|os.O_TRUNC)
 			if err != nil {
-				return false, "create " + genDictName(gen), err
+				return nil, "create " + genDictName(gen), err
 			}
-			gf, created = &genFile{f: f}, true
+			gf, m.created = &genFile{f: f}, true
 			d.files[gen] = gf
 		}
+		m.size = gf.size
+		for _, e := range r.Entries {
+			n += symbolRecordBytes(e)
+		}
 		buf := make([]byte, 0, n)
-		for i, e := range entries {
-			buf = appendSymbolRecord(buf, gen, uint32(firstID+i), e)
+		for i, e := range r.Entries {
+			buf = appendSymbolRecord(buf, gen, uint32(r.FirstID+i), e)
 		}
 		if _, err := gf.f.WriteAt(buf, gf.size); err != nil {
-			return created, "write " + genDictName(gen), err
+			return m, "write " + genDictName(gen), err
 		}
 		gf.size += n
 	}
-	d.counts[gen] += len(entries)
+	d.counts[gen] += len(r.Entries)
 	d.bytes += n
-	return created, "", nil
+	return m, "", nil
+}
+
+// undo takes back what add wrote, newest first: a file add created is
+// deleted, one it appended to is cut back (a torn remainder would be cut
+// by recovery, and no frame uses those ids).
+func (d *symbolDict) undo(marks []dictMark) error {
+	var errs []error
+	for i := len(marks) - 1; i >= 0; i-- {
+		m := marks[i]
+		if m.known {
+			d.counts[m.gen] = m.count
+		} else {
+			delete(d.counts, m.gen)
+		}
+		if d.fsys == nil {
+			g := d.mem[m.gen]
+			d.bytes -= g.bytes()
+			clear(g.chunks[m.chunks:])
+			g.chunks = g.chunks[:m.chunks]
+			if m.chunks > 0 {
+				g.chunks[m.chunks-1] = g.chunks[m.chunks-1][:m.last]
+			}
+			d.bytes += g.bytes()
+			if !m.known {
+				delete(d.mem, m.gen)
+			}
+			continue
+		}
+		gf := d.files[m.gen]
+		if gf == nil {
+			continue
+		}
+		d.bytes -= gf.size - m.size
+		gf.size = m.size
+		if m.created {
+			gf.f.Close()
+			delete(d.files, m.gen)
+			if err := d.fsys.Remove(filepath.Join(d.dir, genDictName(m.gen))); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		errs = append(errs, gf.f.Truncate(m.size))
+	}
+	return errors.Join(errs...)
 }
 
 // dropBelow forgets every generation below gen and deletes their files.
@@ -248,10 +440,10 @@ func (d *symbolDict) dropBelow(gen uint32) error {
 		}
 		delete(d.counts, g)
 		if d.fsys == nil {
-			for _, e := range d.entries[g] {
-				d.bytes -= symbolRecordBytes(e)
+			if mg := d.mem[g]; mg != nil {
+				d.bytes -= mg.bytes()
+				delete(d.mem, g)
 			}
-			delete(d.entries, g)
 			continue
 		}
 		if gf := d.files[g]; gf != nil {
@@ -266,32 +458,6 @@ func (d *symbolDict) dropBelow(gen uint32) error {
 	return errors.Join(errs...)
 }
 
-// read returns the entries of gen in id order: from RAM in memory-only
-// mode, from its file in SF mode.
-func (d *symbolDict) read(gen uint32) ([][]byte, error) {
-	if d.fsys == nil {
-		return slices.Clone(d.entries[gen]), nil
-	}
-	gf := d.files[gen]
-	if gf == nil {
-		return nil, nil
-	}
-	data := make([]byte, gf.size)
-	if _, err := gf.f.ReadAt(data, 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("sfqueue: read %s: %w", genDictName(gen), err)
-	}
-	out := make([][]byte, 0, d.counts[gen])
-	for pos := 0; pos < len(data); {
-		_, e, n, ok := parseSymbolRecord(data[pos:])
-		if !ok {
-			return out, fmt.Errorf("sfqueue: %s: record at offset %d is unreadable", genDictName(gen), pos)
-		}
-		out = append(out, e)
-		pos += n
-	}
-	return out, nil
-}
-
 func (d *symbolDict) close() error {
 	var errs []error
 	for g, gf := range d.files {
@@ -302,63 +468,265 @@ func (d *symbolDict) close() error {
 }
 
 // AddSymbols records dictionary entries firstID, firstID+1, ... of
-// generation gen. Call it before appending the frames that use them: in SF
-// mode the entries are written to .symbol-dict first, and in periodic and
-// flush durability fsynced before AddSymbols returns (with the queue's lock
-// released), so no frame can reach the disk ahead of the ids it needs.
+// generation gen, outside the cap: for tools that rebuild a slot. The
+// writer admits entries with the frames that need them (AppendWith). In SF
+// mode the entries are written to their generation's file first, and in
+// periodic and flush durability fsynced before AddSymbols returns, so no
+// frame appended later can reach the disk ahead of the ids it needs.
 func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for q.rotating && !q.closed {
+		q.syncDone.Wait()
+	}
 	if err := q.usableLocked(); err != nil {
 		return err
 	}
-	q.gens.newest = max(q.gens.newest, gen)
-	created, op, err := q.dict.add(gen, firstID, entries)
-	if err != nil {
-		if op == "" {
-			return err
-		}
+	runs := []SymbolRun{{Gen: gen, FirstID: firstID, Entries: entries}}
+	if _, err := q.writeSymbolsLocked(runs); err != nil {
 		if isNoSpace(err) {
-			need := int64(0)
-			for _, e := range entries {
-				need += int64(symbolRecordHeader + len(e) + 4)
-			}
-			return &FullError{Reason: DiskFull, Used: q.used, Cap: q.o.MaxTotalBytes, Need: need}
+			return &FullError{Reason: DiskFull, Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: q.dict.need(runs)}
 		}
-		return q.latchLocked(op, err)
+		return err
 	}
-	if !q.sf || q.o.Durability == DurabilityMemory || len(entries) == 0 {
-		return nil
+	q.noteSymbolsLocked(runs)
+	return nil
+}
+
+// writeSymbolsLocked writes runs to the dictionary and, in periodic and
+// flush durability, fsyncs them (and the directory entry of a new file)
+// with q.mu released while other appends wait (q.rotating), so no frame
+// that uses them can reach the disk first. On error nothing of runs stays:
+// ENOSPC is returned as is, other I/O errors latch the queue fatal. The
+// marks undo the entries should the frames that need them fail.
+func (q *Queue) writeSymbolsLocked(runs []SymbolRun) ([]dictMark, error) {
+	marks, op, err := q.dict.add(runs)
+	switch {
+	case err != nil && op == "":
+		return nil, err
+	case err != nil && (op == "undo" || !isNoSpace(err)):
+		return nil, q.latchLocked(op, err)
+	case err != nil:
+		return nil, err
 	}
-	f := q.dict.files[gen].f
-	q.dictSyncs++ // keeps DropSymbolGenerationsBelow and Close off this file
+	if !q.sf || q.o.Durability == DurabilityMemory || len(marks) == 0 {
+		return marks, nil
+	}
+	created := false
+	files := make([]File, 0, len(marks))
+	for _, m := range marks {
+		files = append(files, q.dict.files[m.gen].f)
+		created = created || m.created
+	}
+	q.dictSyncs++ // keeps generation drops and Close off these files
+	q.rotating = true
 	q.mu.Unlock()
 	start := time.Now()
-	err = f.Sync()
+	for _, f := range files {
+		if err == nil {
+			err = f.Sync()
+		}
+	}
 	if err == nil && created {
 		err = q.fs.SyncDir(q.slot)
 	}
 	elapsed := time.Since(start)
 	q.mu.Lock()
+	q.rotating = false
 	q.dictSyncs--
 	q.syncDone.Broadcast()
 	q.st.recordFsync(elapsed)
 	if err != nil {
-		return q.latchLocked("fsync "+genDictName(gen), err)
+		return nil, q.latchLocked("fsync symbol dictionary", err)
 	}
-	return nil
+	if q.closed {
+		q.undoSymbolsLocked(marks)
+		return nil, ErrClosed
+	}
+	return marks, nil
 }
 
-// Symbols returns the persisted entries of generation gen in id order. The
-// slices must not be modified.
+// undoSymbolsLocked takes back entries whose frames were not appended; an
+// I/O error doing so latches the queue fatal.
+func (q *Queue) undoSymbolsLocked(marks []dictMark) {
+	if err := q.dict.undo(marks); err != nil {
+		q.latchLocked("undo symbol dictionary entries", err)
+	}
+}
+
+// noteSymbolsLocked records the generations of runs that are now held.
+func (q *Queue) noteSymbolsLocked(runs []SymbolRun) {
+	for _, r := range runs {
+		q.gens.newest = max(q.gens.newest, r.Gen)
+	}
+}
+
+// Symbols returns the persisted entries of generation gen in id order,
+// all in RAM: for loading the generation being written. A catch-up streams
+// with OpenSymbols instead.
 func (q *Queue) Symbols(gen uint32) [][]byte {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	es, err := q.dict.read(gen)
+	r, err := q.OpenSymbols(gen)
 	if err != nil {
 		q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
+		return nil
 	}
-	return es
+	defer r.Close()
+	out := make([][]byte, 0, r.Len())
+	for {
+		e, err := r.Next()
+		if err != nil {
+			if err != io.EOF {
+				q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
+			}
+			return out
+		}
+		out = append(out, slices.Clone(e))
+	}
+}
+
+// symbolReadChunk is how much of a dictionary file a SymbolReader reads at
+// a time; a record larger than it is read whole.
+const symbolReadChunk = 64 << 10
+
+// SymbolReader streams the entries of one dictionary generation in id
+// order, as many as the generation held when OpenSymbols was called. In SF
+// mode it reads the generation's file in chunks through its own handle, so
+// it holds a chunk, never the generation, and keeps reading if the queue
+// deletes the generation meanwhile (the file's bytes stay with the open
+// handle); in memory-only mode it returns the entries the queue holds,
+// without copying. It is not safe for concurrent use.
+type SymbolReader struct {
+	gen  uint32
+	n    int // entries to return
+	next int // id of the next entry
+
+	mem [][]byte // memory-only mode: the generation's chunks still to read
+
+	f    File   // SF mode: a read-only handle of the generation's file
+	path string // for errors
+	size int64  // bytes of the n entries' records (the file's end once cut)
+	cut  bool   // the file turned out shorter than size
+	buf  []byte // file bytes [off, off+len(buf))
+	off  int64
+	pos  int // the next record's start in buf
+}
+
+// OpenSymbols returns a reader of generation gen's entries. A generation the
+// queue does not hold (never written, or deleted once no unacknowledged
+// frame used it) reads as empty. Close the reader when done.
+func (q *Queue) OpenSymbols(gen uint32) (*SymbolReader, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	d := q.dict
+	r := &SymbolReader{gen: gen, n: d.counts[gen]}
+	if d.fsys == nil {
+		if g := d.mem[gen]; g != nil {
+			r.mem = g.view()
+		}
+		return r, nil
+	}
+	gf := d.files[gen]
+	if gf == nil || r.n == 0 {
+		r.n = 0
+		return r, nil
+	}
+	r.path = filepath.Join(d.dir, genDictName(gen))
+	f, err := d.fsys.OpenFile(r.path, os.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("sfqueue: open %s for reading: %w", r.path, err)
+	}
+	r.f, r.size = f, gf.size
+	return r, nil
+}
+
+// Len is the number of entries the reader returns.
+func (r *SymbolReader) Len() int { return r.n }
+
+// Next returns the next entry, or io.EOF after Len entries. The entry is
+// valid until the next call and must not be modified. A record that is
+// short, fails its CRC32C or is not the expected id of the generation is
+// an error naming the file and the record's offset.
+func (r *SymbolReader) Next() ([]byte, error) {
+	if r.next >= r.n {
+		return nil, io.EOF
+	}
+	if r.mem != nil {
+		var e []byte
+		e, r.mem = nextEntry(r.mem)
+		r.next++
+		return e, nil
+	}
+	at := r.off + int64(r.pos)
+	if err := r.fill(symbolRecordHeader); err != nil {
+		return nil, err
+	}
+	l := binary.LittleEndian.Uint32(r.buf[r.pos+8:])
+	if l > maxSymbolBytes {
+		return nil, r.bad(at, fmt.Sprintf("has a length of %d bytes, above the %d-byte limit", l, maxSymbolBytes))
+	}
+	if err := r.fill(symbolRecordHeader + int(l) + 4); err != nil {
+		return nil, err
+	}
+	gen, id, e, n, ok := viewSymbolRecord(r.buf[r.pos:])
+	switch {
+	case !ok:
+		return nil, r.bad(at, "fails its CRC32C check")
+	case gen != r.gen || int(id) != r.next:
+		return nil, r.bad(at, fmt.Sprintf("is id %d of generation %d", id, gen))
+	}
+	r.pos += n
+	r.next++
+	return e, nil
+}
+
+// fill makes buf hold at least need bytes from pos, reading the file in
+// chunks of symbolReadChunk (more for a record larger than that).
+func (r *SymbolReader) fill(need int) error {
+	if len(r.buf)-r.pos >= need {
+		return nil
+	}
+	at := r.off + int64(r.pos)
+	if at+int64(need) > r.size {
+		if r.cut {
+			return r.bad(at, fmt.Sprintf("is cut short: the file ends at byte %d", r.size))
+		}
+		return r.bad(at, fmt.Sprintf("runs past byte %d, where the generation's %d entries end", r.size, r.n))
+	}
+	kept := copy(r.buf, r.buf[r.pos:])
+	want := int(min(int64(max(need, symbolReadChunk)), r.size-at))
+	if cap(r.buf) < want {
+		r.buf = append(make([]byte, 0, want), r.buf[:kept]...)
+	}
+	r.buf = r.buf[:want]
+	r.off, r.pos = at, 0
+	n, err := r.f.ReadAt(r.buf[kept:], at+int64(kept))
+	if n == want-kept {
+		return nil
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("sfqueue: read %s at offset %d: %w", r.path, at+int64(kept), err)
+	}
+	// The file is shorter than the queue wrote it: read up to its end.
+	r.buf = r.buf[:kept+n]
+	r.size, r.cut = at+int64(kept+n), true
+	return r.fill(need)
+}
+
+func (r *SymbolReader) bad(at int64, why string) error {
+	return fmt.Errorf("sfqueue: %s: record at offset %d (symbol id %d of generation %d) %s", r.path, at, r.next, r.gen, why)
+}
+
+// Close releases the reader's file handle.
+func (r *SymbolReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
 }
 
 // SymbolGenerations lists the generations held, ascending.

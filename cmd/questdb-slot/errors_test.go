@@ -22,7 +22,8 @@ func TestSlotErrors(t *testing.T) {
 	if err := os.Mkdir(empty, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// A slot whose segment says format version 2, with an intact header.
+	// A slot whose segment says format version 3 (newer than this tool's
+	// 2), with an intact header.
 	newer := filepath.Join(parent, "newer")
 	if err := os.Mkdir(newer, 0o700); err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestSlotErrors(t *testing.T) {
 		{"missing path", filepath.Join(parent, "nope"), "nope does not exist"},
 		{"not a directory", file, "a-file is not a directory"},
 		{"not a slot", empty, "empty is not a slot: it holds no segment"},
-		{"newer format", newer, "has format version 2, newer than the version 1 this questdb-slot reads"},
+		{"newer format", newer, "has format version 3, newer than the version 2 this questdb-slot reads"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, args := range [][]string{

@@ -94,18 +94,22 @@ func buildSlot(t *testing.T, parent, id string, s slotSpec) *builtSlot {
 				return err
 			}
 			persisted = dict.Len()
+			m, err := dec.Decode(frame)
+			if err != nil {
+				return fmt.Errorf("frame FSN %d does not decode: %w", b.frames+1, err)
+			}
+			n := 0
+			for _, blk := range m.Tables {
+				n += blk.Rows
+			}
+			// With its row count, as the exporter's writer stores it.
 			payload := binary.LittleEndian.AppendUint32(nil, gen)
-			fsn, err := q.Append(context.Background(), append(payload, frame...))
+			fsn, err := q.AppendBatchItems(context.Background(), [][]byte{append(payload, frame...)}, []uint32{uint32(n)})
 			if err != nil {
 				return err
 			}
-			m, err := dec.Decode(frame)
-			if err != nil {
-				return fmt.Errorf("frame FSN %d does not decode: %w", fsn, err)
-			}
-			b.frames, b.gen[fsn] = int(fsn), gen
+			b.frames, b.gen[fsn], b.rows[fsn] = int(fsn), gen, n
 			for _, blk := range m.Tables {
-				b.rows[fsn] += blk.Rows
 				for _, c := range blk.Columns {
 					if c.Name != "" {
 						continue

@@ -186,6 +186,13 @@ func (fi frameInfo) String() string {
 	return s
 }
 
+func sum(items []uint32) (n uint64) {
+	for _, k := range items {
+		n += uint64(k)
+	}
+	return n
+}
+
 func nanosUTC(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
 // inspect prints what the slot dir holds. It changes nothing and never
@@ -223,8 +230,10 @@ func inspect(dir string, w io.Writer) error {
 			fmt.Fprintf(w, "base FSN %d, header unusable: %v", seg.Base, seg.HeaderErr)
 		case len(seg.Frames) == 0:
 			fmt.Fprintf(w, "base FSN %d, no valid frame", seg.Base)
+		case seg.Items == nil:
+			fmt.Fprintf(w, "FSN %d..%d (%d frames, format %d: rows per frame not recorded)", seg.Base, seg.End()-1, len(seg.Frames), seg.Version)
 		default:
-			fmt.Fprintf(w, "FSN %d..%d (%d frames)", seg.Base, seg.End()-1, len(seg.Frames))
+			fmt.Fprintf(w, "FSN %d..%d (%d frames, %d rows)", seg.Base, seg.End()-1, len(seg.Frames), sum(seg.Items))
 		}
 		fmt.Fprintf(w, ", %d bytes, written to offset %d\n", seg.Size, seg.NonZeroEnd)
 	}
@@ -244,14 +253,15 @@ func inspect(dir string, w io.Writer) error {
 	return v.printUnacked(w)
 }
 
-// formatLine reports the segment format versions found. A segment whose
-// header the scan accepted is of this tool's version; a rejected header is
-// read again for its version (it may be newer, or damaged).
+// formatLine reports the segment format versions found: 2 (frames carry
+// their row count) and 1 (written by a release before it) are both read. A
+// rejected header is read again for its version (damaged, or an unknown
+// old one: checkSlot refused newer ones).
 func formatLine(dir string, s *sfqueue.SlotScan) string {
 	seen := map[uint32]bool{}
 	for _, seg := range s.Segments {
 		if seg.HeaderErr == nil {
-			seen[sfqueue.FormatVersion] = true
+			seen[seg.Version] = true
 		} else if v, ok, err := sfqueue.SegmentFormat(filepath.Join(dir, seg.Name)); err == nil && ok {
 			seen[v] = true
 		}
@@ -261,6 +271,8 @@ func formatLine(dir string, s *sfqueue.SlotScan) string {
 		return fmt.Sprintf("no intact segment header (this tool reads segment format %d)", sfqueue.FormatVersion)
 	case len(seen) == 1 && seen[sfqueue.FormatVersion]:
 		return fmt.Sprintf("segment format %d", sfqueue.FormatVersion)
+	case len(seen) == 1 && seen[1]:
+		return "segment format 1 (an older release's: read, but its frames do not record their rows)"
 	}
 	var vs []string
 	for _, v := range slices.Sorted(maps.Keys(seen)) {
@@ -298,12 +310,17 @@ func printDict(w io.Writer, v *view) {
 // printUnacked counts the unacknowledged frames as the scan found them and
 // decodes the first and the last one still present.
 func (v *view) printUnacked(w io.Writer) error {
-	var frames, bytes int64
+	var frames, bytes, rows, rowless int64
 	for _, seg := range v.scan.Segments {
 		for i := range seg.Frames {
 			if seg.Base+uint64(i) > v.acked {
 				frames++
 				bytes += seg.PayloadBytes(i)
+				if seg.Items == nil {
+					rowless++
+				} else {
+					rows += int64(seg.Items[i])
+				}
 			}
 		}
 	}
@@ -341,7 +358,11 @@ func (v *view) printUnacked(w io.Writer) error {
 		}
 		unreadable += r.Last - max(r.First, v.acked+1) + 1
 	}
-	fmt.Fprintf(w, "unacked:     %d readable frames, %d payload bytes, above acked FSN %d\n", frames, bytes, v.acked)
+	rowNote := fmt.Sprintf("%d rows", rows)
+	if rowless > 0 {
+		rowNote += fmt.Sprintf(" and %d frames of format 1 whose rows are not recorded", rowless)
+	}
+	fmt.Fprintf(w, "unacked:     %d readable frames (%s), %d payload bytes, above acked FSN %d\n", frames, rowNote, bytes, v.acked)
 	if unreadable > 0 || unknown {
 		more := ""
 		if unknown {

@@ -17,10 +17,10 @@ func TestInspectHealthySlot(t *testing.T) {
 	b := buildSlot(t, parent, "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
 	before := slotState(t, b.dir)
 	scan := scanOf(t, b.dir)
-	var frames, bytes int
+	var frames, bytes, rows int
 	if err := scan.EachFrame(func(fsn uint64, _ string, _ int64, p []byte) error {
 		if fsn > 3 {
-			frames, bytes = frames+1, bytes+len(p)
+			frames, bytes, rows = frames+1, bytes+len(p), rows+b.rows[fsn]
 		}
 		return nil
 	}); err != nil {
@@ -32,20 +32,24 @@ func TestInspectHealthySlot(t *testing.T) {
 	}
 	last := uint64(b.frames)
 	want := []string{
-		"format:      segment format 1",
+		"format:      segment format 2",
 		fmt.Sprintf("lock:        free (.lock.pid names process %d, which holds no lock: /proc/locks lists no lock on .lock)", os.Getpid()),
 		"watermark:   acked FSN 3,",
 		fmt.Sprintf("generation 0: %d entries", len(scan.Dict.Entries(0))),
 		fmt.Sprintf("generation 1: %d entries", len(scan.Dict.Entries(1))),
 		fmt.Sprintf("segments:    %d", len(scan.Segments)),
-		fmt.Sprintf("unacked:     %d readable frames, %d payload bytes, above acked FSN 3", frames, bytes),
+		fmt.Sprintf("unacked:     %d readable frames (%d rows), %d payload bytes, above acked FSN 3", frames, rows, bytes),
 		fmt.Sprintf("first:       FSN 4 (dictionary generation %d): %d rows in otel_metrics_gauge; row timestamps %s .. %s",
 			b.gen[4], b.rows[4], nanosUTC(b.minTS[4]), nanosUTC(b.maxTS[4])),
 		fmt.Sprintf("last:        FSN %d (dictionary generation 1): %d rows in otel_metrics_gauge; row timestamps %s .. %s",
 			last, b.rows[last], nanosUTC(b.minTS[last]), nanosUTC(b.maxTS[last])),
 	}
 	for _, seg := range scan.Segments {
-		want = append(want, fmt.Sprintf("%s  FSN %d..%d (%d frames), %d bytes", seg.Name, seg.Base, seg.End()-1, len(seg.Frames), seg.Size))
+		segRows := 0
+		for f := seg.Base; f < seg.End(); f++ {
+			segRows += b.rows[f]
+		}
+		want = append(want, fmt.Sprintf("%s  FSN %d..%d (%d frames, %d rows), %d bytes", seg.Name, seg.Base, seg.End()-1, len(seg.Frames), segRows, seg.Size))
 	}
 	mustContain(t, out, want...)
 	if strings.Contains(out, "unreadable") {
@@ -126,7 +130,7 @@ var damageClasses = []damage{
 		return []string{frameRange(s, i, n, fmt.Sprint(fsn)) + "CRC32C mismatch", "unreadable:  1 unacknowledged frames"}
 	}},
 	{"truncation", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-		if err := os.Truncate(segPath(dir, s, 1), int64(s.Segments[1].Frames[1])+10); err != nil {
+		if err := os.Truncate(segPath(dir, s, 1), int64(s.Segments[1].Frames[1])+14); err != nil {
 			t.Fatal(err)
 		}
 		return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "frame length"}
@@ -240,6 +244,9 @@ func TestInspectLegacySlot(t *testing.T) {
 	mustContain(t, out,
 		".symbol-dict: 294 bytes, 294 intact, every generation (the layout before per-generation files",
 		"generation 0: 7 entries", "generation 1: 7 entries",
+		"format:      segment format 1 (an older release's: read, but its frames do not record their rows)",
+		"00000000000000000001.sfseg  FSN 1..10 (10 frames, format 1: rows per frame not recorded)",
+		"unacked:     10 readable frames (0 rows and 10 frames of format 1 whose rows are not recorded)",
 		"FSN 1..10 readable in 00000000000000000001.sfseg from offset 24",
 		"first:       FSN 1 (dictionary generation 0): 10 rows in t; row timestamps 2023-11-14T22:13:20Z .. 2023-11-14T22:13:20.000000009Z",
 		"last:        FSN 10 (dictionary generation 1): no table (dictionary entries or a bare commit)")

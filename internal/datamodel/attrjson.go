@@ -2,6 +2,7 @@ package datamodel
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"slices"
 	"strconv"
@@ -129,7 +130,50 @@ func (l *keyLayout) build(kvs []keyValue) {
 
 // appendMapLayout is appendMap for maps that usually share their key
 // sequence with the previous one rendered through l; the output is the same.
+// When the keys match it makes one pass over the map, keeping its values on
+// the stack (maps of up to layoutStack entries), and renders them in the
+// layout's order.
 func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []byte {
+	n := m.Len()
+	if n > layoutStack || n != len(l.keyEnds) {
+		return w.appendMapRebuild(dst, m, l)
+	}
+	var vals [layoutStack]pcommon.Value // on the stack: nothing of the batch stays reachable
+	i, from := 0, 0
+	for k, v := range m.All() {
+		end := l.keyEnds[i]
+		if k != string(l.keys[from:end]) {
+			return w.appendMapRebuild(dst, m, l)
+		}
+		vals[i] = v
+		from = end
+		i++
+	}
+	dst = append(dst, '{')
+	from = 0
+	for j, pos := range l.order {
+		end := l.preEnds[j]
+		dst = append(dst, l.prefixes[from:end]...)
+		from = end
+		v := vals[pos&(layoutStack-1)]
+		if v.Type() == pcommon.ValueTypeStr { // most attribute values: skip appendValue's dispatch
+			dst = appendJSONString(dst, v.Str())
+		} else {
+			dst = w.appendValue(dst, v)
+		}
+	}
+	return append(dst, '}')
+}
+
+// layoutStack is the largest map appendMapLayout renders from the stack; a
+// power of two (its index mask drops a bounds check). Larger maps take the
+// general path; the array is zeroed at every call, so it is not larger.
+const layoutStack = 8
+
+// appendMapRebuild is appendMapLayout for a map whose keys are not the
+// layout's: it collects the entries on the stack, rebuilds l and renders
+// through it.
+func (w *jsonWriter) appendMapRebuild(dst []byte, m pcommon.Map, l *keyLayout) []byte {
 	start := len(w.kvs)
 	for k, v := range m.All() {
 		w.kvs = append(w.kvs, keyValue{k, v})
@@ -161,7 +205,7 @@ func (w *jsonWriter) appendValue(dst []byte, v pcommon.Value) []byte {
 	case pcommon.ValueTypeStr:
 		return appendJSONString(dst, v.Str())
 	case pcommon.ValueTypeInt:
-		return strconv.AppendInt(dst, v.Int(), 10)
+		return appendInt(dst, v.Int())
 	case pcommon.ValueTypeDouble:
 		return appendJSONFloat(dst, v.Double())
 	case pcommon.ValueTypeBool:
@@ -211,8 +255,10 @@ func (w *jsonWriter) appendText(dst []byte, v pcommon.Value) (out []byte, ok boo
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	i := 0
-	for i+8 <= len(s) && plain8(s[i:]) {
-		i += 8
+	for ; i+8 <= len(s); i += 8 {
+		if !plain8(binary.LittleEndian.Uint64([]byte(s[i : i+8]))) {
+			break
+		}
 	}
 	for i < len(s) && jsonPlain[s[i]] {
 		i++
@@ -275,21 +321,33 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
-// plain8 reports that none of the first 8 bytes of s needs attention from
-// appendJSONString: no control character, '"', '\\' or non-ASCII byte. It
-// tests all eight at once (SWAR); a false "no" only sends the bytes through
-// the byte-at-a-time path.
-func plain8(s string) bool {
+// plain8 reports that none of the 8 bytes of x (little-endian: x holds
+// s[i:i+8]) needs attention from appendJSONString: no control character,
+// '"', '\\' or non-ASCII byte. It tests all eight at once (SWAR); a false
+// "no" only sends the bytes through the byte-at-a-time path.
+func plain8(x uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	_ = s[7]
-	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 	q := x ^ (lsb * '"')
 	bs := x ^ (lsb * '\\')
 	control := (x - lsb*0x20) & ^x
 	quote := (q - lsb) & ^q
 	backslash := (bs - lsb) & ^bs
 	return (control|quote|backslash|x)&msb == 0
+}
+
+// appendInt is strconv.AppendInt in base 10, with the small non-negative
+// numbers of attribute values (status codes, counts, ports below 1000)
+// written directly: strconv's general path costs about 100 instructions.
+func appendInt(dst []byte, v int64) []byte {
+	switch {
+	case v < 0 || v >= 1000:
+		return strconv.AppendInt(dst, v, 10)
+	case v < 10:
+		return append(dst, byte('0'+v))
+	case v < 100:
+		return append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
+	return append(dst, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
 }
 
 // appendJSONFloat appends f as a JSON number, or as one of the strings "NaN",

@@ -3,6 +3,7 @@ package datamodel
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -278,6 +279,16 @@ func TestAttrJSONKeyLayoutNoAlloc(t *testing.T) {
 		})
 		if allocs != 0 {
 			t.Fatalf("%s: appendMapLayout allocates %.1f times per call in steady state", tc.name, allocs)
+		}
+	}
+}
+
+// TestAppendIntIsStrconv: the small-number path agrees with strconv around
+// each of its boundaries.
+func TestAppendIntIsStrconv(t *testing.T) {
+	for _, v := range []int64{math.MinInt64, -1000, -1, 0, 1, 9, 10, 99, 100, 200, 503, 999, 1000, 1001, math.MaxInt64} {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendInt(%d) = %s, want %s", v, got, want)
 		}
 	}
 }

@@ -134,21 +134,24 @@ const (
 	xxPrime5 uint64 = 0x27D4EB2F165667C5
 )
 
-// xxh64 is XXH64 of b with the given seed.
+// xxh64 is XXH64 of b with the given seed. The loops index b by a
+// re-sliced window (one bounds check per stripe) rather than advancing b.
 func xxh64(seed uint64, b []byte) uint64 {
+	le := binary.LittleEndian
 	n := len(b)
 	var h uint64
-	if len(b) >= 32 {
+	i := 0
+	if n >= 32 {
 		v1 := seed + xxPrime1 + xxPrime2
 		v2 := seed + xxPrime2
 		v3 := seed
 		v4 := seed - xxPrime1
-		for len(b) >= 32 {
-			v1 = xxRound(v1, binary.LittleEndian.Uint64(b[0:]))
-			v2 = xxRound(v2, binary.LittleEndian.Uint64(b[8:]))
-			v3 = xxRound(v3, binary.LittleEndian.Uint64(b[16:]))
-			v4 = xxRound(v4, binary.LittleEndian.Uint64(b[24:]))
-			b = b[32:]
+		for ; i <= n-32; i += 32 {
+			s := b[i : i+32 : i+32]
+			v1 = xxRound(v1, le.Uint64(s[0:8]))
+			v2 = xxRound(v2, le.Uint64(s[8:16]))
+			v3 = xxRound(v3, le.Uint64(s[16:24]))
+			v4 = xxRound(v4, le.Uint64(s[24:32]))
 		}
 		h = bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
 		h = xxMerge(h, v1)
@@ -159,16 +162,16 @@ func xxh64(seed uint64, b []byte) uint64 {
 		h = seed + xxPrime5
 	}
 	h += uint64(n)
-	for ; len(b) >= 8; b = b[8:] {
-		h ^= xxRound(0, binary.LittleEndian.Uint64(b))
+	for ; i <= n-8; i += 8 {
+		h ^= xxRound(0, le.Uint64(b[i:i+8:i+8]))
 		h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
 	}
-	if len(b) >= 4 {
-		h ^= uint64(binary.LittleEndian.Uint32(b)) * xxPrime1
+	if i <= n-4 {
+		h ^= uint64(le.Uint32(b[i:i+4:i+4])) * xxPrime1
 		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
-		b = b[4:]
+		i += 4
 	}
-	for _, c := range b {
+	for _, c := range b[i:] {
 		h ^= uint64(c) * xxPrime5
 		h = bits.RotateLeft64(h, 11) * xxPrime1
 	}
@@ -189,4 +192,71 @@ func xxRound(acc, lane uint64) uint64 {
 func xxMerge(acc, v uint64) uint64 {
 	acc ^= xxRound(0, v)
 	return acc*xxPrime1 + xxPrime4
+}
+
+// ordinals numbers repeated keys within a batch (the ordinal of record_id
+// and span_key): next returns 0 for a key's first occurrence, 1 for its
+// second, and so on, until reset. An open-addressing table indexed by the
+// key's low bits (the keys are XXH64 values), at most half full: a few
+// instructions per record where a Go map took about 150.
+type ordinals struct {
+	slots []ordinalSlot // a power of two long; count 0 marks an empty slot
+	used  int
+}
+
+type ordinalSlot struct {
+	key   uint64
+	count uint32 // occurrences of key so far
+}
+
+// minOrdinalSlots is the smallest table.
+const minOrdinalSlots = 64
+
+// next returns how many times key was seen before since reset, and counts
+// this occurrence.
+func (o *ordinals) next(key uint64) uint32 {
+	if 2*(o.used+1) > len(o.slots) {
+		o.grow()
+	}
+	mask := uint64(len(o.slots) - 1)
+	for i := key & mask; ; i = (i + 1) & mask {
+		s := &o.slots[i]
+		if s.count == 0 {
+			s.key, s.count = key, 1
+			o.used++
+			return 0
+		}
+		if s.key == key {
+			s.count++
+			return s.count - 1
+		}
+	}
+}
+
+// grow doubles the table, keeping its counts.
+func (o *ordinals) grow() {
+	old := o.slots
+	o.slots = make([]ordinalSlot, max(minOrdinalSlots, 2*len(old)))
+	mask := uint64(len(o.slots) - 1)
+	for _, s := range old {
+		if s.count == 0 {
+			continue
+		}
+		i := s.key & mask
+		for o.slots[i].count != 0 {
+			i = (i + 1) & mask
+		}
+		o.slots[i] = s
+	}
+}
+
+// reset forgets every key. The table keeps its size, but a table more than
+// eight times what the last batch needed shrinks (to a prefix of itself),
+// so that one huge batch does not make every later reset clear it all.
+func (o *ordinals) reset() {
+	clear(o.slots)
+	if n := len(o.slots); n > minOrdinalSlots && 8*o.used < n {
+		o.slots = o.slots[:max(minOrdinalSlots, n/2)]
+	}
+	o.used = 0
 }

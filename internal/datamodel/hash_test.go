@@ -1,6 +1,7 @@
 package datamodel
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -142,5 +143,37 @@ func TestHashRecordIDPinned(t *testing.T) {
 	}
 	if len(rows) != 2 || rows[0]["record_id"] == rows[1]["record_id"] {
 		t.Fatalf("two identical records must give two rows with distinct ids: %v", rows)
+	}
+}
+
+// TestOrdinalsLikeAMap: ordinals counts like a map[uint64]uint32 through
+// growth, keys that share their low bits (one probe chain), key 0, and
+// resets of batches large and small (the table shrinks after a big one).
+func TestOrdinalsLikeAMap(t *testing.T) {
+	var o ordinals
+	rng := rand.New(rand.NewPCG(1, 2))
+	for batch, n := range []int{10, 5000, 3, 0, 200, 7000, 1} {
+		o.reset()
+		want := map[uint64]uint32{}
+		for i := range n {
+			var key uint64
+			switch i % 4 {
+			case 0:
+				key = rng.Uint64()
+			case 1:
+				key = uint64(rng.IntN(50)) << 32 // same low bits: one long chain
+			case 2:
+				key = uint64(rng.IntN(3)) // 0, 1, 2
+			default:
+				key = uint64(rng.IntN(n + 1))
+			}
+			if got := o.next(key); got != want[key] {
+				t.Fatalf("batch %d, record %d: ordinal of %#x is %d, want %d", batch, i, key, got, want[key])
+			}
+			want[key]++
+		}
+		if 2*o.used > len(o.slots) && len(o.slots) > 0 {
+			t.Fatalf("batch %d: %d keys in %d slots: more than half full", batch, o.used, len(o.slots))
+		}
 	}
 }

@@ -264,9 +264,11 @@ func TestEncodeHexIsHexEncode(t *testing.T) {
 	for i := range src {
 		src[i] = byte(i)
 	}
-	got := make([]byte, 2*len(src))
-	encodeHex(got, src)
-	if want := hex.EncodeToString(src); string(got) != want {
-		t.Fatalf("encodeHex = %s\nwant        %s", got, want)
+	for _, n := range []int{256, 16, 8, 7, 1, 0} { // whole words and a tail
+		got := make([]byte, 2*n)
+		encodeHex(got, src[len(src)-n:])
+		if want := hex.EncodeToString(src[len(src)-n:]); string(got) != want {
+			t.Fatalf("encodeHex = %s\nwant        %s", got, want)
+		}
 	}
 }

@@ -149,18 +149,18 @@ func (r *Encoder) setMetricCommon(tb *table, mr *metricRow, pc *pointCommon) {
 	}
 	if r.keyedFor != mr.key || r.keyedTable != tb {
 		r.beginKeyed(tb, mr.key)
-		r.keyed = appendKeyed(r.keyed, tb.service, r.service, r.resKey)
-		r.keyed = append(r.keyed, qwp.KeyedSymbolString(tb.metricName, mr.name, mr.key))
-		r.keyed = appendKeyed(r.keyed, tb.unit, mr.unit, mr.key)
-		r.keyed = appendKeyed(r.keyed, tb.description, mr.description, mr.key)
-		r.keyed = r.appendScopeRun(r.keyed, tb)
+		addKeyed(&r.keyed, tb.service, r.service)
+		r.keyed.AddString(tb.metricName, mr.name)
+		addKeyed(&r.keyed, tb.unit, mr.unit)
+		addKeyed(&r.keyed, tb.description, mr.description)
+		r.addScopeRun(tb)
 	}
-	t.SymbolsKeyed(r.keyed)
+	t.Symbols(&r.keyed)
 	if len(r.attrJSON) > 0 { // built here, invalid UTF-8 repaired: the *Valid setters skip a second check
 		if r.attrsVarchar {
 			t.VarcharValid(tb.attrs, r.attrJSON)
 		} else {
-			t.SymbolValid(tb.attrs, r.attrJSON)
+			t.SymbolValidHashed(tb.attrs, r.attrJSON, uint64(pc.seriesID)) // series_id hashes the JSON: the column's cache of ids
 		}
 	}
 	t.Long(tb.seriesID, pc.seriesID)

@@ -145,13 +145,13 @@ type Encoder struct {
 	promotedPoint      [][]byte // the values of the row in progress; nil = NULL
 	promotedBuf        [][]byte // scratch for row-level promoted values
 
-	ordinals map[uint64]uint32 // identical log records seen in the batch, by record_key
+	ordinals ordinals // identical log records (spans) seen in the batch, by record_key (span_key)
 
-	// keyed is the run of keyed SYMBOL values every row of the current
-	// table, resource, scope (and metric) repeats, written with one
-	// qwp.SymbolsKeyed call; keyedFor is the key it was built for (the
-	// metric's, or for logs the scope's), keyedTable its table.
-	keyed      []qwp.KeyedSymbol
+	// keyed is the run of SYMBOL values every row of the current table,
+	// resource, scope (and metric) repeats, written with one qwp.Symbols
+	// call; keyedFor is the key it was built for (the metric's, or for
+	// logs the scope's), keyedTable its table.
+	keyed      qwp.SymbolRun
 	keyedFor   uint64
 	keyedTable *table
 
@@ -487,42 +487,40 @@ func (r *Encoder) beginScope(scope pcommon.InstrumentationScope) {
 func (r *Encoder) setResourceScope(tb *table) {
 	if r.keyedFor != r.scopeKey || r.keyedTable != tb {
 		r.beginKeyed(tb, r.scopeKey)
-		r.keyed = r.appendScopeRun(r.keyed, tb)
+		r.addScopeRun(tb)
 	}
-	tb.t.SymbolsKeyed(r.keyed)
+	tb.t.Symbols(&r.keyed)
 }
 
 // beginKeyed empties the keyed run for a new table and key.
 func (r *Encoder) beginKeyed(tb *table, key uint64) {
-	clear(r.keyed) // drop references into the previous batch
-	r.keyed, r.keyedFor, r.keyedTable = r.keyed[:0], key, tb
+	r.keyed.Reset() // drop references into the previous batch
+	r.keyedFor, r.keyedTable = key, tb
 }
 
 // endKeyed forgets the keyed run at the end of a batch, so that the
 // encoder keeps none of its strings reachable.
 func (r *Encoder) endKeyed() { r.beginKeyed(nil, 0) }
 
-// appendScopeRun appends the scope and resource attribute columns' values
-// (SYMBOL, NULL when empty) to a keyed run.
-func (r *Encoder) appendScopeRun(run []qwp.KeyedSymbol, tb *table) []qwp.KeyedSymbol {
-	run = appendKeyed(run, tb.scopeName, r.scopeName, r.scopeKey)
-	run = appendKeyed(run, tb.scopeVersion, r.scopeVersion, r.scopeKey)
+// addScopeRun adds the scope and resource attribute columns' values
+// (SYMBOL, NULL when empty) to the keyed run.
+func (r *Encoder) addScopeRun(tb *table) {
+	addKeyed(&r.keyed, tb.scopeName, r.scopeName)
+	addKeyed(&r.keyed, tb.scopeVersion, r.scopeVersion)
 	if len(r.resJSON) > 0 {
-		run = append(run, qwp.KeyedSymbol{Col: tb.resAttrs, Value: r.resJSON, Key: r.resKey})
+		r.keyed.Add(tb.resAttrs, r.resJSON)
 	}
 	if len(r.scopeJSON) > 0 {
-		run = append(run, qwp.KeyedSymbol{Col: tb.scopeAttrs, Value: r.scopeJSON, Key: r.scopeKey})
+		r.keyed.Add(tb.scopeAttrs, r.scopeJSON)
 	}
-	return run
 }
 
-// appendKeyed appends a keyed SYMBOL value to a run unless it is empty
-// (the column is then NULL).
-func appendKeyed(run []qwp.KeyedSymbol, c qwp.Col, v string, key uint64) []qwp.KeyedSymbol {
-	if v == "" {
-		return run
+// addKeyed adds a SYMBOL value to a run unless it is empty (the column is
+// then NULL).
+func addKeyed(run *qwp.SymbolRun, c qwp.Col, v string) {
+	if v != "" {
+		run.AddString(c, v)
 	}
-	return append(run, qwp.KeyedSymbolString(c, v, key))
 }
 
 // appendAttrs renders an attribute map as JSON, or nothing when it is empty.
@@ -546,6 +544,15 @@ func (r *Encoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
 // attribute, else the scope's or resource's. It returns their share of the
 // row bound (see fits).
 func (r *Encoder) pointPromoted(attrs pcommon.Map) int {
+	if len(r.promoted) == 0 { // inlined: most configurations promote nothing
+		return 0
+	}
+	return r.resolvePromoted(attrs)
+}
+
+// resolvePromoted is pointPromoted for a configuration with promoted
+// columns.
+func (r *Encoder) resolvePromoted(attrs pcommon.Map) int {
 	total := 0
 	for i, p := range r.promoted {
 		r.promotedPoint[i] = r.promotedScope[i]

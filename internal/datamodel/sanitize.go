@@ -1,6 +1,7 @@
 package datamodel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"unicode"
@@ -17,9 +18,9 @@ const replacementChar = "\uFFFD"
 // error when one VARCHAR or symbol is not UTF-8; repairing the one value keeps
 // the rest of the batch.
 func appendValidUTF8(dst []byte, s string) []byte {
-	// Almost all text is valid: ValidString checks ASCII eight bytes at a
-	// time, where the loop below decodes byte by byte.
-	if utf8.ValidString(s) {
+	// Almost all text is valid: checked eight bytes at a time, where the
+	// loop below decodes byte by byte.
+	if validUTF8(s) {
 		return append(dst, s...)
 	}
 	start := 0
@@ -102,8 +103,35 @@ func PromotedColumns(keys []string) ([]PromotedColumn, error) {
 // validString returns s when it is valid UTF-8 (no copy, the common case) and
 // otherwise a repaired copy (see appendValidUTF8).
 func validString(s string) string {
-	if utf8.ValidString(s) {
+	if validUTF8(s) {
 		return s
 	}
 	return string(appendValidUTF8(make([]byte, 0, len(s)+8), s))
+}
+
+// validUTF8 is utf8.ValidString with a faster path for ASCII, the usual
+// text: eight bytes at a time to the end, the last eight overlapping the
+// ones before, where ValidString goes back to single bytes for each tail
+// shorter than its 32-byte stride.
+func validUTF8(s string) bool {
+	const hiBits = 0x8080808080808080
+	if len(s) < 8 {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= utf8.RuneSelf {
+				return utf8.ValidString(s)
+			}
+		}
+		return true
+	}
+	var or uint64
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		or |= binary.LittleEndian.Uint64([]byte(s[i:i+8])) | binary.LittleEndian.Uint64([]byte(s[i+8:i+16])) |
+			binary.LittleEndian.Uint64([]byte(s[i+16:i+24])) | binary.LittleEndian.Uint64([]byte(s[i+24:i+32]))
+	}
+	for ; i+8 <= len(s); i += 8 {
+		or |= binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+	}
+	or |= binary.LittleEndian.Uint64([]byte(s[len(s)-8:]))
+	return or&hiBits == 0 || utf8.ValidString(s)
 }

@@ -160,3 +160,24 @@ func TestUTF8RepairedInEveryColumn(t *testing.T) {
 		t.Error("series_id differs between a repaired name and the same valid name")
 	}
 }
+
+// TestValidUTF8IsValidString: the ASCII fast path agrees with
+// utf8.ValidString for every length up to a few strides and a valid or
+// invalid non-ASCII sequence at every position, the overlapping last
+// word included.
+func TestValidUTF8IsValidString(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		ascii := strings.Repeat("a", n)
+		if !validUTF8(ascii) {
+			t.Fatalf("%d ASCII bytes reported invalid", n)
+		}
+		for i := 0; i <= n; i++ {
+			for _, ins := range []string{"é", "🐢", "\xff", "\xed\xa0\x80", "\xc3"} {
+				s := ascii[:i] + ins + ascii[i:]
+				if got, want := validUTF8(s), utf8.ValidString(s); got != want {
+					t.Fatalf("validUTF8(%q) = %v, utf8.ValidString says %v", s, got, want)
+				}
+			}
+		}
+	}
+}

@@ -133,10 +133,7 @@ func (r *Encoder) appendSpanIdentity(dst []byte, sp ptrace.Span, name string) []
 func (r *Encoder) EncodeTraces(td ptrace.Traces, emit func(frame []byte) error) (Stats, error) {
 	r.beginBatch()
 	defer r.endKeyed() // keep none of the batch reachable, on every return
-	if r.ordinals == nil {
-		r.ordinals = make(map[uint64]uint32)
-	}
-	clear(r.ordinals)
+	r.ordinals.reset()
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
@@ -172,8 +169,7 @@ func (r *Encoder) writeSpan(sp ptrace.Span, emit func([]byte) error) error {
 
 	r.idBuf = r.appendSpanIdentity(r.idBuf[:0], sp, name)
 	key := xxh64(r.scopeSeed, r.idBuf)
-	ordinal := r.ordinals[key]
-	r.ordinals[key] = ordinal + 1
+	ordinal := r.ordinals.next(key)
 	spanKey := recordID(key, ordinal)
 
 	start, hasStart := timestampNanos(sp.StartTimestamp())
@@ -188,9 +184,9 @@ func (r *Encoder) writeSpan(sp ptrace.Span, emit func([]byte) error) error {
 	hasDuration := hasStart && hasEnd && end >= start
 	tid, sid, pid := sp.TraceID(), sp.SpanID(), sp.ParentSpanID()
 	hasTrace, hasSpan, hasParent := !tid.IsEmpty(), !sid.IsEmpty(), !pid.IsEmpty()
-	hex.Encode(r.traceHex[:], tid[:])
-	hex.Encode(r.spanHex[:], sid[:])
-	hex.Encode(s.parentHex[:], pid[:])
+	encodeHex(r.traceHex[:], tid[:])
+	encodeHex(r.spanHex[:], sid[:])
+	encodeHex(s.parentHex[:], pid[:])
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(name)) + symbolBound(len(kind)) + symbolBound(len(code)) +
 		7*varcharOverhead + len(r.traceHex) + len(r.spanHex) + len(s.parentHex) + len(s.traceState) +

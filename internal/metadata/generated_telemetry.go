@@ -50,6 +50,7 @@ type TelemetryBuilder struct {
 	ExporterQuestdbReconnectAttempts     metric.Int64Counter
 	ExporterQuestdbReconnectSuccesses    metric.Int64Counter
 	ExporterQuestdbRowsAppended          metric.Int64Counter
+	ExporterQuestdbRowsEvicted           metric.Int64Counter
 	ExporterQuestdbSenderStopped         metric.Int64ObservableGauge
 	ExporterQuestdbServerErrors          metric.Int64Counter
 	ExporterQuestdbSetAsideSlots         metric.Int64ObservableGauge
@@ -280,7 +281,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_ram_bytes",
-		metric.WithDescription("Bytes of SYMBOL dictionary text held in RAM - the generation being written, which encoding needs, and in memory-only mode every generation the queue holds (counted in sf_max_total_bytes there). Map and slice overhead not included. [Alpha]"),
+		metric.WithDescription("Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, map and slice, estimated), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
@@ -347,7 +348,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueCapacity, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_capacity",
-		metric.WithDescription("Capacity of the store-and-forward queue in bytes (sf_max_total_bytes). [Alpha]"),
+		metric.WithDescription("Capacity of the store-and-forward queue in bytes - sf_max_total_bytes, and half of it in memory-only mode (the other half is the Go garbage collector's headroom). [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
@@ -372,6 +373,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ExporterQuestdbRowsAppended, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_rows_appended",
 		metric.WithDescription("Rows in the QWP frames appended to the store-and-forward queue. [Alpha]"),
+		metric.WithUnit("{rows}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbRowsEvicted, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_rows_evicted",
+		metric.WithDescription("Rows (data points, log records, spans) in the unacknowledged frames deleted because the queue was full and on_full is evict_oldest (data lost). Each frame stores its row count; frames written by an older release (slot segment format 1) do not, so their evictions count in frames_evicted only and are logged as frames of unknown rows. [Alpha]"),
 		metric.WithUnit("{rows}"),
 	)
 	errs = errors.Join(errs, err)

@@ -115,7 +115,7 @@ func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *component
 func AssertEqualExporterQuestdbDictionaryRAMBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_ram_bytes",
-		Description: "Bytes of SYMBOL dictionary text held in RAM - the generation being written, which encoding needs, and in memory-only mode every generation the queue holds (counted in sf_max_total_bytes there). Map and slice overhead not included. [Alpha]",
+		Description: "Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, map and slice, estimated), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
@@ -284,7 +284,7 @@ func AssertEqualExporterQuestdbQueueBytes(t *testing.T, tt *componenttest.Teleme
 func AssertEqualExporterQuestdbQueueCapacity(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_capacity",
-		Description: "Capacity of the store-and-forward queue in bytes (sf_max_total_bytes). [Alpha]",
+		Description: "Capacity of the store-and-forward queue in bytes - sf_max_total_bytes, and half of it in memory-only mode (the other half is the Go garbage collector's headroom). [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
@@ -353,6 +353,22 @@ func AssertEqualExporterQuestdbRowsAppended(t *testing.T, tt *componenttest.Tele
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_questdb_rows_appended")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbRowsEvicted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_rows_evicted",
+		Description: "Rows (data points, log records, spans) in the unacknowledged frames deleted because the queue was full and on_full is evict_oldest (data lost). Each frame stores its row count; frames written by an older release (slot segment format 1) do not, so their evictions count in frames_evicted only and are logged as frames of unknown rows. [Alpha]",
+		Unit:        "{rows}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_rows_evicted")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

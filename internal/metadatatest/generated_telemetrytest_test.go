@@ -71,6 +71,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterQuestdbReconnectAttempts.Add(context.Background(), 1)
 	tb.ExporterQuestdbReconnectSuccesses.Add(context.Background(), 1)
 	tb.ExporterQuestdbRowsAppended.Add(context.Background(), 1)
+	tb.ExporterQuestdbRowsEvicted.Add(context.Background(), 1)
 	tb.ExporterQuestdbServerErrors.Add(context.Background(), 1)
 	tb.ExporterQuestdbSkippedDataPoints.Add(context.Background(), 1)
 	tb.ExporterQuestdbTornFrames.Add(context.Background(), 1)
@@ -138,6 +139,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbRowsAppended(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbRowsEvicted(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbSenderStopped(t, testTel,

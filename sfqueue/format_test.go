@@ -1,0 +1,384 @@
+package sfqueue
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Segment format 2: frames carry an item count (doc.go). These tests cover
+// what the count is for (evictions count the items they drop, also after a
+// restart), the format 1 slots older releases left (read, drained, their
+// evicted frames counted as of unknown items), the refusal of a newer
+// format, and damage to the new field.
+
+// appendItems appends payload as one frame carrying items.
+func appendItems(t *testing.T, q *Queue, payload []byte, items uint32) uint64 {
+	t.Helper()
+	fsn, err := q.AppendBatchItems(context.Background(), [][]byte{payload}, []uint32{items})
+	if err != nil {
+		t.Fatalf("AppendBatchItems(%d bytes, %d items): %v", len(payload), items, err)
+	}
+	return fsn
+}
+
+// TestEvictionCountsItems: frame k carries k items. With 4 frames a segment
+// (fillOptions), acking 2 and appending a 17th evicts segment 1 partly
+// acknowledged (frames 3 and 4: 7 items, read from the segment), and the
+// 21st evicts segment 2 whole (frames 5..8: 26 items, from the sum kept in
+// RAM). In SF mode the same holds when the segments were recovered by a
+// restart before the evictions.
+func TestEvictionCountsItems(t *testing.T) {
+	cases := []struct {
+		name    string
+		opts    func(t *testing.T) Options
+		restart bool
+	}{
+		{"memory", bothModes[0].opts, false},
+		{"sf", bothModes[1].opts, false},
+		{"sf/after restart", bothModes[1].opts, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := fillOptions(c.opts(t), OnFullEvictOldest)
+			q := mustOpen(t, o)
+			for k := uint64(1); k <= 16; k++ {
+				appendItems(t, q, testPayload(k, 200), uint32(k))
+			}
+			q.Ack(2)
+			if c.restart {
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				q = mustOpen(t, o)
+			}
+			defer q.Close()
+			if st := q.Stats(); st.FramesEvicted != 0 || st.ItemsEvicted != 0 {
+				t.Fatalf("evicted before the cap: %+v", st)
+			}
+			appendItems(t, q, testPayload(17, 200), 17)
+			if st := q.Stats(); st.FramesEvicted != 2 || st.ItemsEvicted != 3+4 || st.FramesEvictedItemsUnknown != 0 {
+				t.Fatalf("evicting segment 1 with frames 1..2 acked: %d frames, %d items, %d unknown; want 2 frames, 7 items, 0 unknown",
+					st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+			}
+			for k := uint64(18); k <= 21; k++ {
+				appendItems(t, q, testPayload(k, 200), uint32(k))
+			}
+			if st := q.Stats(); st.FramesEvicted != 6 || st.ItemsEvicted != 7+5+6+7+8 || st.FramesEvictedItemsUnknown != 0 {
+				t.Fatalf("after evicting segment 2 whole: %d frames, %d items, %d unknown; want 6 frames, 33 items, 0 unknown",
+					st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+			}
+			// What is left is intact and in order: frames 9..21.
+			got := drain(t, q.NewCursor())
+			if len(got) != 13 || got[0].fsn != 9 || got[12].fsn != 21 {
+				t.Fatalf("after the evictions the cursor read %d frames from FSN %d; want 13 from 9", len(got), got[0].fsn)
+			}
+			for _, f := range got {
+				if id, err := checkTestPayload(f.payload); err != nil || id != f.fsn {
+					t.Fatalf("frame %d: id %d, %v", f.fsn, id, err)
+				}
+			}
+		})
+	}
+}
+
+func TestAppendBatchItemsNeedsOneCountPerPayload(t *testing.T) {
+	q := mustOpen(t, Options{})
+	defer q.Close()
+	_, err := q.AppendBatchItems(context.Background(), [][]byte{{1}, {2}}, []uint32{1})
+	if err == nil || !strings.Contains(err.Error(), "1 item counts for 2 payloads") {
+		t.Fatalf("AppendBatchItems with 1 count for 2 payloads: %v", err)
+	}
+	if q.PublishedFSN() != 0 {
+		t.Fatalf("a refused batch was appended: PublishedFSN %d", q.PublishedFSN())
+	}
+}
+
+// TestItemCountsSurviveInTheScan: the scan (recovery's and the slot
+// tool's) reads each frame's item count back.
+func TestItemCountsSurviveInTheScan(t *testing.T) {
+	o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 1024}
+	q := mustOpen(t, o)
+	for k := uint64(1); k <= 10; k++ {
+		appendItems(t, q, testPayload(k, 200), uint32(100*k))
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scan, err := ScanSlot(filepath.Join(o.Dir, o.SenderID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := uint64(1); k <= 10; k++ {
+		if n, ok := scan.FrameItems(k); !ok || n != uint32(100*k) {
+			t.Errorf("FrameItems(%d) = %d, %v; want %d", k, n, ok, 100*k)
+		}
+	}
+	if _, ok := scan.FrameItems(11); ok {
+		t.Error("FrameItems of a frame the slot does not hold reports a count")
+	}
+	for _, seg := range scan.Segments {
+		if seg.Version != segmentVersion || len(seg.Items) != len(seg.Frames) {
+			t.Errorf("%s: version %d, %d item counts for %d frames", seg.Name, seg.Version, len(seg.Items), len(seg.Frames))
+		}
+	}
+}
+
+// copyFixture copies the format 1 slot the exporter's tests keep
+// (sender/testdata/slot-v1: one format 1 segment of 10 frames and the
+// legacy single .symbol-dict) to <dir>/<id>.
+func copyFixture(t *testing.T, dir, id string) {
+	t.Helper()
+	if err := os.CopyFS(filepath.Join(dir, id), os.DirFS(filepath.Join("..", "sender", "testdata", "slot-v1"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFormat1SlotRecoversAndDrains: a slot an older release wrote is read,
+// new frames go to format 2 segments beside it, both replay after a
+// restart, and evicting the format 1 frames counts them as frames of
+// unknown items (never as zero items in silence) while the format 2
+// frames' items are counted.
+func TestFormat1SlotRecoversAndDrains(t *testing.T) {
+	dir := t.TempDir()
+	copyFixture(t, dir, "s")
+	o := Options{Dir: dir, SenderID: "s", MaxSegmentBytes: 1024, MaxTotalBytes: 4096, OnFull: OnFullEvictOldest}
+	q := mustOpen(t, o)
+	if rep := q.Recovery(); rep.FramesRecovered != 10 || rep.Unreplayable != nil {
+		t.Fatalf("recovery of the format 1 fixture: %+v; want 10 frames", rep)
+	}
+	old := drain(t, q.NewCursor())
+	if len(old) != 10 || old[0].fsn != 1 || old[9].fsn != 10 {
+		t.Fatalf("read %d format 1 frames; want FSN 1..10", len(old))
+	}
+	appendItems(t, q, testPayload(11, 200), 11)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scan, err := ScanSlot(filepath.Join(dir, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []uint32
+	for _, seg := range scan.Segments {
+		versions = append(versions, seg.Version)
+	}
+	if !slices.Equal(versions, []uint32{1, 2}) || scan.Segments[0].Items != nil {
+		t.Fatalf("segment versions %v (format 1 item counts %v); want [1 2] and none", versions, scan.Segments[0].Items)
+	}
+	if _, ok := scan.FrameItems(5); ok {
+		t.Error("FrameItems of a format 1 frame reports a count")
+	}
+
+	q = mustOpen(t, o)
+	defer q.Close()
+	got := drain(t, q.NewCursor())
+	if len(got) != 11 || string(got[4].payload) != string(old[4].payload) {
+		t.Fatalf("after a restart the cursor read %d frames; want the 10 format 1 frames and FSN 11", len(got))
+	}
+	for k := uint64(12); q.Stats().FramesEvicted <= 10; k++ {
+		if k > 100 {
+			t.Fatalf("no eviction past the format 1 segment: %+v", q.Stats())
+		}
+		appendItems(t, q, testPayload(k, 200), uint32(k))
+	}
+	st := q.Stats()
+	want := uint64(0) // items of the format 2 frames evicted: FSN 11.. carry their FSN
+	for k := uint64(11); k < 11+st.FramesEvicted-10; k++ {
+		want += k
+	}
+	if st.FramesEvictedItemsUnknown != 10 || st.ItemsEvicted != want || want == 0 {
+		t.Fatalf("evicted %d frames: %d of unknown items, %d items; want the 10 format 1 frames unknown and %d items",
+			st.FramesEvicted, st.FramesEvictedItemsUnknown, st.ItemsEvicted, want)
+	}
+}
+
+// treeState renders every file and directory under dir (name, mode, content) so a test
+// can tell whether anything changed.
+func treeState(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + fi.Mode().String() + "\n")
+		if !d.IsDir() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// setSegmentVersion rewrites the version of the segment header at path,
+// with a valid header CRC (a newer release's segment, not damage).
+func setSegmentVersion(t *testing.T, path string, v uint32) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := make([]byte, segmentHeaderSize)
+	if _, err := f.ReadAt(h, 0); err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(h[4:], v)
+	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], castagnoli))
+	if _, err := f.WriteAt(h, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNewerFormatIsRefusedUnchanged: a segment of format 3 among format 2
+// ones (or alone) makes Open fail with an error naming both versions, and
+// leaves the slot exactly as it was: not set aside, no .failed marker, no
+// lock file written, no mode changed. The scan the slot tool uses refuses
+// it the same way.
+func TestNewerFormatIsRefusedUnchanged(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		which  func(segs []string) []string
+		orphan bool
+	}{
+		{"one segment among format 2 ones", func(segs []string) []string { return segs[1:2] }, false},
+		{"every segment", func(segs []string) []string { return segs }, false},
+		{"orphan drainer", func(segs []string) []string { return segs[len(segs)-1:] }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, _ := writeSlot(t, 20, nil)
+			segs := segmentPaths(t, o)
+			if len(segs) < 3 {
+				t.Fatalf("the slot spans %d segments; want at least 3", len(segs))
+			}
+			for _, p := range c.which(segs) {
+				setSegmentVersion(t, p, segmentVersion+1)
+			}
+			os.Chmod(filepath.Join(o.Dir, o.SenderID), 0o755) // a change Open would otherwise make
+			before := treeState(t, o.Dir)
+			o.MarkUnreplayableFailed = c.orphan
+			q, err := Open(o)
+			if err == nil {
+				q.Close()
+				t.Fatal("Open accepted a slot of a newer format")
+			}
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.Version != 3 || fe.Newest != 2 {
+				t.Fatalf("Open: %v; want a *FormatError of version 3 against 2", err)
+			}
+			for _, want := range []string{"format version 3", "newer than version 2", ".sfseg", "left unchanged"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			if after := treeState(t, o.Dir); after != before {
+				t.Errorf("Open changed the slot of a newer format:\nbefore:\n%q\nafter:\n%q", before, after)
+			}
+			if _, err := ScanSlot(filepath.Join(o.Dir, o.SenderID)); !errors.As(err, &fe) {
+				t.Errorf("ScanSlot: %v; want a *FormatError", err)
+			}
+		})
+	}
+}
+
+// TestItemCountDamage: the CRC covers the item count, so a flipped bit in
+// it is a damaged frame like any other: cut as the torn tail of the newest
+// segment, a set-aside slot in the middle. A v2 frame torn inside its item
+// count is cut as a torn tail.
+func TestItemCountDamage(t *testing.T) {
+	itemsField := func(seg string, frame int) int64 {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := segmentHeaderSize
+		for range frame {
+			_, _, size, ok := parseFrame(b[pos:], segmentVersion)
+			if !ok {
+				t.Fatalf("%s: frame at %d does not parse", seg, pos)
+			}
+			pos += size
+		}
+		return int64(pos + 4)
+	}
+	lastFrame := func(t *testing.T, seg string) int {
+		scan, err := ScanSlot(filepath.Dir(seg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := scan.Segments[len(scan.Segments)-1]
+		return len(s.Frames) - 1
+	}
+	flip := func(t *testing.T, path string, off int64) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		c := []byte{0}
+		if _, err := f.ReadAt(c, off); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{c[0] ^ 0x10}, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("newest frame's count flipped", func(t *testing.T) {
+		o, payloads := writeSlot(t, 20, nil)
+		segs := segmentPaths(t, o)
+		newest := segs[len(segs)-1]
+		flip(t, newest, itemsField(newest, lastFrame(t, newest)))
+		q := mustOpen(t, o)
+		defer q.Close()
+		rep := q.Recovery()
+		if rep.Unreplayable != nil || rep.TornFrames != 1 || rep.TornFirstFSN != 20 {
+			t.Fatalf("recovery: %+v; want the last frame (FSN 20) cut as the torn tail", rep)
+		}
+		if got := drain(t, q.NewCursor()); len(got) != 19 || string(got[18].payload) != string(payloads[18]) {
+			t.Fatalf("read %d frames after the cut; want FSN 1..19 intact", len(got))
+		}
+	})
+	t.Run("older segment's count flipped", func(t *testing.T) {
+		o, _ := writeSlot(t, 20, nil)
+		segs := segmentPaths(t, o)
+		flip(t, segs[1], itemsField(segs[1], 1))
+		q := mustOpen(t, o)
+		defer q.Close()
+		dl := q.Recovery().Unreplayable
+		if dl == nil || !strings.Contains(dl.Reason, "CRC32C mismatch") || !strings.Contains(dl.Reason, filepath.Base(segs[1])) {
+			t.Fatalf("recovery: %+v; want the slot set aside for a CRC32C mismatch in %s", q.Recovery(), filepath.Base(segs[1]))
+		}
+	})
+	t.Run("torn inside the count", func(t *testing.T) {
+		o, _ := writeSlot(t, 20, nil)
+		segs := segmentPaths(t, o)
+		newest := segs[len(segs)-1]
+		n := lastFrame(t, newest)
+		if err := os.Truncate(newest, itemsField(newest, n)+2); err != nil {
+			t.Fatal(err)
+		}
+		q := mustOpen(t, o)
+		defer q.Close()
+		if rep := q.Recovery(); rep.Unreplayable != nil || rep.TornFrames != 1 || rep.TornFirstFSN != 20 || rep.TornBytes == 0 {
+			t.Fatalf("recovery: %+v; want FSN 20 cut as the torn tail", rep)
+		}
+	})
+}

@@ -1,0 +1,243 @@
+package sfqueue
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// readerEntries is a generation of several read chunks, with one entry
+// larger than a chunk and one empty entry among ordinary ones.
+func readerEntries() [][]byte {
+	var es [][]byte
+	for i := range 3000 {
+		es = append(es, fmt.Appendf(nil, `{"series":%d,"pad":%q}`, i, strings.Repeat("x", i%97)))
+	}
+	es[1500] = bytes.Repeat([]byte("L"), 3*symbolReadChunk/2)
+	es[1501] = []byte{}
+	return es
+}
+
+// readAll drains r, copying every entry, and checks Next's io.EOF after it.
+func readAll(t *testing.T, r *SymbolReader) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Next after %d entries: %v", len(out), err)
+		}
+		out = append(out, bytes.Clone(e))
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("Next past the end: %v, want io.EOF", err)
+	}
+	return out
+}
+
+func equalEntries(t *testing.T, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("read %d entries, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("entry %d: %d bytes %.20q, want %d bytes %.20q", i, len(got[i]), got[i], len(want[i]), want[i])
+		}
+	}
+}
+
+// TestSymbolReaderStreams: a generation reads back whole and in order, in
+// SF mode through a buffer of one chunk (or one record, when a record is
+// larger), never the generation; in memory-only mode without copies.
+func TestSymbolReaderStreams(t *testing.T) {
+	want := readerEntries()
+	var total int64
+	for _, e := range want {
+		total += symbolRecordBytes(e)
+	}
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := mustOpen(t, m.opts(t))
+			defer q.Close()
+			for i := 0; i < len(want); i += 1000 {
+				if err := q.AddSymbols(3, i, want[i:i+1000]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := q.OpenSymbols(3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Len() != len(want) {
+				t.Fatalf("Len %d, want %d", r.Len(), len(want))
+			}
+			var got [][]byte
+			maxBuf := 0
+			for {
+				e, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if q.sf {
+					maxBuf = max(maxBuf, cap(r.buf))
+				} else if len(e) > 0 && !inChunks(e, q.dict.mem[3].chunks) {
+					t.Fatalf("memory-only entry %d is a copy", len(got))
+				}
+				got = append(got, bytes.Clone(e))
+			}
+			equalEntries(t, got, want)
+			if limit := int(symbolRecordBytes(want[1500])); q.sf && (maxBuf > limit || total < int64(3*limit)) {
+				t.Fatalf("the reader's buffer reached %d bytes for a %d-byte generation; want at most the largest record, %d", maxBuf, total, limit)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			equalEntries(t, q.Symbols(3), want)
+		})
+	}
+}
+
+// TestSymbolReaderSnapshot: a reader returns the entries the generation
+// held when it was opened, even when more are added or the generation is
+// deleted before it is read; a generation the queue does not hold reads as
+// empty; a closed queue opens none.
+func TestSymbolReaderSnapshot(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(m.name, func(t *testing.T) {
+			q := mustOpen(t, m.opts(t))
+			defer q.Close()
+			if err := q.AddSymbols(0, 0, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := q.OpenSymbols(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if err := q.AddSymbols(0, 2, [][]byte{[]byte("late")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.AddSymbols(1, 0, [][]byte{[]byte("g1")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.DropSymbolGenerationsBelow(1); err != nil {
+				t.Fatal(err)
+			}
+			if q.sf {
+				if _, err := os.Stat(filepath.Join(q.slot, genDictName(0))); !os.IsNotExist(err) {
+					t.Fatalf("generation 0's file after the drop: %v", err)
+				}
+			}
+			equalEntries(t, readAll(t, r), [][]byte{[]byte("a"), []byte("b")})
+			gone, err := q.OpenSymbols(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gone.Len() != 0 || len(readAll(t, gone)) != 0 {
+				t.Fatalf("a deleted generation reads %d entries", gone.Len())
+			}
+			q.Close()
+			if _, err := q.OpenSymbols(1); !errors.Is(err, ErrClosed) {
+				t.Fatalf("OpenSymbols on a closed queue: %v", err)
+			}
+		})
+	}
+}
+
+// TestSymbolReaderDamage: a record damaged after the queue opened the slot
+// stops the reader with an error naming the file and the record's offset;
+// the entries before it were returned.
+func TestSymbolReaderDamage(t *testing.T) {
+	entries := [][]byte{[]byte("alpha"), []byte("beta"), []byte("gamma")}
+	second := symbolRecordBytes(entries[0]) // offset of record 1
+	third := second + symbolRecordBytes(entries[1])
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+		at     int64
+		want   string
+	}{
+		{"flipped byte", func(t *testing.T, p string) { patch(t, p, second+symbolRecordHeader, []byte("X")) }, second, "fails its CRC32C check"},
+		{"wrong id", func(t *testing.T, p string) {
+			patch(t, p, second, appendSymbolRecord(nil, 0, 7, entries[1]))
+		}, second, "is id 7 of generation 0"},
+		{"huge length", func(t *testing.T, p string) {
+			patch(t, p, third+8, binary.LittleEndian.AppendUint32(nil, maxSymbolBytes+1))
+		}, third, "above the"},
+		{"cut short", func(t *testing.T, p string) {
+			if err := os.Truncate(p, third+3); err != nil {
+				t.Fatal(err)
+			}
+		}, third, "is cut short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := mustOpen(t, Options{Dir: t.TempDir(), SenderID: "s1"})
+			defer q.Close()
+			if err := q.AddSymbols(0, 0, entries); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(q.slot, genDictName(0))
+			tc.damage(t, path)
+			r, err := q.OpenSymbols(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var read int
+			for {
+				_, err = r.Next()
+				if err != nil {
+					break
+				}
+				read++
+			}
+			wantMsg := fmt.Sprintf("%s: record at offset %d", path, tc.at)
+			if err == io.EOF || !strings.Contains(err.Error(), wantMsg) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("after %d entries: %v; want an error with %q and %q", read, err, wantMsg, tc.want)
+			}
+			if wantRead := int(map[int64]int{second: 1, third: 2}[tc.at]); read != wantRead {
+				t.Fatalf("%d entries read before the damage at offset %d, want %d", read, tc.at, wantRead)
+			}
+		})
+	}
+}
+
+// patch overwrites the file at p from offset off with b.
+func patch(t *testing.T, p string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inChunks reports whether e lies in one of chunks' arrays.
+func inChunks(e []byte, chunks [][]byte) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(e)))
+	for _, c := range chunks {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
+		if p >= lo && p < lo+uintptr(cap(c)) {
+			return true
+		}
+	}
+	return false
+}
