@@ -168,8 +168,10 @@
 //  1. Lock the slot; a held lock is *LockedError naming the holder's PID.
 //  2. Scan, read-only (ScanSlot is the same scan, exported for the slot
 //     tool): .ack-watermark (corrupt: ignored with a warning, frames are
-//     then replayed from the oldest segment), the valid prefix of
-//     .symbol-dict, and a CRC walk of every segment from its header that
+//     then replayed from the oldest segment), the valid prefix of each
+//     dictionary file (walked a 64 KiB chunk at a time; recovery keeps
+//     each generation's count, not its entries, unless it must move a
+//     legacy .symbol-dict), and a CRC walk of every segment from its header that
 //     stops at the first short, oversized or CRC-failing frame. When
 //     written (non-zero) bytes follow that frame, the rest of the file is
 //     searched at every offset for valid frames ("stray" frames): their

@@ -2,6 +2,7 @@ package sfqueue
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,14 +163,14 @@ func (s *SlotScan) plan() recoveryPlan {
 
 // checkSymbols finds the first unacked frame using an id the dictionary
 // cannot back.
-func checkSymbols(keep []*SegmentScan, acked uint64, gens map[uint32][][]byte) *FSNRange {
+func checkSymbols(keep []*SegmentScan, acked uint64, counts map[uint32]int) *FSNRange {
 	for _, seg := range keep {
 		for i, n := range seg.needs {
 			fsn := seg.Base + uint64(i)
 			if fsn <= acked || n.maxID < 0 {
 				continue
 			}
-			if have := int64(len(gens[n.gen])); n.maxID >= have {
+			if have := int64(counts[n.gen]); n.maxID >= have {
 				return &FSNRange{First: fsn, Last: fsn, Readable: true, File: seg.Name, Offset: int64(seg.Frames[i]),
 					Cause: fmt.Sprintf("frame %d uses symbol id %d of generation %d, but .symbol-dict holds %d entries of that generation and no surviving frame defines the rest",
 						fsn, n.maxID, n.gen, have)}
@@ -179,10 +180,11 @@ func checkSymbols(keep []*SegmentScan, acked uint64, gens map[uint32][][]byte) *
 	return nil
 }
 
-// rebuildSymbols extends the dictionary's valid prefix with the entries the
-// surviving frames define in their own delta sections (seed 000), in FSN
-// order, and returns the entries added per generation.
-func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, gens map[uint32][][]byte) (map[uint32][][]byte, error) {
+// rebuildSymbols extends the dictionary's valid prefix (counts entries per
+// generation, which it updates) with the entries the surviving frames
+// define in their own delta sections (seed 000), in FSN order, and returns
+// the entries added per generation.
+func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, counts map[uint32]int) (map[uint32][][]byte, error) {
 	defs := q.o.SymbolDefs
 	if defs == nil {
 		return nil, nil
@@ -194,15 +196,14 @@ func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, gens map[uint32
 	}
 	err := sub.eachFrame(q.fs, func(_ uint64, _ string, _ int64, payload []byte) error {
 		gen, first, entries := defs(payload)
-		have := len(gens[gen])
+		have := counts[gen]
 		if first > have || first+len(entries) <= have {
 			return nil
 		}
 		for _, e := range entries[have-first:] {
-			e = append([]byte(nil), e...)
-			gens[gen] = append(gens[gen], e)
-			added[gen] = append(added[gen], e)
+			added[gen] = append(added[gen], append([]byte(nil), e...))
 		}
+		counts[gen] = first + len(entries)
 		return nil
 	})
 	return added, err
@@ -291,7 +292,7 @@ func (q *Queue) makePrivate() {
 func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	var rep RecoveryReport
 	log := q.log
-	scan, err := scanSlot(q.fs, q.slot, q.o.SymbolUse)
+	scan, err := scanSlot(q.fs, q.slot, q.o.SymbolUse, false)
 	if err != nil {
 		return rep, err
 	}
@@ -311,14 +312,14 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			break
 		}
 	}
-	gens := scan.Dict.gens
+	counts := maps.Clone(scan.Dict.onDisk)
 	var rebuilt map[uint32][][]byte
 	if len(p.unreadable) == 0 && q.o.SymbolUse != nil {
-		if checkSymbols(p.keep, acked, gens) != nil {
-			if rebuilt, err = q.rebuildSymbols(scan, p.keep, gens); err != nil {
+		if checkSymbols(p.keep, acked, counts) != nil {
+			if rebuilt, err = q.rebuildSymbols(scan, p.keep, counts); err != nil {
 				return rep, err
 			}
-			if bad := checkSymbols(p.keep, acked, gens); bad != nil {
+			if bad := checkSymbols(p.keep, acked, counts); bad != nil {
 				p.unreadable = append(p.unreadable, *bad)
 			}
 		}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -48,8 +50,11 @@ type DictScan struct {
 	Damage      string
 	Generations map[uint32]int // entries per generation in the valid prefix
 
-	gens   map[uint32][][]byte // the entries themselves
-	onDisk map[uint32]int      // entries per generation in the files
+	// gens holds the entries themselves: every generation's in ScanSlot's
+	// scan, only a legacy .symbol-dict's in recovery's (Open moves them
+	// into their own files).
+	gens   map[uint32][][]byte
+	onDisk map[uint32]int // entries per generation in the files
 	files  []dictFileScan
 }
 
@@ -115,12 +120,15 @@ func (s *SegmentScan) written() bool { return s.NonZeroEnd > 0 }
 // A segment of a format newer than this package reads makes it fail with a
 // *FormatError.
 func ScanSlot(dir string) (*SlotScan, error) {
-	return scanSlot(OSFS(), dir, nil)
+	return scanSlot(OSFS(), dir, nil, true)
 }
 
 // scanSlot is ScanSlot on fsys; with use set it records each frame's
-// symbol need for recovery's dictionary check.
-func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64)) (*SlotScan, error) {
+// symbol need for recovery's dictionary check. Without entries it keeps
+// the dictionary's entries only where Open needs them (a legacy
+// .symbol-dict to move), counting the rest: recovery never holds the
+// slot's dictionary in RAM.
+func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64), entries bool) (*SlotScan, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("sfqueue: list slot %s: %w", dir, err)
@@ -128,7 +136,7 @@ func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64)) (*SlotScan,
 	s := &SlotScan{Dir: dir}
 	w, ok, err := readWatermark(fsys, dir)
 	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable}, ok, err
-	if s.Dict, err = scanSymbolDict(fsys, dir, names); err != nil {
+	if s.Dict, err = scanSymbolDict(fsys, dir, names, entries); err != nil {
 		return nil, err
 	}
 	if b, err := readSmallFile(fsys, filepath.Join(dir, failedFile), 4096); err == nil {
@@ -279,14 +287,15 @@ type dictFileScan struct {
 	gen          uint32 // per-generation file: its generation
 	legacy       bool   // .symbol-dict, every generation in one log
 	size, intact int64
-	gens         map[uint32][][]byte // entries of the valid prefix
+	counts       map[uint32]int      // entries per generation in the valid prefix
+	gens         map[uint32][][]byte // the entries, when kept
 }
 
 // scanSymbolDict reads the dictionary files read-only and keeps their valid
-// prefixes. A generation found both in its own file and in a legacy
-// .symbol-dict (a migration interrupted after the rename) is taken from
-// its own file.
-func scanSymbolDict(fsys FS, dir string, names []string) (DictScan, error) {
+// prefixes (the entries of legacy files, and of every file with entries).
+// A generation found both in its own file and in a legacy .symbol-dict (a
+// migration interrupted after the rename) is taken from its own file.
+func scanSymbolDict(fsys FS, dir string, names []string, entries bool) (DictScan, error) {
 	d := DictScan{Generations: map[uint32]int{}, gens: map[uint32][][]byte{}, onDisk: map[uint32]int{}}
 	var legacy *dictFileScan
 	for _, name := range names {
@@ -294,7 +303,7 @@ func scanSymbolDict(fsys FS, dir string, names []string) (DictScan, error) {
 		if !perGen && name != symbolDictFile {
 			continue
 		}
-		r, err := scanDictFile(fsys, dir, name, gen, !perGen)
+		r, err := scanDictFile(fsys, dir, name, gen, !perGen, entries || !perGen)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -312,19 +321,19 @@ func scanSymbolDict(fsys FS, dir string, names []string) (DictScan, error) {
 			legacy = &d.files[len(d.files)-1]
 			continue
 		}
-		d.gens[gen] = r.gens[gen]
+		d.onDisk[gen] = r.counts[gen]
+		if entries {
+			d.gens[gen] = r.gens[gen]
+		}
 	}
 	if legacy != nil {
-		for g, es := range legacy.gens {
-			if _, ok := d.gens[g]; !ok {
-				d.gens[g] = es
+		for g, n := range legacy.counts {
+			if _, ok := d.onDisk[g]; !ok {
+				d.onDisk[g], d.gens[g] = n, legacy.gens[g]
 			}
 		}
 	}
-	for g, es := range d.gens {
-		d.Generations[g] = len(es)
-		d.onDisk[g] = len(es)
-	}
+	maps.Copy(d.Generations, d.onDisk)
 	return d, nil
 }
 
@@ -333,9 +342,13 @@ type dictFileResult struct {
 	damage string
 }
 
-// scanDictFile walks one dictionary file.
-func scanDictFile(fsys FS, dir, name string, gen uint32, legacy bool) (dictFileResult, error) {
-	r := dictFileResult{dictFileScan: dictFileScan{name: name, gen: gen, legacy: legacy, gens: map[uint32][][]byte{}}}
+// scanDictFile walks one dictionary file a chunk at a time, keeping the
+// entries with keep.
+func scanDictFile(fsys FS, dir, name string, gen uint32, legacy, keep bool) (dictFileResult, error) {
+	r := dictFileResult{dictFileScan: dictFileScan{name: name, gen: gen, legacy: legacy, counts: map[uint32]int{}}}
+	if keep {
+		r.gens = map[uint32][][]byte{}
+	}
 	p := filepath.Join(dir, name)
 	f, err := fsys.OpenFile(p, os.O_RDONLY)
 	if err != nil {
@@ -346,31 +359,33 @@ func scanDictFile(fsys FS, dir, name string, gen uint32, legacy bool) (dictFileR
 	if err != nil {
 		return r, err
 	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil && err != io.EOF {
-		return r, fmt.Errorf("sfqueue: read %s: %w", p, err)
-	}
 	r.size = size
-	pos := 0
-	for pos < len(data) {
-		g, entry, n, ok := parseSymbolRecord(data[pos:])
-		if !ok {
-			r.damage = fmt.Sprintf("%s: record at offset %d is short or fails its CRC32C check", name, pos)
-			break
+	recs := symbolRecords{f: f, path: p, size: size}
+	for {
+		g, id, entry, at, err := recs.next()
+		var fault *recordFault
+		switch {
+		case err == io.EOF:
+			r.intact = at
+			return r, nil
+		case errors.As(err, &fault):
+			r.damage = fmt.Sprintf("%s: record at offset %d is short or fails its CRC32C check", name, at)
+		case err != nil:
+			return r, err
+		case !legacy && g != gen:
+			r.damage = fmt.Sprintf("%s: record at offset %d is of generation %d", name, at, g)
+		case int(id) != r.counts[g]:
+			r.damage = fmt.Sprintf("%s: record at offset %d has id %d of generation %d, want the next id %d", name, at, id, g, r.counts[g])
 		}
-		if !legacy && g != gen {
-			r.damage = fmt.Sprintf("%s: record at offset %d is of generation %d", name, pos, g)
-			break
+		if r.damage != "" {
+			r.intact = at
+			return r, nil
 		}
-		if id := binary.LittleEndian.Uint32(data[pos+4:]); int(id) != len(r.gens[g]) {
-			r.damage = fmt.Sprintf("%s: record at offset %d has id %d of generation %d, want the next id %d", name, pos, id, g, len(r.gens[g]))
-			break
+		r.counts[g]++
+		if keep {
+			r.gens[g] = append(r.gens[g], slices.Clone(entry))
 		}
-		r.gens[g] = append(r.gens[g], entry)
-		pos += n
 	}
-	r.intact = int64(pos)
-	return r, nil
 }
 
 // FSNRange is a run of FSNs of a slot, readable or not.

@@ -158,9 +158,9 @@ func newMemoryDict() *symbolDict {
 
 // openSymbolDict opens the dictionary of the slot dir as scan found it: it
 // cuts torn tails, moves a legacy .symbol-dict's generations into their
-// own files, and opens every generation's file for appending. scan.gens
-// holds every entry (recovery's rebuilt ones included, which persist
-// writes); they are not kept in RAM.
+// own files, and opens every generation's file for appending. Of the
+// entries, scan holds only a legacy .symbol-dict's (to move); recovery's
+// rebuilt ones are written by persist. None is kept in RAM.
 func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict, error) {
 	d := &symbolDict{fsys: fsys, dir: dir, files: map[uint32]*genFile{}, counts: map[uint32]int{}, sync: sync}
 	fail := func(err error) (*symbolDict, error) {
@@ -244,29 +244,6 @@ func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
 		return d.fsys.SyncDir(d.dir)
 	}
 	return nil
-}
-
-// parseSymbolRecord checks one record at the start of b and returns a copy
-// of its entry.
-func parseSymbolRecord(b []byte) (gen uint32, entry []byte, n int, ok bool) {
-	gen, _, entry, n, ok = viewSymbolRecord(b)
-	return gen, slices.Clone(entry), n, ok
-}
-
-// viewSymbolRecord checks one record at the start of b; entry aliases b.
-func viewSymbolRecord(b []byte) (gen, id uint32, entry []byte, n int, ok bool) {
-	if len(b) < symbolRecordHeader+4 {
-		return 0, 0, nil, 0, false
-	}
-	l := binary.LittleEndian.Uint32(b[8:])
-	if l > maxSymbolBytes || int(l) > len(b)-symbolRecordHeader-4 {
-		return 0, 0, nil, 0, false
-	}
-	end := symbolRecordHeader + int(l)
-	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
-		return 0, 0, nil, 0, false
-	}
-	return binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), b[symbolRecordHeader:end], end + 4, true
 }
 
 func appendSymbolRecord(dst []byte, gen, id uint32, entry []byte) []byte {
@@ -584,10 +561,6 @@ func (q *Queue) Symbols(gen uint32) [][]byte {
 	}
 }
 
-// symbolReadChunk is how much of a dictionary file a SymbolReader reads at
-// a time; a record larger than it is read whole.
-const symbolReadChunk = 64 << 10
-
 // SymbolReader streams the entries of one dictionary generation in id
 // order, as many as the generation held when OpenSymbols was called. In SF
 // mode it reads the generation's file in chunks through its own handle, so
@@ -602,13 +575,7 @@ type SymbolReader struct {
 
 	mem [][]byte // memory-only mode: the generation's chunks still to read
 
-	f    File   // SF mode: a read-only handle of the generation's file
-	path string // for errors
-	size int64  // bytes of the n entries' records (the file's end once cut)
-	cut  bool   // the file turned out shorter than size
-	buf  []byte // file bytes [off, off+len(buf))
-	off  int64
-	pos  int // the next record's start in buf
+	recs symbolRecords // SF mode: the n entries' records, through a handle of its own
 }
 
 // OpenSymbols returns a reader of generation gen's entries. A generation the
@@ -633,12 +600,12 @@ func (q *Queue) OpenSymbols(gen uint32) (*SymbolReader, error) {
 		r.n = 0
 		return r, nil
 	}
-	r.path = filepath.Join(d.dir, genDictName(gen))
-	f, err := d.fsys.OpenFile(r.path, os.O_RDONLY)
+	path := filepath.Join(d.dir, genDictName(gen))
+	f, err := d.fsys.OpenFile(path, os.O_RDONLY)
 	if err != nil {
-		return nil, fmt.Errorf("sfqueue: open %s for reading: %w", r.path, err)
+		return nil, fmt.Errorf("sfqueue: open %s for reading: %w", path, err)
 	}
-	r.f, r.size = f, gf.size
+	r.recs = symbolRecords{f: f, path: path, size: gf.size}
 	return r, nil
 }
 
@@ -659,73 +626,33 @@ func (r *SymbolReader) Next() ([]byte, error) {
 		r.next++
 		return e, nil
 	}
-	at := r.off + int64(r.pos)
-	if err := r.fill(symbolRecordHeader); err != nil {
-		return nil, err
-	}
-	l := binary.LittleEndian.Uint32(r.buf[r.pos+8:])
-	if l > maxSymbolBytes {
-		return nil, r.bad(at, fmt.Sprintf("has a length of %d bytes, above the %d-byte limit", l, maxSymbolBytes))
-	}
-	if err := r.fill(symbolRecordHeader + int(l) + 4); err != nil {
-		return nil, err
-	}
-	gen, id, e, n, ok := viewSymbolRecord(r.buf[r.pos:])
+	gen, id, e, at, err := r.recs.next()
+	var fault *recordFault
 	switch {
-	case !ok:
-		return nil, r.bad(at, "fails its CRC32C check")
+	case err == io.EOF:
+		return nil, r.bad(at, fmt.Sprintf("is missing: the file ends at byte %d", r.recs.size))
+	case errors.As(err, &fault):
+		return nil, r.bad(at, fault.why)
+	case err != nil:
+		return nil, err
 	case gen != r.gen || int(id) != r.next:
 		return nil, r.bad(at, fmt.Sprintf("is id %d of generation %d", id, gen))
 	}
-	r.pos += n
 	r.next++
 	return e, nil
 }
 
-// fill makes buf hold at least need bytes from pos, reading the file in
-// chunks of symbolReadChunk (more for a record larger than that).
-func (r *SymbolReader) fill(need int) error {
-	if len(r.buf)-r.pos >= need {
-		return nil
-	}
-	at := r.off + int64(r.pos)
-	if at+int64(need) > r.size {
-		if r.cut {
-			return r.bad(at, fmt.Sprintf("is cut short: the file ends at byte %d", r.size))
-		}
-		return r.bad(at, fmt.Sprintf("runs past byte %d, where the generation's %d entries end", r.size, r.n))
-	}
-	kept := copy(r.buf, r.buf[r.pos:])
-	want := int(min(int64(max(need, symbolReadChunk)), r.size-at))
-	if cap(r.buf) < want {
-		r.buf = append(make([]byte, 0, want), r.buf[:kept]...)
-	}
-	r.buf = r.buf[:want]
-	r.off, r.pos = at, 0
-	n, err := r.f.ReadAt(r.buf[kept:], at+int64(kept))
-	if n == want-kept {
-		return nil
-	}
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("sfqueue: read %s at offset %d: %w", r.path, at+int64(kept), err)
-	}
-	// The file is shorter than the queue wrote it: read up to its end.
-	r.buf = r.buf[:kept+n]
-	r.size, r.cut = at+int64(kept+n), true
-	return r.fill(need)
-}
-
 func (r *SymbolReader) bad(at int64, why string) error {
-	return fmt.Errorf("sfqueue: %s: record at offset %d (symbol id %d of generation %d) %s", r.path, at, r.next, r.gen, why)
+	return fmt.Errorf("sfqueue: %s: record at offset %d (symbol id %d of generation %d) %s", r.recs.path, at, r.next, r.gen, why)
 }
 
 // Close releases the reader's file handle.
 func (r *SymbolReader) Close() error {
-	if r.f == nil {
+	if r.recs.f == nil {
 		return nil
 	}
-	err := r.f.Close()
-	r.f = nil
+	err := r.recs.f.Close()
+	r.recs.f = nil
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -94,7 +95,7 @@ func TestSymbolReaderStreams(t *testing.T) {
 					t.Fatal(err)
 				}
 				if q.sf {
-					maxBuf = max(maxBuf, cap(r.buf))
+					maxBuf = max(maxBuf, cap(r.recs.buf))
 				} else if len(e) > 0 && !inChunks(e, q.dict.mem[3].chunks) {
 					t.Fatalf("memory-only entry %d is a copy", len(got))
 				}
@@ -240,4 +241,39 @@ func inChunks(e []byte, chunks [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// TestOpenDoesNotLoadTheDictionary: recovery walks the dictionary files a
+// chunk at a time and keeps counts, not entries, so opening a slot whose
+// dictionary holds megabytes allocates a small part of it; the generations
+// read back whole afterwards.
+func TestOpenDoesNotLoadTheDictionary(t *testing.T) {
+	o := Options{Dir: t.TempDir(), SenderID: "s1", SymbolUse: genUse, MaxSegmentBytes: 64 << 10}
+	q := mustOpen(t, o)
+	want := map[uint32][][]byte{}
+	for g := range uint32(3) {
+		for i := range 20000 {
+			want[g] = append(want[g], fmt.Appendf(nil, `{"gen":%d,"series":%d,"pad":%q}`, g, i, strings.Repeat("p", 64)))
+		}
+		if err := q.AddSymbols(g, 0, want[g]); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, q, genPayload(g, 64))
+	}
+	dictBytes := q.Stats().DictBytes
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	q = mustOpen(t, o)
+	runtime.ReadMemStats(&after)
+	defer q.Close()
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(dictBytes/4) {
+		t.Fatalf("Open allocated %d bytes for a dictionary of %d on disk; want at most a quarter of it (the whole dictionary was loaded before)", alloc, dictBytes)
+	}
+	for g, w := range want {
+		equalEntries(t, q.Symbols(g), w)
+	}
 }
