@@ -475,7 +475,7 @@ func (t *Table) value(h Col, typ ColumnType) *column {
 	// and type that the block has and the row has not set yet.
 	if h.t == t {
 		if c := t.pool[h.i]; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
-			c.take(t.seq)
+			c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
 			t.setCols++
 			return c
 		}
@@ -636,6 +636,7 @@ func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestam
 func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 	if c := t.value(h, typ); c != nil {
 		c.appendU64(uint64(v))
+		c.gorMark = c.gor // value's fast path leaves this to the one setter that uses it
 		if t.e.opts.Gorilla {
 			before := c.gor.valueBytes()
 			c.gor.add(v)

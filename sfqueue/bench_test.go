@@ -112,7 +112,7 @@ func pairMetrics(b *testing.B, bytes int64, name string, d time.Duration, base s
 // ("ratio-framed"), which isolates the queue's own cost from the cost of
 // writes that no longer end on page boundaries.
 func BenchmarkAppendMemory(b *testing.B) {
-	const framing = 8 // the queue's length (u32) and CRC32C (u32) around a payload
+	const framing = 12 // the queue's length, item count and CRC32C (u32 each) around a payload
 	for _, size := range benchSizes {
 		payload := makePayload(1, size, 0, -1)
 		framed := make([]byte, size+framing)

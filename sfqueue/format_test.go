@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Segment format 2: frames carry an item count (doc.go). These tests cover
@@ -85,6 +89,39 @@ func TestEvictionCountsItems(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEvictionOfUnreadableCounts: when the partly acknowledged segment an
+// eviction drops cannot be read back (a frame damaged on disk since it was
+// written), its unacknowledged frames are counted as frames of unknown
+// items, with a warning, and never as zero items.
+func TestEvictionOfUnreadableCounts(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	o := fillOptions(Options{Dir: t.TempDir(), SenderID: "s", Logger: zap.New(core)}, OnFullEvictOldest)
+	q := mustOpen(t, o)
+	defer q.Close()
+	for k := uint64(1); k <= 16; k++ {
+		appendItems(t, q, testPayload(k, 200), uint32(k))
+	}
+	q.Ack(2)
+	// Damage frame 4's payload in segment 1 behind the queue's back.
+	f, err := os.OpenFile(filepath.Join(o.Dir, o.SenderID, segmentName(1)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff}, int64(segmentHeaderSize+3*frame200+8+20)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	appendItems(t, q, testPayload(17, 200), 17)
+	st := q.Stats()
+	if st.FramesEvicted != 2 || st.ItemsEvicted != 0 || st.FramesEvictedItemsUnknown != 2 {
+		t.Fatalf("evicting segment 1 with a damaged frame: %d frames, %d items, %d unknown; want 2 frames, 0 items, 2 unknown",
+			st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+	}
+	if logs.FilterMessageSnippet("cannot read the item counts").FilterField(zap.Uint64("frames", 2)).Len() != 1 {
+		t.Fatalf("no warning naming the 2 frames of unknown items: %v", logs.All())
 	}
 }
 

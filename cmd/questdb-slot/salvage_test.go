@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -373,5 +375,68 @@ func TestSalvageSetAsideCampaign(t *testing.T) {
 	}
 	if want := len(modes) * (len(damageClasses) - len(replayed)); salvaged != want {
 		t.Errorf("%d set-aside slots salvaged, want %d", salvaged, want)
+	}
+}
+
+// toFormat1 rewrites every segment of the slot dir in segment format 1,
+// as a release before frames carried their row count wrote them: version 1
+// in the header, frames of length, payload and CRC32C only.
+func toFormat1(t *testing.T, dir string) {
+	t.Helper()
+	castagnoli := crc32.MakeTable(crc32.Castagnoli)
+	s := scanOf(t, dir)
+	files := map[string][]byte{}
+	for _, seg := range s.Segments {
+		h := make([]byte, 24)
+		binary.LittleEndian.PutUint32(h, 0x31465153) // "SQF1"
+		binary.LittleEndian.PutUint32(h[4:], 1)
+		binary.LittleEndian.PutUint64(h[8:], seg.Base)
+		binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], castagnoli))
+		files[seg.Name] = h
+	}
+	if err := s.EachFrame(func(_ uint64, file string, _ int64, payload []byte) error {
+		start := len(files[file])
+		b := binary.LittleEndian.AppendUint32(files[file], uint32(len(payload)))
+		b = append(b, payload...)
+		files[file] = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFormat1SlotInspectedAndSalvaged: a slot an earlier release wrote
+// (segment format 1, frames without a row count) is inspected, saying that
+// its frames do not record their rows, and salvaged completely.
+func TestFormat1SlotInspectedAndSalvaged(t *testing.T) {
+	srv := newServer(t)
+	b := buildSlot(t, t.TempDir(), "questdb-primary", slotSpec{gens: 2, perGen: 150, ack: 3})
+	toFormat1(t, b.dir)
+	s := scanOf(t, b.dir)
+	for _, seg := range s.Segments {
+		if seg.Version != 1 || seg.Items != nil || seg.Damage != nil || seg.HeaderErr != nil {
+			t.Fatalf("%s after the rewrite: version %d, items %v, damage %v, header %v", seg.Name, seg.Version, seg.Items, seg.Damage, seg.HeaderErr)
+		}
+	}
+	code, out, errOut := runTool(t, "inspect", b.dir)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, errOut)
+	}
+	mustContain(t, out, "format:      segment format 1 (an older release's",
+		fmt.Sprintf("%s  FSN %d..%d (%d frames, format 1: rows per frame not recorded)", s.Segments[0].Name, s.Segments[0].Base, s.Segments[0].End()-1, len(s.Segments[0].Frames)),
+		fmt.Sprintf("unacked:     %d readable frames (0 rows and %d frames of format 1 whose rows are not recorded)", b.frames-3, b.frames-3))
+	want := b.rowsAbove(3, nil)
+	code, out, errOut = runTool(t, "salvage", b.dir, "--endpoint", srv.URL())
+	if code != 0 {
+		t.Fatalf("salvage: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustContain(t, out, fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN 4..%d)", b.frames-3, want, b.frames), "result:      complete")
+	if n := srv.RowCount("otel_metrics_gauge"); n != want {
+		t.Errorf("the server holds %d rows, want %d", n, want)
 	}
 }

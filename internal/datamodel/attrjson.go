@@ -83,8 +83,8 @@ type keyLayout struct {
 	keys     []byte // the keys in map order, concatenated
 	keyEnds  []int  // end offset in keys of each map position
 	order    []int  // map positions in output order, repeated keys dropped
-	prefixes []byte // per output entry: ',' (but the first), the quoted key, ':'
-	preEnds  []int  // end offset in prefixes of each output entry
+	prefixes []byte // per output entry: ',' (but the first), the quoted key, ':', '"'
+	preEnds  []int  // end offset in prefixes of each output entry, its '"' included
 }
 
 // matches reports whether kvs has exactly the layout's keys in its order.
@@ -122,7 +122,7 @@ func (l *keyLayout) build(kvs []keyValue) {
 			l.prefixes = append(l.prefixes, ',')
 		}
 		kept = append(kept, pos)
-		l.prefixes = append(appendJSONString(l.prefixes, kvs[pos].key), ':')
+		l.prefixes = append(appendJSONString(l.prefixes, kvs[pos].key), ':', '"') // a string value's opening quote
 		l.preEnds = append(l.preEnds, len(l.prefixes))
 	}
 	l.order = kept
@@ -153,14 +153,13 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	from = 0
 	for j, pos := range l.order {
 		end := l.preEnds[j]
-		dst = append(dst, l.prefixes[from:end]...)
-		from = end
 		v := vals[pos&(layoutStack-1)]
-		if v.Type() == pcommon.ValueTypeStr { // most attribute values: skip appendValue's dispatch
-			dst = appendJSONString(dst, v.Str())
+		if v.Type() == pcommon.ValueTypeStr { // most attribute values: no appendValue dispatch, the quote in the prefix
+			dst = appendJSONStringBody(append(dst, l.prefixes[from:end]...), v.Str())
 		} else {
-			dst = w.appendValue(dst, v)
+			dst = w.appendValue(append(dst, l.prefixes[from:end-1]...), v)
 		}
+		from = end
 	}
 	return append(dst, '}')
 }
@@ -190,7 +189,7 @@ func (w *jsonWriter) renderLayout(dst []byte, start int, l *keyLayout) []byte {
 	dst = append(dst, '{')
 	from := 0
 	for j, pos := range l.order {
-		dst = append(dst, l.prefixes[from:l.preEnds[j]]...)
+		dst = append(dst, l.prefixes[from:l.preEnds[j]-1]...) // without the string quote
 		from = l.preEnds[j]
 		dst = w.appendValue(dst, w.kvs[start+pos].value) // index each time: nested maps may grow (move) the stack
 	}
@@ -253,7 +252,11 @@ func (w *jsonWriter) appendText(dst []byte, v pcommon.Value) (out []byte, ok boo
 // requires and repairing invalid UTF-8. Plain printable ASCII, the usual
 // attribute text, is found eight bytes at a time and copied in one piece.
 func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
+	return appendJSONStringBody(append(dst, '"'), s)
+}
+
+// appendJSONStringBody is appendJSONString after the opening quote.
+func appendJSONStringBody(dst []byte, s string) []byte {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
 		if !plain8(binary.LittleEndian.Uint64([]byte(s[i : i+8]))) {

@@ -1,6 +1,8 @@
 package datamodel
 
 import (
+	"encoding/binary"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 )
@@ -107,23 +109,23 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	}
 }
 
-// hexPairs holds the two lowercase hex digits of every byte value.
-var hexPairs = func() (t [256][2]byte) {
+// hexPairs holds the two lowercase hex digits of every byte value, as the
+// little-endian 16-bit word that stores them in order.
+var hexPairs = func() (t [256]uint16) {
 	const digits = "0123456789abcdef"
 	for b := range t {
-		t[b] = [2]byte{digits[b>>4], digits[b&0xF]}
+		t[b] = uint16(digits[b>>4]) | uint16(digits[b&0xF])<<8
 	}
 	return t
 }()
 
 // encodeHex is hex.Encode (lowercase, dst twice the length of src) one
-// table lookup per byte instead of two: the trace and span ids of every
-// log record and span go through it. (Spreading four bytes' nibbles over
-// a word and converting them at once took more instructions.)
+// table lookup and one 16-bit store per byte: the trace and span ids of
+// every log record and span go through it. (Spreading four bytes' nibbles
+// over a word and converting them at once took more instructions.)
 func encodeHex(dst, src []byte) {
 	dst = dst[:2*len(src)]
 	for i, b := range src {
-		p := hexPairs[b]
-		dst[2*i], dst[2*i+1] = p[0], p[1]
+		binary.LittleEndian.PutUint16(dst[2*i:], hexPairs[b])
 	}
 }

@@ -192,26 +192,28 @@ func (r *Encoder) writeNumberPoints(tb *table, mr *metricRow, dps pmetric.Number
 	if tb.kind == tableSum {
 		temporality = temporalityName(sum.AggregationTemporality())
 	}
+	var dp pmetric.NumberDataPoint
+	setValues := func(t *qwp.Table) { // built once, not per point: it reads dp as the loop sets it
+		switch dp.ValueType() {
+		case pmetric.NumberDataPointValueTypeDouble:
+			t.Double(tb.value, dp.DoubleValue())
+		case pmetric.NumberDataPointValueTypeInt:
+			t.Double(tb.value, float64(dp.IntValue()))
+		}
+		if tb.kind == tableSum {
+			t.Bool(tb.isMonotonic, sum.IsMonotonic())
+			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
+		}
+		if len(r.exJSON) > 0 {
+			t.VarcharValid(tb.exemplars, r.exJSON)
+		}
+	}
 	for i := 0; i < dps.Len(); i++ {
-		dp := dps.At(i)
+		dp = dps.At(i)
 		pc := r.preparePoint(tb, mr, dp.Attributes(), dp.Timestamp(), dp.StartTimestamp(), uint32(dp.Flags()))
 		r.exJSON = r.appendExemplars(r.exJSON[:0], dp.Exemplars())
 		variable := len(r.exJSON) + varcharOverhead + symbolBound(len(temporality))
-		err := r.writeMetricRow(tb, mr, &pc, variable, emit, func(t *qwp.Table) {
-			switch dp.ValueType() {
-			case pmetric.NumberDataPointValueTypeDouble:
-				t.Double(tb.value, dp.DoubleValue())
-			case pmetric.NumberDataPointValueTypeInt:
-				t.Double(tb.value, float64(dp.IntValue()))
-			}
-			if tb.kind == tableSum {
-				t.Bool(tb.isMonotonic, sum.IsMonotonic())
-				t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
-			}
-			if len(r.exJSON) > 0 {
-				t.VarcharValid(tb.exemplars, r.exJSON)
-			}
-		})
+		err := r.writeMetricRow(tb, mr, &pc, variable, emit, setValues)
 		if err != nil {
 			return err
 		}
@@ -376,9 +378,14 @@ func temporalityName(t pmetric.AggregationTemporality) string {
 // "-Inf") for a double one, null when unset; filtered_attributes, trace_id
 // and span_id appear only when set.
 func (r *Encoder) appendExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
-	if exs.Len() == 0 {
+	if exs.Len() == 0 { // inlined: most points have none
 		return dst
 	}
+	return r.renderExemplars(dst, exs)
+}
+
+// renderExemplars is appendExemplars for a point with exemplars.
+func (r *Encoder) renderExemplars(dst []byte, exs pmetric.ExemplarSlice) []byte {
 	dst = append(dst, '[')
 	for i := 0; i < exs.Len(); i++ {
 		ex := exs.At(i)

@@ -574,6 +574,13 @@ func (r *Encoder) resolvePromoted(attrs pcommon.Map) int {
 // setPromoted writes the promoted values resolved by pointPromoted (text
 // built by appendText, so valid UTF-8).
 func (r *Encoder) setPromoted(tb *table) {
+	if len(tb.promoted) > 0 { // inlined: most configurations promote nothing
+		r.writePromoted(tb)
+	}
+}
+
+// writePromoted is setPromoted for a table with promoted columns.
+func (r *Encoder) writePromoted(tb *table) {
 	for i, c := range tb.promoted {
 		if v := r.promotedPoint[i]; v != nil {
 			tb.t.SymbolValid(c, v)
@@ -597,9 +604,11 @@ func symbolBound(n int) int {
 // symbols reach the dictionary, where they would otherwise ride in the next
 // frame's delta section whether or not the row was written.
 func (r *Encoder) fits(tb *table, bound int, what string) bool {
-	if bound <= r.enc.MaxFrameBytes() {
-		return true
-	}
+	return bound <= r.enc.MaxFrameBytes() || r.tooLarge(tb, bound, what) // inlined: the usual row fits
+}
+
+// tooLarge skips a row that does not fit (see fits) and returns false.
+func (r *Encoder) tooLarge(tb *table, bound int, what string) bool {
 	r.skip(skipRowTooLarge, tb, what, zap.Int("bytes_at_most", bound), zap.Int("limit", r.enc.MaxFrameBytes()))
 	return false
 }
@@ -608,12 +617,17 @@ func (r *Encoder) fits(tb *table, bound int, what string) bool {
 // it has been emitted and the caller writes the row again.
 // what names the row in the log line of a skip.
 func (r *Encoder) endRow(tb *table, emit func([]byte) error, attempt int, what string) (again bool, err error) {
-	err = tb.t.EndRow()
-	switch {
-	case err == nil:
-		r.stats.Rows[tb.kind]++
-		return false, nil
-	case errors.Is(err, qwp.ErrFrameFull) && attempt == 0:
+	if err = tb.t.EndRow(); err != nil { // inlined: the usual row ends without one
+		return r.endRowError(tb, err, emit, attempt, what)
+	}
+	r.stats.Rows[tb.kind]++
+	return false, nil
+}
+
+// endRowError is endRow for a row that EndRow refused: a full frame is
+// emitted and the row written again (again); anything else is rowError's.
+func (r *Encoder) endRowError(tb *table, err error, emit func([]byte) error, attempt int, what string) (again bool, _ error) {
+	if errors.Is(err, qwp.ErrFrameFull) && attempt == 0 {
 		return true, r.Flush(emit)
 	}
 	return false, r.rowError(tb, err, what)

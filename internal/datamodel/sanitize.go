@@ -126,8 +126,9 @@ func validUTF8(s string) bool {
 	var or uint64
 	i := 0
 	for ; i+32 <= len(s); i += 32 {
-		or |= binary.LittleEndian.Uint64([]byte(s[i:i+8])) | binary.LittleEndian.Uint64([]byte(s[i+8:i+16])) |
-			binary.LittleEndian.Uint64([]byte(s[i+16:i+24])) | binary.LittleEndian.Uint64([]byte(s[i+24:i+32]))
+		w := s[i : i+32] // one bounds check for the four words
+		or |= binary.LittleEndian.Uint64([]byte(w[:8])) | binary.LittleEndian.Uint64([]byte(w[8:16])) |
+			binary.LittleEndian.Uint64([]byte(w[16:24])) | binary.LittleEndian.Uint64([]byte(w[24:32]))
 	}
 	for ; i+8 <= len(s); i += 8 {
 		or |= binary.LittleEndian.Uint64([]byte(s[i : i+8]))
