@@ -229,9 +229,9 @@ func TestOutageUnderLoad(t *testing.T) {
 				return e.queue.Stats().Segments <= 1
 			})
 			after := e.queue.Stats()
-			// What stays is the segment taking appends and the dictionary
-			// of the generation being written (with, in memory-only mode,
-			// the encoder's index of it, which UsedBytes counts too).
+			// What stays is the segment taking appends, the dictionary of
+			// the generation being written and (memory-only) the writer's
+			// index of it.
 			if segs := after.UsedBytes - after.DictBytes - after.IndexBytes; segs > int64(cfg.SFMaxSegmentBytes) {
 				t.Errorf("queue holds %d bytes of segments after the drain, want at most one segment (%d)", segs, cfg.SFMaxSegmentBytes)
 			}
