@@ -82,7 +82,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		if hasObserved {
 			t.TimestampNanos(tb.observed, observed)
 		}
-		setSymbolString(t, tb.service, r.service, r.resKey)
+		r.setService(tb)
 		setSymbolString(t, tb.severityText, f.severityText, 0)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
