@@ -162,6 +162,11 @@ type Encoder struct {
 	serviceFor   uint64
 	serviceTable *table
 
+	// severityRun is the severity_text of the last log record as a
+	// one-value run (it usually repeats from record to record).
+	severityRun  qwp.SymbolRun
+	severityText string
+
 	// Per row.
 	idBuf    []byte // canonical identity encoding being hashed
 	attrJSON []byte
@@ -511,6 +516,8 @@ func (r *Encoder) endKeyed() {
 	r.beginKeyed(nil, 0)
 	r.serviceRun.Reset()
 	r.serviceFor, r.serviceTable = 0, nil
+	r.severityRun.Reset()
+	r.severityText = ""
 }
 
 // setService writes service_name (NULL when the resource has none) of a
