@@ -39,8 +39,15 @@ type crashFS struct {
 
 type inode struct {
 	data    []byte // current content
-	synced  []byte // content as of the last completed fsync
+	synced  []byte // content as of the start of the last completed fsync
 	pending []fileOp
+	logged  int // ops ever logged; pending holds the last len(pending)
+}
+
+// log records a write or truncate that is not durable yet.
+func (ino *inode) log(op fileOp) {
+	ino.pending = append(ino.pending, op)
+	ino.logged++
 }
 
 type fileOp struct {
@@ -156,7 +163,7 @@ func (c *crashFS) OpenFile(name string, flag int) (File, error) {
 		c.names[name] = ino
 	case flag&os.O_TRUNC != 0:
 		ino.data = ino.data[:0]
-		ino.pending = append(ino.pending, fileOp{off: 0, trunc: true})
+		ino.log(fileOp{off: 0, trunc: true})
 	}
 	c.openFiles++
 	return &crashFile{fs: c, name: name, ino: ino}, nil
@@ -350,7 +357,7 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 		}
 	}
 	f.ino.data = writeAt(f.ino.data, p, off)
-	f.ino.pending = append(f.ino.pending, fileOp{off: off, data: append([]byte(nil), p...)})
+	f.ino.log(fileOp{off: off, data: append([]byte(nil), p...)})
 	return len(p), nil
 }
 
@@ -358,7 +365,7 @@ func (f *crashFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	f.ino.data = resize(f.ino.data, size)
-	f.ino.pending = append(f.ino.pending, fileOp{off: size, trunc: true})
+	f.ino.log(fileOp{off: size, trunc: true})
 	return nil
 }
 
@@ -372,7 +379,7 @@ func (f *crashFile) Allocate(size int64) error {
 	}
 	if size > int64(len(f.ino.data)) {
 		f.ino.data = resize(f.ino.data, size)
-		f.ino.pending = append(f.ino.pending, fileOp{off: size, trunc: true})
+		f.ino.log(fileOp{off: size, trunc: true})
 	}
 	return nil
 }
@@ -383,11 +390,14 @@ func (f *crashFile) Size() (int64, error) {
 	return int64(len(f.ino.data)), nil
 }
 
-// Sync makes the content as of its start durable. The hook runs first and
-// unlocked, so a test can hold an fsync "in flight".
+// Sync makes the content as of its start durable. The hook runs after that
+// point and unlocked, so a test can hold an fsync "in flight": what is
+// written meanwhile stays pending (fsync(2) promises nothing for it).
 func (f *crashFile) Sync() error {
 	f.fs.mu.Lock()
 	hook := f.fs.syncHook
+	snap := append([]byte(nil), f.ino.data...)
+	upTo := f.ino.logged
 	f.fs.mu.Unlock()
 	if hook != nil {
 		hook(f.name)
@@ -400,8 +410,11 @@ func (f *crashFile) Sync() error {
 			return &os.PathError{Op: "fsync", Path: f.name, Err: err}
 		}
 	}
-	f.ino.synced = append(f.ino.synced[:0], f.ino.data...)
-	f.ino.pending = nil
+	// A concurrent fsync that started later may have completed first.
+	if done := f.ino.logged - len(f.ino.pending); upTo > done {
+		f.ino.synced = snap
+		f.ino.pending = f.ino.pending[upTo-done:]
+	}
 	return nil
 }
 

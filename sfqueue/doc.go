@@ -129,7 +129,12 @@
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
 //     started after its write; appends arriving while an fsync runs share
-//     the next one. No timer: the batch grows with load.
+//     the next one. No timer: the batch grows with load. A flusher
+//     goroutine runs the fsyncs and releases each one's appends through a
+//     channel; before starting the next it yields to the goroutines that
+//     are ready to run (the appends just released, appending again) for as
+//     long as they keep joining, at most the last fsync's time and 2 ms, so
+//     a steady stream shares one fsync instead of alternating two.
 //
 // In periodic and flush modes the previous segment is fsynced before the
 // first frame is written to a new one (with the lock released, so the

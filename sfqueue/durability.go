@@ -2,37 +2,106 @@ package sfqueue
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 )
 
-// waitDurableLocked is group commit (flush mode): it returns once an fsync
-// that started after fsn was written has completed. If no fsync is running
-// the caller runs one itself, covering everything written so far; appends
-// that arrive meanwhile wait and share the next one. There is no timer.
-func (q *Queue) waitDurableLocked(fsn uint64) error {
-	for q.durable < fsn {
-		if q.fatal != nil {
-			return q.fatal
-		}
-		if q.closed {
-			return ErrClosed
-		}
-		if q.syncing {
-			q.syncDone.Wait()
-			continue
-		}
-		q.syncLocked()
+// syncEpoch is one group fsync of flush mode. Appends register on the epoch
+// whose fsync has not started yet (q.pending) and wait on done, without the
+// queue's lock; the flusher takes the epoch off q.pending under the lock as
+// its fsync starts, so every frame an epoch's waiters wrote precedes that
+// fsync, and closes done when it ends. err is set before done is closed.
+//
+// A channel per epoch, rather than a condition variable on q.mu, lets the
+// appends an fsync covers return the moment it ends: they do not queue on
+// the mutex to re-check a counter, and the flusher starts the next fsync
+// without waiting behind them.
+type syncEpoch struct {
+	done    chan struct{}
+	err     error
+	waiters int // appends registered
+}
+
+// pendingEpochLocked is the epoch an append that has just written its
+// frames waits for: the next fsync to start. It wakes the flusher.
+func (q *Queue) pendingEpochLocked() *syncEpoch {
+	if q.pending == nil {
+		q.pending = &syncEpoch{done: make(chan struct{})}
 	}
-	return nil
+	q.pending.waiters++
+	select {
+	case q.flushReq <- struct{}{}:
+	default: // already woken
+	}
+	return q.pending
+}
+
+// flusher runs flush mode's group commit (seed 004): while appends wait,
+// fsync everything written so far, release them, repeat. There is no timer:
+// the appends that arrive during one fsync share the next, so the batch
+// grows with load.
+func (q *Queue) flusher() {
+	defer close(q.flushDone)
+	var last time.Duration // the previous group fsync: bounds the gather
+	for {
+		select {
+		case <-q.stop:
+			return
+		case <-q.flushReq:
+		}
+		q.mu.Lock()
+		for q.pending != nil && !q.closed {
+			q.gatherLocked(last)
+			start := time.Now()
+			q.syncLocked()
+			last = time.Since(start)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// maxGather bounds gatherLocked: the appends an fsync released need far
+// less to write again, even on a loaded machine.
+const maxGather = 2 * time.Millisecond
+
+// gatherLocked lets the appends that are ready to run write and join the
+// pending epoch before its fsync starts: it yields the processor (with q.mu
+// released) for as long as each yield brings new waiters, for at most the
+// previous fsync's duration (last) and maxGather. The appends an fsync just
+// released are runnable at that moment; without the gather the next fsync
+// starts before they have written, and in a steady stream every append
+// waits for two whole fsyncs (the one running when it writes, then its own)
+// instead of one. The bound keeps the appends already waiting from paying
+// more than an fsync for it; an append that finds the flusher idle costs
+// one yield.
+func (q *Queue) gatherLocked(last time.Duration) {
+	end := time.Now().Add(min(last, maxGather))
+	for q.pending != nil && !q.closed {
+		n := q.pending.waiters
+		q.mu.Unlock()
+		runtime.Gosched()
+		q.mu.Lock()
+		if q.pending == nil || q.pending.waiters == n || time.Now().After(end) {
+			return
+		}
+	}
 }
 
 // syncLocked fsyncs every segment written since its last fsync, and the slot
-// directory if a segment was created, with q.mu released during the I/O.
-// On success everything published before it started is durable; a failure
-// latches the queue fatal and is never retried (after a failed fsync Linux
-// may report later ones clean for data that never reached the disk).
+// directory if a segment was created, with q.mu released during the I/O, and
+// then completes the pending epoch it took at the start. On success
+// everything published before it started is durable; a failure latches the
+// queue fatal and is never retried (after a failed fsync Linux may report
+// later ones clean for data that never reached the disk), and nothing is
+// fsynced once the queue is latched.
 func (q *Queue) syncLocked() {
+	ep := q.pending
+	q.pending = nil
+	if q.fatal != nil {
+		q.completeLocked(ep)
+		return
+	}
 	target := q.nextFSN - 1
 	var segs []*segment
 	for _, s := range q.segs {
@@ -48,6 +117,7 @@ func (q *Queue) syncLocked() {
 		if target > q.durable {
 			q.durable = target
 		}
+		q.completeLocked(ep)
 		return
 	}
 	q.syncing = true
@@ -83,7 +153,20 @@ func (q *Queue) syncLocked() {
 	} else if target > q.durable {
 		q.durable = target
 	}
-	q.syncDone.Broadcast()
+	q.completeLocked(ep)
+	q.syncDone.Broadcast() // Close waits for q.syncing
+}
+
+// completeLocked releases the appends waiting on ep (nil: none) with the
+// latched error, if any.
+func (q *Queue) completeLocked(ep *syncEpoch) {
+	if ep == nil {
+		return
+	}
+	if q.fatal != nil {
+		ep.err = q.fatal
+	}
+	close(ep.done)
 }
 
 // fsyncLocked fsyncs one segment while holding the lock: used at rotation,

@@ -93,6 +93,68 @@ func TestFlushGroupCommit(t *testing.T) {
 	}
 }
 
+// TestFlushWaitsForAnFsyncStartedAfterItsWrite: an append written while an
+// fsync runs is not released by that fsync, only by the next, and a power
+// loss while the next is in flight keeps the first append and may drop the
+// second (the crash model makes durable only what preceded an fsync's start).
+func TestFlushWaitsForAnFsyncStartedAfterItsWrite(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+	defer q.Close()
+	gates := make(chan chan struct{}, 2) // one per segment fsync, handed to the test
+	unblock := make(chan struct{})       // a failed test releases every fsync
+	defer close(unblock)                 // (runs before the deferred Close)
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, segmentSuffix) {
+			g := make(chan struct{})
+			gates <- g
+			select {
+			case <-g:
+			case <-unblock:
+			}
+		}
+	}
+	cfs.mu.Unlock()
+	appendAsync := func(id uint64) chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := q.Append(context.Background(), testPayload(id, 100))
+			ch <- err
+		}()
+		return ch
+	}
+	first := appendAsync(1)
+	gate1 := <-gates // fsync 1 in flight, covering FSN 1
+	second := appendAsync(2)
+	waitFor(t, "the second append written", func() bool { return q.PublishedFSN() == 2 })
+	close(gate1)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	gate2 := <-gates // fsync 2 in flight, covering FSN 2
+	select {
+	case err := <-second:
+		t.Fatalf("an append written during fsync 1 returned (%v) before fsync 2 completed", err)
+	default:
+	}
+	survivors := func() int {
+		q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, rand.New(rand.NewPCG(1, 2)))})
+		defer q2.Close()
+		return len(drain(t, q2.NewCursor()))
+	}
+	if n := survivors(); n != 1 {
+		t.Fatalf("power loss during fsync 2: %d frames survive, want exactly FSN 1", n)
+	}
+	close(gate2)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if n := survivors(); n != 2 {
+		t.Fatalf("power loss after fsync 2: %d frames survive, want 2", n)
+	}
+}
+
 func TestPeriodicSyncsInBackground(t *testing.T) {
 	cfs := newCrashFS()
 	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic, SyncInterval: 5 * time.Millisecond})

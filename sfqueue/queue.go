@@ -25,6 +25,7 @@ type ConsumerState struct {
 // Queue is a store-and-forward queue of opaque frames numbered by FSN. It is
 // safe for concurrent use: producers Append, one consumer reads through a
 // Cursor and Acks. All state lives under one mutex; fsyncs run outside it.
+// In flush durability a flusher goroutine runs the group fsyncs.
 type Queue struct {
 	o    Options
 	fs   FS
@@ -56,6 +57,7 @@ type Queue struct {
 	// mode.
 	index     int64
 	dirDirty  bool // a segment was created since the last directory fsync
+	unlinking int  // Acks deleting segment files with q.mu released
 	consumer  ConsumerState
 	space     chan struct{} // closed and replaced when room may have appeared
 	waiters   int           // appends waiting on space
@@ -69,9 +71,15 @@ type Queue struct {
 	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
 	wmFailing bool      // the last background .ack-watermark write failed
 
+	// pending is the group fsync (flush mode) that appends written since
+	// the last one started wait for; nil: none waits.
+	pending  *syncEpoch
+	flushReq chan struct{} // wakes the flusher (capacity 1)
+
 	published chan struct{}
 	stop      chan struct{}
-	done      chan struct{}
+	done      chan struct{} // background has returned
+	flushDone chan struct{} // the flusher has returned (flush mode)
 }
 
 // Open opens (SF mode: recovers) a queue. Data that recovery had to set
@@ -107,6 +115,11 @@ func Open(o Options) (*Queue, error) {
 	q.stop = make(chan struct{})
 	q.done = make(chan struct{})
 	go q.background()
+	if o.Durability == DurabilityFlush {
+		q.flushReq = make(chan struct{}, 1)
+		q.flushDone = make(chan struct{})
+		go q.flusher()
+	}
 	return q, nil
 }
 
@@ -189,10 +202,10 @@ type Batch struct {
 // and, in periodic and flush durability, fsynced before any frame is
 // written, so no frame reaches the disk ahead of the ids it needs. The
 // frames are published to cursors at once; in flush durability AppendWith
-// returns only after an fsync covering them (all appends that wait while
-// an fsync runs share the next one). ctx bounds only the wait for room;
-// the wait for the fsync is not cancelable, because by then the frames are
-// published and will be sent.
+// returns only after an fsync that started after they were written (all
+// appends that wait while an fsync runs share the next one). ctx bounds
+// only the wait for room; the wait for the fsync is not cancelable, because
+// by then the frames are published and will be sent.
 func (q *Queue) AppendWith(ctx context.Context, b Batch) (uint64, error) {
 	return q.appendBatch(ctx, b, true)
 }
@@ -220,7 +233,28 @@ func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64
 	}
 
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	last, err := q.appendLocked(ctx, b, setIndex, frames, start, deadline)
+	var ep *syncEpoch
+	if err == nil && q.flushReq != nil {
+		ep = q.pendingEpochLocked()
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if ep != nil {
+		<-ep.done
+		if ep.err != nil {
+			return 0, ep.err
+		}
+	}
+	return last, nil
+}
+
+// appendLocked stores the batch once it is admitted (waiting for room,
+// evicting or refusing by OnFull) and returns the FSN of its last frame.
+func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames int64, start, deadline time.Time) (uint64, error) {
+	payloads := b.Payloads
 	var need int64
 	for {
 		for q.rotating && !q.closed {
@@ -265,13 +299,7 @@ func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64
 			return 0, err
 		}
 	}
-	last := q.nextFSN - 1
-	if q.o.Durability == DurabilityFlush && q.sf {
-		if err := q.waitDurableLocked(last); err != nil {
-			return 0, err
-		}
-	}
-	return last, nil
+	return q.nextFSN - 1, nil
 }
 
 // needLocked is what b adds to the bytes the cap counts (frames holds its
@@ -624,27 +652,47 @@ func (q *Queue) latchLocked(op string, err error) error {
 
 // Ack acknowledges every frame up to fsn (clamped to PublishedFSN; lower
 // values are ignored) and deletes the segments that are now fully acked,
-// except the one taking appends.
+// except the one taking appends. The files are unlinked with q.mu
+// released: an unlink waits for the file system's journal, as long as an
+// fsync at times, and appends and the flusher need the lock meanwhile. A
+// crash before the unlink leaves a wholly acked segment, which recovery
+// deletes (or replays, if the watermark had not caught up: as before).
 func (q *Queue) Ack(fsn uint64) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed {
+		q.mu.Unlock()
 		return
 	}
 	if pub := q.nextFSN - 1; fsn > pub {
 		fsn = pub
 	}
 	if fsn <= q.acked {
+		q.mu.Unlock()
 		return
 	}
 	q.st.framesAcked += fsn - q.acked
 	q.st.bytesAcked += q.payloadBytesLocked(q.acked+1, fsn)
 	q.acked = fsn
+	var gone []string
 	for len(q.segs) > 0 && q.segs[0] != q.active && q.segs[0].end()-1 <= q.acked {
-		q.removeFirstLocked()
+		gone = append(gone, q.detachFirstLocked().path)
 	}
 	q.notifySpaceLocked()
 	q.generationsChangedLocked()
+	if len(gone) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.unlinking++ // Close waits for it
+	q.mu.Unlock()
+	for _, p := range gone {
+		q.unlink(p)
+	}
+	q.mu.Lock()
+	q.unlinking--
+	q.notifySpaceLocked() // the disk space is free now (a DiskFull wait)
+	q.syncDone.Broadcast()
+	q.mu.Unlock()
 }
 
 // payloadBytesLocked sums the payload sizes of the retained frames from..to.
@@ -665,6 +713,23 @@ func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
 // removeFirstLocked deletes the oldest segment. A segment being fsynced
 // outside the lock is closed by the fsync's owner when it finishes.
 func (q *Queue) removeFirstLocked() *segment {
+	s := q.detachFirstLocked()
+	q.unlink(s.path)
+	return s
+}
+
+// unlink deletes a segment file; a failure is only logged (recovery deletes
+// a wholly acked segment it finds).
+func (q *Queue) unlink(path string) {
+	if err := q.fs.Remove(path); err != nil {
+		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", path), zap.Error(err))
+	}
+}
+
+// detachFirstLocked drops the oldest segment from the queue (accounting,
+// the cursor's open files) and leaves the deletion of its file to the
+// caller.
+func (q *Queue) detachFirstLocked() *segment {
 	s := q.segs[0]
 	q.segs[0] = nil
 	q.segs = q.segs[1:]
@@ -673,9 +738,6 @@ func (q *Queue) removeFirstLocked() *segment {
 	}
 	q.used -= s.size
 	q.atCap = false
-	if err := q.fs.Remove(s.path); err != nil {
-		q.log.Warn("sfqueue: cannot delete segment", zap.String("path", s.path), zap.Error(err))
-	}
 	s.removed = true
 	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })
 	s.closeFile()
@@ -766,12 +828,24 @@ func (q *Queue) Close() error {
 	if q.stop != nil {
 		close(q.stop)
 		<-q.done
+		if q.flushDone != nil {
+			<-q.flushDone
+		}
 	}
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 {
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 {
 		q.syncDone.Wait()
+	}
+	if ep := q.pending; ep != nil {
+		// Appends whose fsync had not started: the flusher has stopped.
+		q.pending = nil
+		ep.err = ErrClosed
+		if q.fatal != nil {
+			ep.err = q.fatal
+		}
+		close(ep.done)
 	}
 	var errs []error
 	drained := q.acked == q.nextFSN-1

@@ -562,7 +562,8 @@ func (q *Queue) Symbols(gen uint32) [][]byte {
 }
 
 // SymbolReader streams the entries of one dictionary generation in id
-// order, as many as the generation held when OpenSymbols was called. In SF
+// order, as many as the generation held committed (with the frames that
+// brought them) when OpenSymbols was called. In SF
 // mode it reads the generation's file in chunks through its own handle, so
 // it holds a chunk, never the generation, and keeps reading if the queue
 // deletes the generation meanwhile (the file's bytes stay with the open
@@ -584,6 +585,13 @@ type SymbolReader struct {
 func (q *Queue) OpenSymbols(gen uint32) (*SymbolReader, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	// An append counts its entries before it fsyncs them with the lock
+	// released, and takes them back (cutting the file) if its frames then
+	// fail: wait for its outcome, so that the reader counts committed
+	// entries only.
+	for q.rotating && !q.closed {
+		q.syncDone.Wait()
+	}
 	if q.closed {
 		return nil, ErrClosed
 	}

@@ -2,6 +2,7 @@ package sfqueue
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,7 +11,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -276,4 +280,64 @@ func TestOpenDoesNotLoadTheDictionary(t *testing.T) {
 	for g, w := range want {
 		equalEntries(t, q.Symbols(g), w)
 	}
+}
+
+// TestSymbolReaderSeesOnlyCommittedEntries: a batch's dictionary entries
+// are fsynced with the queue's lock released before its frames go in, and
+// taken back (the file cut to its old size) when the frames then fail. A
+// reader opened in that window must not count them: the cut would run
+// under it, and a catch-up would stop the sender on a record cut short.
+func TestSymbolReaderSeesOnlyCommittedEntries(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, Durability: DurabilityPeriodic,
+		SymbolUse: genUse, AppendDeadline: 10 * time.Millisecond}
+	q := mustOpen(t, o)
+	defer q.Close()
+	ctx := context.Background()
+	committed := symbolRun(0, 0, 2, 20)
+	if _, err := q.AppendWith(ctx, Batch{Payloads: [][]byte{genPayload(0, 100)}, Symbols: []SymbolRun{committed}}); err != nil {
+		t.Fatal(err)
+	}
+	type opened struct {
+		r   *SymbolReader
+		err error
+	}
+	got := make(chan opened, 1)
+	var once sync.Once
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if !strings.HasSuffix(name, genDictName(0)) {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				r, err := q.OpenSymbols(0)
+				got <- opened{r, err}
+			}()
+			// Long enough for a reader that does not wait to have counted.
+			time.Sleep(50 * time.Millisecond)
+		})
+	}
+	cfs.failWrite = func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	cfs.failAlloc = func(string, int64) error { return syscall.ENOSPC }
+	cfs.mu.Unlock()
+	_, err := q.AppendWith(ctx, Batch{Payloads: [][]byte{genPayload(0, 900)}, Symbols: []SymbolRun{symbolRun(0, 2, 3, 20)}})
+	var fe *FullError
+	if !errors.As(err, &fe) || fe.Reason != DiskFull {
+		t.Fatalf("frames hitting ENOSPC: %v, want DiskFull", err)
+	}
+	o2 := <-got
+	if o2.err != nil {
+		t.Fatal(o2.err)
+	}
+	defer o2.r.Close()
+	if o2.r.Len() != 2 {
+		t.Errorf("the reader counts %d entries; want the 2 committed ones", o2.r.Len())
+	}
+	equalEntries(t, readAll(t, o2.r), committed.Entries)
 }
