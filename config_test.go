@@ -497,14 +497,19 @@ func TestSymbolDictMaxBytesDefault(t *testing.T) {
 }
 
 // In memory-only mode sf_max_total_bytes bounds RAM: the queue gets half of
-// it (the rest is GC headroom), and a generation defaults to a sixteenth
-// of it, at most an eighth.
+// it less two segments (the rest is GC headroom and the queue's buffers),
+// and a generation defaults to a sixteenth of it, at most an eighth.
 func TestMemoryModeCapShares(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	cfg.SFDir = ""
-	if got, want := cfg.queueOptions("s", nil).MaxTotalBytes, int64(64<<20); got != want {
-		t.Fatalf("memory-only queue cap under the default 128 MiB: %d, want %d", got, want)
+	if got, want := cfg.queueOptions("s", nil).MaxTotalBytes, int64(64<<20-2*4<<20); got != want {
+		t.Fatalf("memory-only queue cap under the default 128 MiB: %d, want %d (half, less two segments)", got, want)
 	}
+	cfg.SFMaxTotalBytes = 16 << 20
+	if got, want := cfg.queueOptions("s", nil).MaxTotalBytes, int64(4<<20); got != want {
+		t.Fatalf("memory-only queue cap under 16 MiB with 4 MiB segments: %d, want a quarter, %d", got, want)
+	}
+	cfg.SFMaxTotalBytes = 0
 	if got := cfg.effectiveSymbolDictMaxBytes(); got != 8<<20 {
 		t.Fatalf("memory-only default symbol_dict_max_bytes %v, want 8MiB", got)
 	}

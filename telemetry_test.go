@@ -294,9 +294,10 @@ func TestTwoExportersAreTwoSeries(t *testing.T) {
 		want func(float64) bool
 		what string
 	}{
-		// Memory-only mode: half the cap, the rest is GC headroom.
-		{"otelcol_exporter_questdb_queue_capacity", a, func(v float64) bool { return v == 2<<20 }, "2 MiB"},
-		{"otelcol_exporter_questdb_queue_capacity", bb, func(v float64) bool { return v == 5<<20 }, "5 MiB"},
+		// Memory-only mode: half the cap less two segments, at least a
+		// quarter of it; the rest is GC headroom and the queue's buffers.
+		{"otelcol_exporter_questdb_queue_capacity", a, func(v float64) bool { return v == 1<<20 }, "1 MiB"},
+		{"otelcol_exporter_questdb_queue_capacity", bb, func(v float64) bool { return v == 10<<20/4 }, "2.5 MiB"},
 		{"otelcol_exporter_questdb_queue_bytes", a, func(v float64) bool { return v == 0 }, "0"},
 		{"otelcol_exporter_questdb_queue_bytes", bb, func(v float64) bool { return v > 0 }, "> 0"},
 		{"otelcol_exporter_questdb_rows_appended", a, func(v float64) bool { return v == 0 }, "0"},

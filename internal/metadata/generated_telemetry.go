@@ -348,7 +348,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueCapacity, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_capacity",
-		metric.WithDescription("Capacity of the store-and-forward queue in bytes - sf_max_total_bytes, and half of it in memory-only mode (the other half is the Go garbage collector's headroom). [Alpha]"),
+		metric.WithDescription("Capacity of the store-and-forward queue in bytes - sf_max_total_bytes; in memory-only mode half of it less two segments, at least a quarter (the rest is the Go garbage collector's headroom and the queue's buffers). [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)

@@ -284,7 +284,7 @@ func AssertEqualExporterQuestdbQueueBytes(t *testing.T, tt *componenttest.Teleme
 func AssertEqualExporterQuestdbQueueCapacity(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_capacity",
-		Description: "Capacity of the store-and-forward queue in bytes - sf_max_total_bytes, and half of it in memory-only mode (the other half is the Go garbage collector's headroom). [Alpha]",
+		Description: "Capacity of the store-and-forward queue in bytes - sf_max_total_bytes; in memory-only mode half of it less two segments, at least a quarter (the rest is the Go garbage collector's headroom and the queue's buffers). [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
