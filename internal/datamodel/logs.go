@@ -82,8 +82,8 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		if hasObserved {
 			t.TimestampNanos(tb.observed, observed)
 		}
-		setSymbolString(t, tb.service, r.service, r.resKey)
-		setSymbolString(t, tb.severityText, f.severityText, 0)
+		r.setService(tb)
+		r.setSeverity(tb, f.severityText)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
 			t.VarcharValid(tb.body, body)
@@ -107,6 +107,20 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 			return err
 		}
 	}
+}
+
+// setSeverity writes severity_text (NULL when empty) through a one-value
+// run rebuilt only when the text changes from the previous record's.
+func (r *Encoder) setSeverity(tb *table, text string) {
+	if text == "" {
+		return
+	}
+	if text != r.severityText { // severityText "" (no run) never equals a text here
+		r.severityRun.Reset()
+		r.severityRun.AddString(tb.severityText, text)
+		r.severityText = text
+	}
+	tb.t.Symbols(&r.severityRun)
 }
 
 // bodyText is the body column's text (see appendText): a valid string
