@@ -67,7 +67,9 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		}
 	}
 	observed, hasObserved := timestampNanos(lr.ObservedTimestamp())
-	hasTrace, hasSpan := f.traceID != [16]byte{}, f.spanID != [8]byte{}
+	le := binary.LittleEndian // the ids as words: no comparison with a zero array in memory
+	hasTrace := le.Uint64(f.traceID[:8])|le.Uint64(f.traceID[8:]) != 0
+	hasSpan := le.Uint64(f.spanID[:]) != 0
 	encodeTraceHex(&r.traceHex, &f.traceID)
 	encodeHex8(&r.spanHex, &f.spanID)
 

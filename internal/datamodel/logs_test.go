@@ -336,3 +336,44 @@ func TestLogServiceAndSeverityRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTraceAndSpanIDsNullOnlyWhenZero: trace_id and span_id are NULL
+// exactly when every byte of the id is zero (the ids are tested as words:
+// a byte set in either half of the trace id, or the last of the span id,
+// must keep the value).
+func TestLogTraceAndSpanIDsNullOnlyWhenZero(t *testing.T) {
+	cases := []struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}{
+		{},
+		{pcommon.TraceID{0: 1}, pcommon.SpanID{0: 1}},
+		{pcommon.TraceID{7: 0x80}, pcommon.SpanID{7: 1}},
+		{pcommon.TraceID{8: 1}, pcommon.SpanID{3: 0xff}},
+		{pcommon.TraceID{15: 0xff}, pcommon.SpanID{}},
+	}
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for _, c := range cases {
+		lr := lrs.AppendEmpty()
+		lr.SetTimestamp(pcommon.Timestamp(testT1))
+		lr.SetTraceID(c.trace)
+		lr.SetSpanID(c.span)
+	}
+	h := newHarness(t, 0, EncoderConfig{})
+	h.logs(ld)
+	rows := h.table("otel_logs").rows
+	if len(rows) != len(cases) {
+		t.Fatalf("%d rows, want %d", len(rows), len(cases))
+	}
+	for i, c := range cases {
+		trace, hasTrace := rows[i]["trace_id"]
+		if hasTrace != !c.trace.IsEmpty() || (hasTrace && trace != hex.EncodeToString(c.trace[:])) {
+			t.Errorf("row %d: trace_id %v (set %v) for %x", i, trace, hasTrace, c.trace)
+		}
+		span, hasSpan := rows[i]["span_id"]
+		if hasSpan != !c.span.IsEmpty() || (hasSpan && span != hex.EncodeToString(c.span[:])) {
+			t.Errorf("row %d: span_id %v (set %v) for %x", i, span, hasSpan, c.span)
+		}
+	}
+}
