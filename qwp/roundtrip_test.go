@@ -70,6 +70,13 @@ func shapeLen(shape []int32) int {
 // allSpecs has one column of every ingress type.
 func allSpecs() []colSpec {
 	u64 := func(r *rand.Rand) uint64 { return r.Uint64() }
+	// One SymbolRun per column and value, kept across rows, frames and
+	// rollbacks as a caller keeps it, so that its armed path runs.
+	type runKey struct {
+		c Col
+		v string
+	}
+	runs := map[runKey]*SymbolRun{}
 	return []colSpec{
 		{name: "b", typ: TypeBoolean, gen: func(r *rand.Rand) (func(*Table, Col), any) {
 			v := r.IntN(2) == 1
@@ -144,8 +151,21 @@ func allSpecs() []colSpec {
 		}},
 		{name: "sym", typ: TypeSymbol, gen: func(r *rand.Rand) (func(*Table, Col), any) {
 			v := symbolPool[r.IntN(len(symbolPool))]
-			if r.IntN(2) == 0 {
+			switch r.IntN(4) {
+			case 0:
 				return func(t *Table, c Col) { t.SymbolString(c, v) }, v
+			case 1: // a hash shared by every value of that length: slots collide
+				return func(t *Table, c Col) { t.SymbolValidHashed(c, []byte(v), uint64(len(v))) }, v
+			case 2:
+				return func(t *Table, c Col) {
+					run := runs[runKey{c, v}]
+					if run == nil {
+						run = new(SymbolRun)
+						run.AddString(c, v)
+						runs[runKey{c, v}] = run
+					}
+					t.Symbols(run)
+				}, v
 			}
 			return func(t *Table, c Col) { t.Symbol(c, []byte(v)) }, v
 		}},

@@ -73,7 +73,8 @@
 // The queue keeps each segment's item sum in RAM (8 bytes a segment, no
 // per-frame array): evicting a segment with no acknowledged frame costs no
 // read; evicting the partly acknowledged oldest one reads its
-// unacknowledged frames' counts from the segment (one segment at most).
+// unacknowledged frames back from the segment (one segment at most,
+// streamed through a 64 KiB buffer, each frame's CRC checked).
 //
 // # Preallocation
 //

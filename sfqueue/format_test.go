@@ -92,6 +92,34 @@ func TestEvictionCountsItems(t *testing.T) {
 	}
 }
 
+// TestEvictionWalkStreamsLargeFrames: frames larger than the walk's
+// buffer are read back whole (CRC checked) when a partly acknowledged
+// segment is evicted.
+func TestEvictionWalkStreamsLargeFrames(t *testing.T) {
+	const size = 3*itemWalkBuffer/2 + 7 // each frame spans the buffer
+	o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 1 << 20, MaxTotalBytes: 3 << 20, OnFull: OnFullEvictOldest}
+	q := mustOpen(t, o)
+	defer q.Close()
+	k := uint64(1)
+	for ; q.Stats().Segments < 3; k++ {
+		appendItems(t, q, testPayload(k, size), uint32(k))
+	}
+	q.Ack(2)
+	for q.Stats().FramesEvicted == 0 {
+		appendItems(t, q, testPayload(k, size), uint32(k))
+		k++
+	}
+	st := q.Stats()
+	want := uint64(0) // frames 3.. of segment 1 carry their FSN
+	for f := uint64(3); f < 3+st.FramesEvicted; f++ {
+		want += f
+	}
+	if st.FramesEvicted < 2 || st.ItemsEvicted != want || st.FramesEvictedItemsUnknown != 0 {
+		t.Fatalf("evicting a partly acknowledged segment of %d-byte frames: %d frames, %d items, %d unknown; want %d items",
+			size, st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown, want)
+	}
+}
+
 // TestEvictionOfUnreadableCounts: when the partly acknowledged segment an
 // eviction drops cannot be read back (a frame damaged on disk since it was
 // written), its unacknowledged frames are counted as frames of unknown

@@ -781,7 +781,8 @@ func (q *Queue) evictOldestLocked() bool {
 // watermark (frames of them), before an eviction deletes s. A segment with
 // no acknowledged frame costs no read: its sum is kept in RAM. A partly
 // acknowledged one (only ever the oldest, so at most one segment per
-// eviction) is read from its first unacknowledged frame on. unknown counts
+// eviction) is read from its first unacknowledged frame on, streamed
+// through a bounded buffer (segment.itemsFrom). unknown counts
 // the frames whose items cannot be known: all of them in format 1, which
 // stores no item count, or frames that cannot be read or fail their CRC
 // (logged).
@@ -795,7 +796,6 @@ func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown ui
 		return s.items, 0
 	}
 	first := int(q.acked + 1 - s.base)
-	start, _ := s.frameBounds(first)
 	fail := func(err error) (uint64, uint64) {
 		q.log.Warn("sfqueue: cannot read the item counts of the frames an eviction drops; they are counted as frames of unknown items",
 			zap.String("path", s.path), zap.Uint64("frames", frames), zap.Error(err))
@@ -804,22 +804,9 @@ func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown ui
 	if err := q.fileLocked(s); err != nil {
 		return fail(err)
 	}
-	// q.wbuf is free here: writeLocked fills it only after admission.
-	n := s.size - start
-	if int64(cap(q.wbuf)) < n {
-		q.wbuf = make([]byte, n)
-	}
-	buf := q.wbuf[:n]
-	if _, err := s.f.ReadAt(buf, start); err != nil && err != io.EOF {
+	items, err := s.itemsFrom(first)
+	if err != nil {
 		return fail(err)
-	}
-	for i := first; i < len(s.offsets); i++ {
-		off, size := s.frameBounds(i)
-		_, k, got, ok := parseFrame(buf[off-start:off-start+size], s.version)
-		if !ok || int64(got) != size {
-			return fail(fmt.Errorf("frame %d at offset %d fails its CRC32C check", s.base+uint64(i), off))
-		}
-		items += uint64(k)
 	}
 	return items, 0
 }

@@ -1,6 +1,7 @@
 package sfqueue
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -171,6 +172,51 @@ func (s *segment) frameBounds(i int) (int64, int64) {
 		next = int64(s.offsets[i+1])
 	}
 	return start, next - start
+}
+
+// itemWalkBuffer bounds the RAM of a walk over a segment's frames: the
+// frames stream through it, never a whole segment.
+const itemWalkBuffer = 64 << 10
+
+// itemsFrom sums the item counts of frames first.. of a format 2 segment,
+// reading them from its open file and checking each frame's length against
+// the offsets and its CRC32C as it streams through a bounded buffer.
+func (s *segment) itemsFrom(first int) (uint64, error) {
+	start, _ := s.frameBounds(first)
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, start, s.size-start), itemWalkBuffer)
+	h := crc32.New(castagnoli)
+	var head [frameOverhead - 4]byte
+	var sum [4]byte
+	var items uint64
+	for i := first; i < len(s.offsets); i++ {
+		off, size := s.frameBounds(i)
+		fsn := s.base + uint64(i)
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+		}
+		if n := int64(binary.LittleEndian.Uint32(head[:])); n+frameOverhead != size {
+			return 0, fmt.Errorf("frame %d at offset %d has length %d, its place in the segment says %d", fsn, off, n, size-frameOverhead)
+		}
+		h.Reset()
+		h.Write(head[:])
+		for left := int(size - frameOverhead); left > 0; {
+			b, err := r.Peek(min(left, itemWalkBuffer))
+			if len(b) == 0 {
+				return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+			}
+			h.Write(b)
+			r.Discard(len(b))
+			left -= len(b)
+		}
+		if _, err := io.ReadFull(r, sum[:]); err != nil {
+			return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+		}
+		if h.Sum32() != binary.LittleEndian.Uint32(sum[:]) {
+			return 0, fmt.Errorf("frame %d at offset %d fails its CRC32C check", fsn, off)
+		}
+		items += uint64(binary.LittleEndian.Uint32(head[4:]))
+	}
+	return items, nil
 }
 
 // closeFile closes the segment's file unless an fsync outside the lock

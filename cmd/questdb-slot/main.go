@@ -8,8 +8,10 @@
 //	questdb-slot inspect <slot>
 //	questdb-slot salvage <slot> --endpoint ws://host:9000 [--config collector.yaml] [--all] [--delete]
 //
-// inspect is read-only and never takes or tries the slot's lock, so it is
-// safe on a slot a running collector holds. salvage takes the lock, creates
+// Both commands read segment formats 2 and 1 (sfqueue/doc.go) and refuse a
+// slot of a newer format, naming both versions. inspect is read-only and
+// never takes or tries the slot's lock, so it is safe on a slot a running
+// collector holds. salvage takes the lock, creates
 // the tables with the exporter's DDL (dedup keys, so a repeat adds no row)
 // and sends every readable frame above the watermark; see salvage.go.
 //

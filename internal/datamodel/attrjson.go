@@ -129,12 +129,16 @@ func (l *keyLayout) build(kvs []keyValue) {
 }
 
 // appendMapLayout is appendMap for maps that usually share their key
-// sequence with the previous one rendered through l; the output is the same.
+// sequence with the previous one rendered through l; the output is the
+// same, except that an empty map appends nothing (its callers store NULL).
 // When the keys match it makes one pass over the map, keeping its values on
 // the stack (maps of up to layoutStack entries), and renders them in the
 // layout's order.
 func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []byte {
 	n := m.Len()
+	if n == 0 {
+		return dst
+	}
 	if n > layoutStack || n != len(l.keyEnds) {
 		return w.appendMapRebuild(dst, m, l)
 	}

@@ -2,6 +2,7 @@ package datamodel
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -38,8 +39,7 @@ func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats
 
 func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	tb := &r.tables[tableLogs]
-	var hasBody bool
-	r.text, hasBody = r.json.appendText(r.text[:0], lr.Body())
+	body, hasBody := r.bodyText(lr.Body())
 	r.attrJSON = r.appendRowAttrs(r.attrJSON[:0], lr.Attributes())
 	f := recordFields{
 		time:           uint64(lr.Timestamp()),
@@ -47,7 +47,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		severityNumber: uint32(lr.SeverityNumber()),
 		severityText:   validString(lr.SeverityText()),
 		bodyKind:       lr.Body().Type(),
-		body:           r.text,
+		body:           body,
 		attributesJSON: r.attrJSON,
 		traceID:        lr.TraceID(),
 		spanID:         lr.SpanID(),
@@ -72,7 +72,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	encodeHex(r.spanHex[:], f.spanID[:])
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
-		4*varcharOverhead + len(r.text) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
+		4*varcharOverhead + len(body) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
 	if !r.fits(tb, bound, "log record") {
 		return nil
 	}
@@ -82,11 +82,11 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		if hasObserved {
 			t.TimestampNanos(tb.observed, observed)
 		}
-		setSymbolString(t, tb.service, r.service, r.resKey)
-		setSymbolString(t, tb.severityText, f.severityText, 0)
+		r.setService(tb)
+		r.setSeverity(tb, f.severityText)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
-			t.VarcharValid(tb.body, r.text)
+			t.VarcharValid(tb.body, body)
 		}
 		if hasTrace {
 			t.VarcharValid(tb.traceID, r.traceHex[:])
@@ -109,6 +109,34 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	}
 }
 
+// setSeverity writes severity_text (NULL when empty) through a one-value
+// run rebuilt only when the text changes from the previous record's.
+func (r *Encoder) setSeverity(tb *table, text string) {
+	if text == "" {
+		return
+	}
+	if text != r.severityText { // severityText "" (no run) never equals a text here
+		r.severityRun.Reset()
+		r.severityRun.AddString(tb.severityText, text)
+		r.severityText = text
+	}
+	tb.t.Symbols(&r.severityRun)
+}
+
+// bodyText is the body column's text (see appendText): a valid string
+// body as it is, without a copy (it is only read), anything else rendered
+// into r.text.
+func (r *Encoder) bodyText(v pcommon.Value) ([]byte, bool) {
+	if v.Type() == pcommon.ValueTypeStr {
+		if s := v.Str(); validUTF8(s) {
+			return unsafe.Slice(unsafe.StringData(s), len(s)), true
+		}
+	}
+	var ok bool
+	r.text, ok = r.json.appendText(r.text[:0], v)
+	return r.text, ok
+}
+
 // hexPairs holds the two lowercase hex digits of every byte value, as the
 // little-endian 16-bit word that stores them in order.
 var hexPairs = func() (t [256]uint16) {
@@ -122,7 +150,8 @@ var hexPairs = func() (t [256]uint16) {
 // encodeHex is hex.Encode (lowercase, dst twice the length of src) one
 // table lookup and one 16-bit store per byte: the trace and span ids of
 // every log record and span go through it. (Spreading four bytes' nibbles
-// over a word and converting them at once took more instructions.)
+// over a word and converting them at once, or four lookups to one 64-bit
+// store, took more instructions.)
 func encodeHex(dst, src []byte) {
 	dst = dst[:2*len(src)]
 	for i, b := range src {

@@ -272,3 +272,59 @@ func TestEncodeHexIsHexEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestLogServiceAndSeverityRuns: service_name and severity_text go through
+// runs kept across records; every row must still carry its own record's
+// values when the service changes with the resource, the severity text
+// changes, repeats, comes back or is empty, across frames (a small frame
+// limit) and across batches.
+func TestLogServiceAndSeverityRuns(t *testing.T) {
+	severities := []string{"INFO", "INFO", "WARN", "", "INFO", "WARN", "WARN", "ERROR"}
+	batch := func() (plog.Logs, []map[string]any) {
+		ld := plog.NewLogs()
+		var want []map[string]any
+		for _, svc := range []string{"a", "b", ""} {
+			rl := ld.ResourceLogs().AppendEmpty()
+			if svc != "" {
+				rl.Resource().Attributes().PutStr("service.name", svc)
+			}
+			lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+			for _, sev := range severities {
+				lr := lrs.AppendEmpty()
+				lr.SetTimestamp(pcommon.Timestamp(testT1))
+				lr.SetSeverityText(sev)
+				lr.Body().SetStr(strings.Repeat("b", 100))
+				w := map[string]any{}
+				if svc != "" {
+					w["service_name"] = svc
+				}
+				if sev != "" {
+					w["severity_text"] = sev
+				}
+				want = append(want, w)
+			}
+		}
+		return ld, want
+	}
+	h := newHarness(t, 1200, EncoderConfig{}) // a few rows per frame
+	var want []map[string]any
+	for range 2 {
+		ld, w := batch()
+		h.logs(ld)
+		want = append(want, w...)
+	}
+	rows := h.table("otel_logs").rows
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	if len(h.frames) < 6 {
+		t.Fatalf("%d frames: too few for the runs to cross frames", len(h.frames))
+	}
+	for i, row := range rows {
+		for _, col := range []string{"service_name", "severity_text"} {
+			if got, exp := row[col], want[i][col]; got != exp {
+				t.Fatalf("row %d: %s = %v, want %v", i, col, got, exp)
+			}
+		}
+	}
+}

@@ -135,7 +135,7 @@ type Encoder struct {
 	scopeBound         int    // row bound share of the resource and scope columns
 	resJSON, scopeJSON []byte
 	service            string
-	resKey, scopeKey   uint64 // qwp.SymbolKeyed keys of the resource's and the scope's values
+	resKey, scopeKey   uint64 // identities of the resource and the scope (qwp.NewSymbolKey): the runs built for them
 	lastService        string // kept across batches to avoid a string per resource
 	serviceBuf         []byte
 	scopeName          string
@@ -154,6 +154,18 @@ type Encoder struct {
 	keyed      qwp.SymbolRun
 	keyedFor   uint64
 	keyedTable *table
+
+	// serviceRun is service_name as a one-value run for the log and span
+	// rows, which set it apart from the keyed run (schema order), built
+	// for the resource serviceFor (resKey) and the table serviceTable.
+	serviceRun   qwp.SymbolRun
+	serviceFor   uint64
+	serviceTable *table
+
+	// severityRun is the severity_text of the last log record as a
+	// one-value run (it usually repeats from record to record).
+	severityRun  qwp.SymbolRun
+	severityText string
 
 	// Per row.
 	idBuf    []byte // canonical identity encoding being hashed
@@ -498,9 +510,29 @@ func (r *Encoder) beginKeyed(tb *table, key uint64) {
 	r.keyedFor, r.keyedTable = key, tb
 }
 
-// endKeyed forgets the keyed run at the end of a batch, so that the
+// endKeyed forgets the keyed runs at the end of a batch, so that the
 // encoder keeps none of its strings reachable.
-func (r *Encoder) endKeyed() { r.beginKeyed(nil, 0) }
+func (r *Encoder) endKeyed() {
+	r.beginKeyed(nil, 0)
+	r.serviceRun.Reset()
+	r.serviceFor, r.serviceTable = 0, nil
+	r.severityRun.Reset()
+	r.severityText = ""
+}
+
+// setService writes service_name (NULL when the resource has none) of a
+// log or span row through a one-value run kept for the resource.
+func (r *Encoder) setService(tb *table) {
+	if r.service == "" {
+		return
+	}
+	if r.serviceFor != r.resKey || r.serviceTable != tb {
+		r.serviceRun.Reset()
+		r.serviceRun.AddString(tb.service, r.service)
+		r.serviceFor, r.serviceTable = r.resKey, tb
+	}
+	tb.t.Symbols(&r.serviceRun)
+}
 
 // addScopeRun adds the scope and resource attribute columns' values
 // (SYMBOL, NULL when empty) to the keyed run.
@@ -532,11 +564,9 @@ func (r *Encoder) appendAttrs(dst []byte, m pcommon.Map) []byte {
 }
 
 // appendRowAttrs is appendAttrs for the attributes of a data point or log
-// record, whose keys usually repeat from one row to the next.
+// record, whose keys usually repeat from one row to the next (inlined: a
+// call less per row).
 func (r *Encoder) appendRowAttrs(dst []byte, m pcommon.Map) []byte {
-	if m.Len() == 0 {
-		return dst
-	}
 	return r.json.appendMapLayout(dst, m, &r.rowAttrs)
 }
 

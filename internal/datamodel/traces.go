@@ -207,7 +207,7 @@ func (r *Encoder) writeSpan(sp ptrace.Span, emit func([]byte) error) error {
 		if hasDuration {
 			t.Long(c.duration, end-start)
 		}
-		setSymbolString(t, tb.service, r.service, r.resKey)
+		r.setService(tb)
 		setSymbolString(t, c.name, name, 0)
 		t.SymbolString(c.kind, kind)
 		if hasTrace {
