@@ -637,12 +637,9 @@ func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 	if c := t.value(h, typ); c != nil {
 		c.appendU64(uint64(v))
 		c.gorMark = c.gor // value's fast path leaves this to the one setter that uses it
-		if t.e.opts.Gorilla {
-			before := c.gor.valueBytes()
-			c.gor.add(v)
-			t.rowDelta += c.gor.valueBytes() - before
+		if grown := c.gor.add(v); t.e.opts.Gorilla {
+			t.rowDelta += grown
 		} else {
-			c.gor.add(v)
 			t.rowDelta += 8
 		}
 	}

@@ -22,20 +22,26 @@ const (
 	tsGorilla      byte = 0x01
 )
 
-func (g *gorilla) add(v int64) {
+// add records v and returns how many bytes valueBytes grew by, so that a
+// row's size follows without computing valueBytes before and after.
+func (g *gorilla) add(v int64) (grown int) {
+	grown = 8 // a raw value: the first two, or any once overflowed
 	if g.n >= 1 {
 		d := v - g.prev
-		if g.n >= 2 {
+		if g.n >= 2 && !g.overflow {
 			if b := dodBits(d - g.prevDelta); b > 0 {
+				grown = (g.bits+b+7)/8 - (g.bits+7)/8
 				g.bits += b
-			} else {
+			} else { // every value goes raw from now on
 				g.overflow = true
+				grown = 8*(g.n+1) - (16 + (g.bits+7)/8)
 			}
 		}
 		g.prevDelta = d
 	}
 	g.prev = v
 	g.n++
+	return grown
 }
 
 // compressed reports whether the column is written in Gorilla mode.

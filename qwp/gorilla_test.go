@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -174,5 +175,31 @@ func TestDateNeverGorilla(t *testing.T) {
 	}
 	if frame[5] != FlagGorilla {
 		t.Fatalf("flags %#x", frame[5])
+	}
+}
+
+// TestGorillaAddReturnsGrowth: what add returns is valueBytes' change, for
+// steady, jittery and overflowing timestamp sequences.
+func TestGorillaAddReturnsGrowth(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for seq := range 200 {
+		var g gorilla
+		ts := int64(1_700_000_000_000_000_000)
+		for i := range 50 {
+			switch seq % 4 {
+			case 0:
+				ts += 1_000_000
+			case 1:
+				ts += 1_000_000 + r.Int64N(5000) - 2500
+			case 2:
+				ts += r.Int64N(1 << 40) // deltas of deltas past int32: overflow
+			default:
+				ts += int64(i%3) * 100
+			}
+			before := g.valueBytes()
+			if got, want := g.add(ts), g.valueBytes()-before; got != want {
+				t.Fatalf("sequence %d, value %d: add returned %d, valueBytes grew by %d", seq, i, got, want)
+			}
+		}
 	}
 }

@@ -2,8 +2,10 @@ package sfqueue
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"path/filepath"
 	"slices"
@@ -512,18 +514,8 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 			rollback.added += segmentHeaderSize
 			q.dirDirty = true
 		}
-		buf := q.wbuf[:0]
-		var chunkItems uint64
-		for i := c.from; i < c.to; i++ {
-			var n uint32
-			if items != nil {
-				n = items[i]
-			}
-			buf = appendFrame(buf, payloads[i], n)
-			chunkItems += uint64(n)
-		}
-		q.wbuf = buf
-		if _, err := c.seg.f.WriteAt(buf, c.seg.size); err != nil {
+		chunkItems, err := q.writeFramesLocked(c.seg, payloads[c.from:c.to], items[min(c.from, len(items)):min(c.to, len(items))])
+		if err != nil {
 			rollback.undo()
 			if isNoSpace(err) {
 				return err
@@ -535,17 +527,17 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 			c.seg.offsets = append(c.seg.offsets, uint32(off))
 			off += frameSize(len(p))
 		}
+		q.used += off - c.seg.size
+		rollback.added += off - c.seg.size
 		c.seg.size = off
 		c.seg.items += chunkItems
 		c.seg.dirty = true
-		q.used += int64(len(buf))
-		rollback.added += int64(len(buf))
 	}
 	for _, s := range sealed {
 		s.closeFile()
 	}
-	if len(q.wbuf) > 4*int(q.o.MaxSegmentBytes) {
-		q.wbuf = nil // do not pin a huge buffer after an unusual batch
+	if cap(q.wbuf) > 4*directWrite {
+		q.wbuf = nil // do not pin a large buffer after a batch of many small frames
 	}
 	for _, p := range payloads {
 		q.st.framesAppended++
@@ -557,6 +549,55 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	default:
 	}
 	return nil
+}
+
+// directWrite is the payload size from which writeFramesLocked writes a
+// payload from the caller's slice instead of copying it into q.wbuf: the
+// copy would keep a buffer as large as the largest batch alive between
+// appends (the collector's peak RSS counts it twice, with the heap's
+// headroom), to save two write calls per large frame.
+const directWrite = 64 << 10
+
+// writeFramesLocked writes payloads as consecutive frames at the end of s
+// (items[i] is frame i's item count; items is empty when none were given)
+// and returns the items written. Small frames are built in q.wbuf and
+// written together; a large payload is written as it is, between its head
+// and its CRC. A crash can tear the frame between those writes like inside
+// one: the CRC finds it.
+func (q *Queue) writeFramesLocked(s *segment, payloads [][]byte, items []uint32) (uint64, error) {
+	buf, off := q.wbuf[:0], s.size
+	write := func(b []byte) error {
+		if len(b) == 0 {
+			return nil
+		}
+		_, err := s.f.WriteAt(b, off)
+		off += int64(len(b))
+		return err
+	}
+	var total uint64
+	for i, p := range payloads {
+		var n uint32
+		if len(items) > 0 {
+			n = items[i]
+		}
+		total += uint64(n)
+		if len(p) < directWrite {
+			buf = appendFrame(buf, p, n)
+			continue
+		}
+		head := len(buf)
+		buf = appendFrameHead(buf, len(p), n)
+		crc := crc32.Update(crc32.Checksum(buf[head:], castagnoli), castagnoli, p)
+		if err := write(buf); err != nil {
+			return 0, err
+		}
+		if err := write(p); err != nil {
+			return 0, err
+		}
+		buf = binary.LittleEndian.AppendUint32(buf[:0], crc)
+	}
+	q.wbuf = buf[:0]
+	return total, write(buf)
 }
 
 // segmentAlloc is the preallocation of a new segment. Memory durability in

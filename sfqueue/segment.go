@@ -109,11 +109,18 @@ func frameSize(payloadLen int) int64 { return int64(payloadLen) + frameOverhead 
 // check on recovery.
 func appendFrame(dst, payload []byte, items uint32) []byte {
 	start := len(dst)
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(payload)))
-	dst = binary.LittleEndian.AppendUint32(dst, items)
+	dst = appendFrameHead(dst, len(payload), items)
 	dst = append(dst, payload...)
 	crc := crc32.Checksum(dst[start:], castagnoli)
 	return binary.LittleEndian.AppendUint32(dst, crc)
+}
+
+// appendFrameHead appends what precedes a payload in a frame of the
+// current format: its length and item count. The CRC32C that follows the
+// payload covers both.
+func appendFrameHead(dst []byte, payloadLen int, items uint32) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(payloadLen))
+	return binary.LittleEndian.AppendUint32(dst, items)
 }
 
 // parseFrame checks the frame at the start of b, in a segment of format

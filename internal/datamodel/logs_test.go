@@ -259,16 +259,24 @@ func TestLogPromotedAndFrameSplit(t *testing.T) {
 	}
 }
 
+// TestEncodeHexIsHexEncode: every byte value at every position of a trace
+// and a span id encodes as hex.Encode does.
 func TestEncodeHexIsHexEncode(t *testing.T) {
-	src := make([]byte, 256)
-	for i := range src {
-		src[i] = byte(i)
-	}
-	for _, n := range []int{256, 16, 8, 7, 1, 0} { // whole words and a tail
-		got := make([]byte, 2*n)
-		encodeHex(got, src[len(src)-n:])
-		if want := hex.EncodeToString(src[len(src)-n:]); string(got) != want {
-			t.Fatalf("encodeHex = %s\nwant        %s", got, want)
+	for v := range 256 {
+		var trace [16]byte
+		for i := range trace {
+			trace[i] = byte(v + i*7) // every byte value at every position over the runs
+		}
+		var got [32]byte
+		encodeTraceHex(&got, &trace)
+		if want := hex.EncodeToString(trace[:]); string(got[:]) != want {
+			t.Fatalf("encodeTraceHex = %s\nwant             %s", got[:], want)
+		}
+		span := [8]byte(trace[8:])
+		var gotSpan [16]byte
+		encodeHex8(&gotSpan, &span)
+		if want := hex.EncodeToString(span[:]); string(gotSpan[:]) != want {
+			t.Fatalf("encodeHex8 = %s\nwant        %s", gotSpan[:], want)
 		}
 	}
 }
