@@ -165,9 +165,10 @@ const (
 	// memorySegmentReserve: in memory-only mode the queue's share leaves
 	// room for buffers the queue holds beyond the bytes it counts: the
 	// segment taking appends grows its buffer by doubling (up to a
-	// segment), and the scratch buffer an eviction reads the evicted
-	// segment into stays a segment large (measured: without the reserve
-	// RSS rose 89.7 MiB over a 64 MiB cap with 4 MiB segments).
+	// segment), and the write buffer keeps a batch's frames (measured:
+	// without the reserve RSS rose 89.7 MiB over a 64 MiB cap with 4 MiB
+	// segments, when an eviction still read a whole segment into the write
+	// buffer; with it 69.6 MiB, bound 80).
 	memorySegmentReserve = 2
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
 	// cap allows it): see the README's sizing section.

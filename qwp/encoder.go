@@ -935,25 +935,25 @@ type hashedSlot struct {
 func (t *Table) SymbolValidHashed(h Col, v []byte, hash uint64) { t.symbol(h, v, 0, true, true, hash) }
 
 // Varchar sets a VARCHAR value, which must be valid UTF-8.
-func (t *Table) Varchar(h Col, v []byte) { t.varchar(h, v, false) }
+func (t *Table) Varchar(h Col, v []byte) {
+	if utf8.Valid(v) {
+		t.VarcharValid(h, v)
+		return
+	}
+	if c := t.value(h, TypeVarchar); c != nil { // the handle's errors first, as for a valid value
+		t.badValue(c, "value %q is not valid UTF-8", v)
+	}
+}
 
 // VarcharValid is Varchar for bytes the caller guarantees are valid UTF-8;
-// see SymbolValid.
-func (t *Table) VarcharValid(h Col, v []byte) { t.varchar(h, v, true) }
-
-// varchar sets a VARCHAR value; valid skips the UTF-8 check (VarcharValid).
-func (t *Table) varchar(h Col, v []byte, valid bool) {
-	c := t.value(h, TypeVarchar)
-	if c == nil {
-		return
+// see SymbolValid. It is the setter itself, not a call of a shared one with
+// a flag (a call less for each of the four VARCHARs of a log record).
+func (t *Table) VarcharValid(h Col, v []byte) {
+	if c := t.value(h, TypeVarchar); c != nil {
+		c.data = append(c.data, v...)
+		c.offs = append(c.offs, uint32(len(c.data)))
+		t.tookVar(c)
 	}
-	if !valid && !utf8.Valid(v) {
-		t.badValue(c, "value %q is not valid UTF-8", v)
-		return
-	}
-	c.data = append(c.data, v...)
-	c.offs = append(c.offs, uint32(len(c.data)))
-	t.tookVar(c)
 }
 
 // VarcharString is Varchar for a string.

@@ -260,18 +260,34 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 // appendJSONStringBody is appendJSONString after the opening quote.
+// The bytes past the last whole word are checked as one more word that
+// overlaps the one before (four to seven bytes as two overlapping 32-bit
+// halves), not one at a time: attribute values are mostly short.
 func appendJSONStringBody(dst []byte, s string) []byte {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if !plain8(binary.LittleEndian.Uint64([]byte(s[i : i+8]))) {
-			break
+	le := binary.LittleEndian
+	n := len(s)
+	var last uint64 // the word that covers s[from:]
+	from := 0
+	switch {
+	case n >= 8:
+		for ; from+8 < n; from += 8 {
+			if !plain8(le.Uint64([]byte(s[from : from+8]))) {
+				return appendJSONStringFrom(dst, s, from)
+			}
 		}
+		last = le.Uint64([]byte(s[n-8:]))
+	case n >= 4:
+		last = uint64(le.Uint32([]byte(s[:4]))) | uint64(le.Uint32([]byte(s[n-4:])))<<32
+	default:
+		for i := range n {
+			if !jsonPlain[s[i]] {
+				return appendJSONStringFrom(dst, s, i)
+			}
+		}
+		return append(append(dst, s...), '"')
 	}
-	for i < len(s) && jsonPlain[s[i]] {
-		i++
-	}
-	if i < len(s) {
-		return appendJSONStringFrom(dst, s, i)
+	if !plain8(last) {
+		return appendJSONStringFrom(dst, s, from)
 	}
 	dst = append(dst, s...)
 	return append(dst, '"')

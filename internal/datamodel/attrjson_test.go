@@ -292,3 +292,25 @@ func TestAppendIntIsStrconv(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONStringEveryPosition puts each byte that needs attention at every
+// position of plain strings of 0 to 24 bytes: the word, overlapping-word
+// and 32-bit-halves checks of appendJSONStringBody must send every one of
+// them to the general path, which this compares against.
+func TestJSONStringEveryPosition(t *testing.T) {
+	specials := []string{`"`, `\`, "\n", "\x01", "\x1f", "\x7f", "\xff", "é", "\xe2\x82"}
+	for n := 0; n <= 24; n++ {
+		plain := []byte("abcdefghijklmnopqrstuvwxyz"[:n])
+		if got, want := appendJSONStringBody(nil, string(plain)), appendJSONStringFrom(nil, string(plain), 0); string(got) != string(want) {
+			t.Fatalf("plain %q: %q, want %q", plain, got, want)
+		}
+		for p := 0; p < n; p++ {
+			for _, sp := range specials {
+				s := string(plain[:p]) + sp + string(plain[p+1:])
+				if got, want := appendJSONStringBody(nil, s), appendJSONStringFrom(nil, s, 0); string(got) != string(want) {
+					t.Fatalf("%q: %q, want %q", s, got, want)
+				}
+			}
+		}
+	}
+}

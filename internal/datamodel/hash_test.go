@@ -1,6 +1,8 @@
 package datamodel
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -174,6 +176,42 @@ func TestOrdinalsLikeAMap(t *testing.T) {
 		}
 		if 2*o.used > len(o.slots) && len(o.slots) > 0 {
 			t.Fatalf("batch %d: %d keys in %d slots: more than half full", batch, o.used, len(o.slots))
+		}
+	}
+}
+
+// TestRecordIDIsXXH64OfTheOrdinal: recordID's unrolled four-byte XXH64
+// equals the general xxh64 over the ordinal's little-endian bytes.
+func TestRecordIDIsXXH64OfTheOrdinal(t *testing.T) {
+	for _, key := range []uint64{0, 1, 0x9E3779B185EBCA87, ^uint64(0), 0x0123456789abcdef} {
+		for _, ordinal := range []uint32{0, 1, 2, 255, 256, 1 << 31, ^uint32(0)} {
+			var b [4]byte
+			binary.LittleEndian.PutUint32(b[:], ordinal)
+			if got, want := recordID(key, ordinal), int64(xxh64(key, b[:])); got != want {
+				t.Fatalf("recordID(%#x, %d) = %#x, want %#x", key, ordinal, got, want)
+			}
+		}
+	}
+}
+
+// TestRecordIdentityEncoding: appendRecordIdentity appends exactly the
+// documented encoding after whatever dst holds, at every capacity.
+func TestRecordIdentityEncoding(t *testing.T) {
+	f := recordFields{
+		time: 0x0102030405060708, observed: 0x1112131415161718, severityNumber: 0x21222324,
+		severityText: "WARN", bodyKind: pcommon.ValueTypeStr, body: []byte("a body"),
+		attributesJSON: []byte(`{"k":"v"}`), traceID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		spanID: [8]byte{17, 18, 19, 20, 21, 22, 23, 24}, flags: 0x31323334, eventName: "ev", dropped: 0x41424344,
+	}
+	want := canon(f.time, f.observed, f.severityNumber, f.severityText, byte(f.bodyKind), string(f.body),
+		string(f.attributesJSON), f.traceID[:], f.spanID[:], f.flags, f.eventName, f.dropped)
+	for _, prefix := range []string{"", "p", "a longer prefix of some bytes"} {
+		for _, extra := range []int{0, 1, 19, 20, 40, 100, 1000} {
+			dst := append(make([]byte, 0, len(prefix)+extra), prefix...)
+			got := appendRecordIdentity(dst, &f)
+			if !bytes.Equal(got, append([]byte(prefix), want...)) {
+				t.Fatalf("prefix %q, cap +%d: got %x, want %x", prefix, extra, got, append([]byte(prefix), want...))
+			}
 		}
 	}
 }

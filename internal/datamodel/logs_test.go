@@ -259,16 +259,24 @@ func TestLogPromotedAndFrameSplit(t *testing.T) {
 	}
 }
 
+// TestEncodeHexIsHexEncode: every byte value at every position of a trace
+// and a span id encodes as hex.Encode does.
 func TestEncodeHexIsHexEncode(t *testing.T) {
-	src := make([]byte, 256)
-	for i := range src {
-		src[i] = byte(i)
-	}
-	for _, n := range []int{256, 16, 8, 7, 1, 0} { // whole words and a tail
-		got := make([]byte, 2*n)
-		encodeHex(got, src[len(src)-n:])
-		if want := hex.EncodeToString(src[len(src)-n:]); string(got) != want {
-			t.Fatalf("encodeHex = %s\nwant        %s", got, want)
+	for v := range 256 {
+		var trace [16]byte
+		for i := range trace {
+			trace[i] = byte(v + i*7) // every byte value at every position over the runs
+		}
+		var got [32]byte
+		encodeTraceHex(&got, &trace)
+		if want := hex.EncodeToString(trace[:]); string(got[:]) != want {
+			t.Fatalf("encodeTraceHex = %s\nwant             %s", got[:], want)
+		}
+		span := [8]byte(trace[8:])
+		var gotSpan [16]byte
+		encodeHex8(&gotSpan, &span)
+		if want := hex.EncodeToString(span[:]); string(gotSpan[:]) != want {
+			t.Fatalf("encodeHex8 = %s\nwant        %s", gotSpan[:], want)
 		}
 	}
 }
@@ -325,6 +333,47 @@ func TestLogServiceAndSeverityRuns(t *testing.T) {
 			if got, exp := row[col], want[i][col]; got != exp {
 				t.Fatalf("row %d: %s = %v, want %v", i, col, got, exp)
 			}
+		}
+	}
+}
+
+// TestLogTraceAndSpanIDsNullOnlyWhenZero: trace_id and span_id are NULL
+// exactly when every byte of the id is zero (the ids are tested as words:
+// a byte set in either half of the trace id, or the last of the span id,
+// must keep the value).
+func TestLogTraceAndSpanIDsNullOnlyWhenZero(t *testing.T) {
+	cases := []struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}{
+		{},
+		{pcommon.TraceID{0: 1}, pcommon.SpanID{0: 1}},
+		{pcommon.TraceID{7: 0x80}, pcommon.SpanID{7: 1}},
+		{pcommon.TraceID{8: 1}, pcommon.SpanID{3: 0xff}},
+		{pcommon.TraceID{15: 0xff}, pcommon.SpanID{}},
+	}
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for _, c := range cases {
+		lr := lrs.AppendEmpty()
+		lr.SetTimestamp(pcommon.Timestamp(testT1))
+		lr.SetTraceID(c.trace)
+		lr.SetSpanID(c.span)
+	}
+	h := newHarness(t, 0, EncoderConfig{})
+	h.logs(ld)
+	rows := h.table("otel_logs").rows
+	if len(rows) != len(cases) {
+		t.Fatalf("%d rows, want %d", len(rows), len(cases))
+	}
+	for i, c := range cases {
+		trace, hasTrace := rows[i]["trace_id"]
+		if hasTrace != !c.trace.IsEmpty() || (hasTrace && trace != hex.EncodeToString(c.trace[:])) {
+			t.Errorf("row %d: trace_id %v (set %v) for %x", i, trace, hasTrace, c.trace)
+		}
+		span, hasSpan := rows[i]["span_id"]
+		if hasSpan != !c.span.IsEmpty() || (hasSpan && span != hex.EncodeToString(c.span[:])) {
+			t.Errorf("row %d: span_id %v (set %v) for %x", i, span, hasSpan, c.span)
 		}
 	}
 }

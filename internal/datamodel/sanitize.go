@@ -116,6 +116,10 @@ func validString(s string) string {
 func validUTF8(s string) bool {
 	const hiBits = 0x8080808080808080
 	if len(s) < 8 {
+		if len(s) >= 4 { // two overlapping halves: short texts such as "INFO"
+			le := binary.LittleEndian
+			return (le.Uint32([]byte(s[:4]))|le.Uint32([]byte(s[len(s)-4:])))&0x80808080 == 0 || utf8.ValidString(s)
+		}
 		for i := 0; i < len(s); i++ {
 			if s[i] >= utf8.RuneSelf {
 				return utf8.ValidString(s)

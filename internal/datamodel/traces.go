@@ -184,9 +184,9 @@ func (r *Encoder) writeSpan(sp ptrace.Span, emit func([]byte) error) error {
 	hasDuration := hasStart && hasEnd && end >= start
 	tid, sid, pid := sp.TraceID(), sp.SpanID(), sp.ParentSpanID()
 	hasTrace, hasSpan, hasParent := !tid.IsEmpty(), !sid.IsEmpty(), !pid.IsEmpty()
-	encodeHex(r.traceHex[:], tid[:])
-	encodeHex(r.spanHex[:], sid[:])
-	encodeHex(s.parentHex[:], pid[:])
+	encodeTraceHex(&r.traceHex, (*[16]byte)(&tid))
+	encodeHex8(&r.spanHex, (*[8]byte)(&sid))
+	encodeHex8(&s.parentHex, (*[8]byte)(&pid))
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(name)) + symbolBound(len(kind)) + symbolBound(len(code)) +
 		7*varcharOverhead + len(r.traceHex) + len(r.spanHex) + len(s.parentHex) + len(s.traceState) +
