@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -185,13 +184,7 @@ func TestFrameWriteENOSPCUndoesTheSymbols(t *testing.T) {
 			}
 			before, used := size(), q.Stats().UsedBytes
 			cfs.mu.Lock()
-			cfs.failWrite = func(name string) error {
-				if strings.HasSuffix(name, segmentSuffix) {
-					return syscall.ENOSPC
-				}
-				return nil
-			}
-			cfs.failAlloc = func(string, int64) error { return syscall.ENOSPC }
+			cfs.fillDiskForSegments()
 			cfs.mu.Unlock()
 			batch := Batch{Payloads: [][]byte{genPayload(0, 600), genPayload(1, 600)},
 				Symbols: []SymbolRun{symbolRun(0, 2, 3, 20), symbolRun(1, 0, 2, 20)}}

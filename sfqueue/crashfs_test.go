@@ -430,3 +430,16 @@ func (f *crashFile) Close() error {
 }
 
 var errNoSpace = syscall.ENOSPC
+
+// fillDiskForSegments makes every segment write and preallocation fail with
+// ENOSPC while dictionary files can still be written: a disk that fills
+// between a batch's entries and its frames. Call it with c.mu held.
+func (c *crashFS) fillDiskForSegments() {
+	c.failWrite = func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	c.failAlloc = func(string, int64) error { return syscall.ENOSPC }
+}

@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -318,13 +317,7 @@ func TestSymbolReaderSeesOnlyCommittedEntries(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		})
 	}
-	cfs.failWrite = func(name string) error {
-		if strings.HasSuffix(name, segmentSuffix) {
-			return syscall.ENOSPC
-		}
-		return nil
-	}
-	cfs.failAlloc = func(string, int64) error { return syscall.ENOSPC }
+	cfs.fillDiskForSegments()
 	cfs.mu.Unlock()
 	_, err := q.AppendWith(ctx, Batch{Payloads: [][]byte{genPayload(0, 900)}, Symbols: []SymbolRun{symbolRun(0, 2, 3, 20)}})
 	var fe *FullError
