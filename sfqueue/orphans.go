@@ -21,6 +21,21 @@ func ListOrphans(dir string, exclude []string) ([]string, error) {
 }
 
 func listOrphans(fsys FS, dir string, exclude []string) ([]string, error) {
+	return selectSlotDirs(fsys, dir, func(name, slot string) bool {
+		if slices.Contains(exclude, name) || isUnreplayableName(name) || validSenderID(name) != nil {
+			return false
+		}
+		if _, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0); err == nil {
+			return false
+		}
+		unacked, err := slotHasUnacked(fsys, slot)
+		return err == nil && unacked && slotLockFree(fsys, slot)
+	})
+}
+
+// selectSlotDirs returns the names of the directories under dir (slots and
+// set-aside slots) that keep reports true for. A missing dir has none.
+func selectSlotDirs(fsys FS, dir string, keep func(name, slot string) bool) ([]string, error) {
 	names, err := fsys.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -30,18 +45,9 @@ func listOrphans(fsys FS, dir string, exclude []string) ([]string, error) {
 	}
 	var out []string
 	for _, name := range names {
-		slot := filepath.Join(dir, name)
-		if slices.Contains(exclude, name) || isUnreplayableName(name) || validSenderID(name) != nil || !fsys.IsDir(slot) {
-			continue
+		if slot := filepath.Join(dir, name); fsys.IsDir(slot) && keep(name, slot) {
+			out = append(out, name)
 		}
-		if _, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0); err == nil {
-			continue
-		}
-		unacked, err := slotHasUnacked(fsys, slot)
-		if err != nil || !unacked || !slotLockFree(fsys, slot) {
-			continue
-		}
-		out = append(out, name)
 	}
 	return out, nil
 }
@@ -88,28 +94,13 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 // DATA_LOSS. A missing dir has none.
 func SetAsideSlots(dir string) ([]string, error) {
 	fsys := OSFS()
-	names, err := fsys.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, name := range names {
-		slot := filepath.Join(dir, name)
-		if !fsys.IsDir(slot) {
-			continue
-		}
+	return selectSlotDirs(fsys, dir, func(name, slot string) bool {
 		if isUnreplayableName(name) {
-			out = append(out, name)
-			continue
+			return true
 		}
-		if b, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 4096); err == nil && strings.Contains(string(b), dataLossMarker) {
-			out = append(out, name)
-		}
-	}
-	return out, nil
+		b, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 4096)
+		return err == nil && strings.Contains(string(b), dataLossMarker)
+	})
 }
 
 // dataLossMarker is in the .failed reason of a slot set aside for
