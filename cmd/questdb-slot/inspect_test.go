@@ -186,12 +186,7 @@ func TestInspectDamage(t *testing.T) {
 // half-written at its tail: inspect names the live holder, takes no lock
 // (the queue keeps working), and does not call the tail corruption.
 func TestInspectLiveSlot(t *testing.T) {
-	parent := t.TempDir()
-	b := buildSlot(t, parent, "live", slotSpec{gens: 1, perGen: 200})
-	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "live", MaxSegmentBytes: 4096, Durability: sfqueue.DurabilityMemory})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, q := openLiveSlot(t)
 	defer q.Close()
 	payload := append([]byte{0, 0, 0, 0}, make([]byte, 40)...)
 	fsn, err := q.Append(context.Background(), payload)
@@ -309,12 +304,7 @@ func TestInspectLiveSlotUnderLoad(t *testing.T) {
 // present ones is damage all the same (acknowledgements delete the oldest
 // segments first, so they cannot leave such a hole).
 func TestInspectLiveSlotHole(t *testing.T) {
-	parent := t.TempDir()
-	b := buildSlot(t, parent, "live", slotSpec{gens: 1, perGen: 200})
-	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "live", MaxSegmentBytes: 4096, Durability: sfqueue.DurabilityMemory})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, q := openLiveSlot(t)
 	defer q.Close()
 	s := scanOf(t, b.dir)
 	if err := os.Remove(segPath(b.dir, s, 1)); err != nil {
@@ -326,4 +316,17 @@ func TestInspectLiveSlotHole(t *testing.T) {
 	if strings.Contains(out, "not corruption") {
 		t.Errorf("the hole is excused as the live holder's work:\n%s", out)
 	}
+}
+
+// openLiveSlot builds a slot "live" and opens it with a queue, which holds
+// its lock while the test inspects it.
+func openLiveSlot(t *testing.T) (*builtSlot, *sfqueue.Queue) {
+	t.Helper()
+	parent := t.TempDir()
+	b := buildSlot(t, parent, "live", slotSpec{gens: 1, perGen: 200})
+	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "live", MaxSegmentBytes: 4096, Durability: sfqueue.DurabilityMemory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, q
 }
