@@ -98,7 +98,6 @@ type symbolStore interface {
 type genDict struct {
 	*qwp.MemDict // the current generation's ids (ID, Len, Entry)
 
-	store      symbolStore
 	maxEntries int
 	maxBytes   int // symbol text of one generation
 
@@ -128,7 +127,7 @@ func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_bytes %d must be positive", maxBytes)
 	}
-	d := &genDict{MemDict: qwp.NewMemDict(), store: store, maxEntries: maxEntries, maxBytes: maxBytes, gen: gen}
+	d := &genDict{MemDict: qwp.NewMemDict(), maxEntries: maxEntries, maxBytes: maxBytes, gen: gen}
 	for id, e := range store.Symbols(gen) {
 		if got := d.ID(e); got != uint32(id) {
 			return nil, fmt.Errorf("persisted symbol dictionary generation %d holds %q twice (ids %d and %d); each symbol must have one id",
@@ -193,14 +192,23 @@ func memDictEntryBytes(n int) int64 {
 // ids from stored on. Valid until the next call of any method.
 func (d *genDict) pending() []sfqueue.SymbolRun {
 	d.runs = append(d.runs[:0], d.retired...)
-	if d.stored < d.Len() {
-		entries := make([][]byte, 0, d.Len()-d.stored)
-		for id := d.stored; id < d.Len(); id++ {
-			entries = append(entries, d.Entry(id))
-		}
-		d.runs = append(d.runs, sfqueue.SymbolRun{Gen: d.gen, FirstID: d.stored, Entries: entries})
+	if run, ok := d.unstoredRun(); ok {
+		d.runs = append(d.runs, run)
 	}
 	return d.runs
+}
+
+// unstoredRun is the current generation's entries from stored on, if any.
+// The entries are the MemDict's immutable strings, not copies.
+func (d *genDict) unstoredRun() (sfqueue.SymbolRun, bool) {
+	if d.stored == d.Len() {
+		return sfqueue.SymbolRun{}, false
+	}
+	entries := make([][]byte, 0, d.Len()-d.stored)
+	for id := d.stored; id < d.Len(); id++ {
+		entries = append(entries, d.Entry(id))
+	}
+	return sfqueue.SymbolRun{Gen: d.gen, FirstID: d.stored, Entries: entries}, true
 }
 
 // storedPending records that the entries pending returned are in the queue.
@@ -231,12 +239,8 @@ func (d *genDict) markQueued(end int) {
 // rotate starts the next generation with an empty dictionary; the current
 // generation's entries not yet stored go with the group (pending).
 func (d *genDict) rotate() {
-	if d.stored < d.Len() {
-		entries := make([][]byte, 0, d.Len()-d.stored)
-		for id := d.stored; id < d.Len(); id++ {
-			entries = append(entries, d.Entry(id)) // immutable strings: the old MemDict's
-		}
-		d.retired = append(d.retired, sfqueue.SymbolRun{Gen: d.gen, FirstID: d.stored, Entries: entries})
+	if run, ok := d.unstoredRun(); ok {
+		d.retired = append(d.retired, run)
 	}
 	d.gen++
 	d.MemDict = qwp.NewMemDict()

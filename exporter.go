@@ -507,9 +507,11 @@ func (e *questdbExporter) Shutdown(ctx context.Context) error {
 	}
 	e.drainEnd()
 	<-e.drained
+	e.writer.close()
+	// The monitor stops after the writer: the groups it finishes may still
+	// evict, and the monitor's last sample reports every evicted row.
 	close(e.stop)
 	<-e.stopped
-	e.writer.close()
 	var errs []error
 	if err := e.sender.Close(ctx); err != nil {
 		e.logUnacknowledged(err)

@@ -135,7 +135,9 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
-		t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", datamodel.SkipReason(reason).String())))
+		for _, sig := range []signal{signalMetrics, signalLogs, signalTraces} {
+			t.tb.ExporterQuestdbSkippedDataPoints.Add(ctx, 0, t.with(attribute.String("reason", reason.String()), attribute.String("signal", sig.String())))
+		}
 	}
 }
 

@@ -20,7 +20,6 @@ import (
 // frameQueue is the part of the SF queue the writer appends to
 // (sfqueue.Queue satisfies it).
 type frameQueue interface {
-	symbolStore
 	AppendWith(ctx context.Context, b sfqueue.Batch) (lastFSN uint64, err error)
 }
 
@@ -279,7 +278,7 @@ func (w *writer) commit(group []*writeRequest) {
 			err = w.storeRowless(qwp.AppendCommit(commit[:0]))
 		}
 		if err == nil {
-			_ = w.rotateIfFull() // sets groupErr on failure
+			w.rotateIfFull()
 		} else if w.groupErr == nil {
 			w.groupErr = err
 		}
@@ -391,23 +390,23 @@ func (w *writer) emit(frame []byte) error {
 	if err := w.store(frame, w.enc.frameRows()); err != nil {
 		return err
 	}
-	return w.rotateIfFull()
+	w.rotateIfFull()
+	return nil
 }
 
 // rotateIfFull starts the next dictionary generation between two frames
 // when the current one reached symbol_dict_max_entries or
 // symbol_dict_max_bytes.
-func (w *writer) rotateIfFull() error {
+func (w *writer) rotateIfFull() {
 	if !w.dict.full() {
-		return nil
+		return
 	}
 	w.dict.rotate()
 	w.genEnd = 0
 	w.enc.reset(w.dict)
-	return nil
 }
 
-// groupContext bounds the group's AppendBatch by the latest deadline among
+// groupContext bounds the group's AppendWith by the latest deadline among
 // its callers (the queue's sf_append_deadline bounds it further): a caller
 // with a shorter deadline stops waiting on its own, and must not make the
 // whole group fail early.
