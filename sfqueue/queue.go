@@ -753,10 +753,8 @@ func (q *Queue) payloadBytesLocked(from, to uint64) uint64 {
 
 // removeFirstLocked deletes the oldest segment. A segment being fsynced
 // outside the lock is closed by the fsync's owner when it finishes.
-func (q *Queue) removeFirstLocked() *segment {
-	s := q.detachFirstLocked()
-	q.unlink(s.path)
-	return s
+func (q *Queue) removeFirstLocked() {
+	q.unlink(q.detachFirstLocked().path)
 }
 
 // unlink deletes a segment file; a failure is only logged (recovery deletes

@@ -40,8 +40,9 @@ type Stats struct {
 	// producer's index (IndexBytes).
 	UsedBytes     int64
 	CapacityBytes int64 // MaxTotalBytes
-	// UnackedBytes is UsedBytes without the acknowledged frames (and fully
-	// acknowledged segments) still on disk: a segment is deleted only when
+	// UnackedBytes is the segments' share of UsedBytes (not the dictionary
+	// or the index) without the acknowledged frames (and fully acknowledged
+	// segments) still on disk: a segment is deleted only when
 	// it is sealed and all its frames are acknowledged, so the segment
 	// taking appends keeps acknowledged frames that no longer matter.
 	UnackedBytes int64

@@ -97,7 +97,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 			t.VarcharValid(tb.spanID, r.spanHex[:])
 		}
 		t.Int(tb.traceFlags, int32(f.flags))
-		setSymbolString(t, tb.eventName, f.eventName, 0)
+		setSymbolString(t, tb.eventName, f.eventName)
 		r.setResourceScope(tb)
 		if len(r.attrJSON) > 0 {
 			t.VarcharValid(tb.attrs, r.attrJSON)

@@ -700,10 +700,9 @@ func clampCount(n uint64) int64 {
 	return int64(n)
 }
 
-// setSymbolString writes s, or leaves the column NULL when s is empty. key
-// is s's qwp.SymbolKeyed key, 0 for a value that is not kept for many rows.
-func setSymbolString(t *qwp.Table, c qwp.Col, s string, key uint64) {
+// setSymbolString writes s, or leaves the column NULL when s is empty.
+func setSymbolString(t *qwp.Table, c qwp.Col, s string) {
 	if s != "" {
-		t.SymbolStringKeyed(c, s, key)
+		t.SymbolString(c, s)
 	}
 }

@@ -208,7 +208,7 @@ func (r *Encoder) writeSpan(sp ptrace.Span, emit func([]byte) error) error {
 			t.Long(c.duration, end-start)
 		}
 		r.setService(tb)
-		setSymbolString(t, c.name, name, 0)
+		setSymbolString(t, c.name, name)
 		t.SymbolString(c.kind, kind)
 		if hasTrace {
 			t.VarcharValid(tb.traceID, r.traceHex[:])
