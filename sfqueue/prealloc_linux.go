@@ -25,3 +25,27 @@ func allocate(f *os.File, size int64) error {
 		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 	}
 }
+
+// Linux fallocate(2) modes (not in package syscall).
+const (
+	fallocKeepSize  = 0x01 // FALLOC_FL_KEEP_SIZE
+	fallocZeroRange = 0x10 // FALLOC_FL_ZERO_RANGE
+)
+
+// zeroRange zeroes size bytes at off and keeps the blocks allocated (ext4
+// and XFS mark the extents unwritten: no data is written and no block is
+// freed). A file system without it returns errNoZeroRange.
+func zeroRange(f *os.File, off, size int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), fallocZeroRange|fallocKeepSize, off, size)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EOPNOTSUPP):
+			return errNoZeroRange
+		}
+		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+	}
+}
