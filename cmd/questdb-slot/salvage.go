@@ -30,6 +30,7 @@ type salvageFlags struct {
 	endpoint                  string
 	config, exporter          string
 	username, password, token string
+	passwordFile, tokenFile   string
 	all, delete               bool
 	timeout                   time.Duration
 }
@@ -42,8 +43,10 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.config, "config", "", "collector YAML whose exporters.questdb section gives table names, attributes_as_symbols, metric_attributes_type, ttl, credentials and TLS")
 	fs.StringVar(&f.exporter, "exporter", "", `the exporter of --config to use ("questdb/primary"), when it has several`)
 	fs.StringVar(&f.username, "username", "", "HTTP basic auth user (overrides --config)")
-	fs.StringVar(&f.password, "password", "", "HTTP basic auth password (overrides --config)")
-	fs.StringVar(&f.token, "token", "", "bearer token (overrides --config)")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password (overrides --config; other users see it in ps: prefer --password-file)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "read the HTTP basic auth password from this file (one line)")
+	fs.StringVar(&f.token, "token", "", "bearer token (overrides --config; other users see it in ps: prefer --token-file)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line)")
 	fs.BoolVar(&f.all, "all", false, "send the frames at or below the acknowledged watermark too")
 	fs.BoolVar(&f.delete, "delete", false, "delete the slot after a complete salvage (every frame in scope delivered, none unreadable or refused)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up waiting for QuestDB's acknowledgements after this long")
@@ -97,6 +100,7 @@ type salvageReport struct {
 	unsent       []uint64 // frames in scope not delivered (the sender stopped or timed out)
 	sendErr      string
 	unreadable   []string // unreadable ranges in scope
+	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
 	deleted      string   // what --delete did
 }
 
@@ -132,6 +136,9 @@ func (r *salvageReport) print(w io.Writer) {
 	}
 	for _, u := range r.unreadable {
 		fmt.Fprintf(w, "unreadable:  %s\n", u)
+	}
+	for _, t := range r.torn {
+		fmt.Fprintf(w, "torn tail:   %s: writes a crash cut short before their fsync; with sf_durability: flush no caller was told they were stored, so nothing accepted is lost\n", t)
 	}
 	verdict := "complete: every frame in scope was delivered"
 	if !r.complete() {
@@ -192,7 +199,7 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 			lock.Close()
 		}
 	}()
-	settings, err := salvageSettings(ctx, f)
+	settings, err := salvageSettings(ctx, f, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +210,19 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	rep := &salvageReport{slot: f.slot, endpoint: settings.Sender.Endpoints[0], acked: v.acked, all: f.all}
 	inScope := func(fsn uint64) bool { return f.all || fsn > v.acked }
 	for _, r := range v.ranges {
-		if !r.Readable && (r.Last == 0 || inScope(r.Last)) {
+		switch {
+		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
+		case atTail(v.scan, r.FSNRange) && settings.Durability == "flush":
+			// A flush-mode append returns after the fsync that covers its
+			// frame: a frame cut at the tail was answered to no caller.
+			rep.torn = append(rep.torn, r.String())
+		case atTail(v.scan, r.FSNRange) && settings.Durability == "":
+			rep.unreadable = append(rep.unreadable, r.String()+
+				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
+		case atTail(v.scan, r.FSNRange):
+			rep.unreadable = append(rep.unreadable, r.String()+
+				" (a torn tail: accepted data the crash lost, the loss window of sf_durability: "+settings.Durability+")")
+		default:
 			rep.unreadable = append(rep.unreadable, r.String())
 		}
 	}
@@ -238,12 +257,18 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 }
 
 // salvageSettings merges --config and the flags.
-func salvageSettings(ctx context.Context, f salvageFlags) (questdbexporter.SlotToolSettings, error) {
+func salvageSettings(ctx context.Context, f salvageFlags, logger *zap.Logger) (questdbexporter.SlotToolSettings, error) {
 	var s questdbexporter.SlotToolSettings
 	senderID := "questdb-slot/" + filepath.Base(f.slot)
+	if err := readSecret(&f.password, "password", f.passwordFile); err != nil {
+		return s, err
+	}
+	if err := readSecret(&f.token, "token", f.tokenFile); err != nil {
+		return s, err
+	}
 	if f.config != "" {
 		var err error
-		if s, err = loadConfig(ctx, f.config, f.exporter, senderID); err != nil {
+		if s, err = loadConfig(ctx, f.config, f.exporter, senderID, logger); err != nil {
 			return s, err
 		}
 	}
@@ -267,6 +292,26 @@ func salvageSettings(ctx context.Context, f salvageFlags) (questdbexporter.SlotT
 		s.Sender.ClientID = senderID
 	}
 	return s, nil
+}
+
+// readSecret sets *secret to the first line of file, for credentials that
+// must not appear on the command line, where every user's ps shows them.
+func readSecret(secret *string, name, file string) error {
+	if file == "" {
+		return nil
+	}
+	if *secret != "" {
+		return fmt.Errorf("give --%s or --%s-file, not both", name, name)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--%s-file: %w", name, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if *secret = strings.TrimSuffix(line, "\r"); *secret == "" {
+		return fmt.Errorf("--%s-file %s: the first line is empty", name, file)
+	}
+	return nil
 }
 
 // checkFrames decodes every readable frame in scope with qwptest's strict

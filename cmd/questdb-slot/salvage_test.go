@@ -440,3 +440,138 @@ func TestFormat1SlotInspectedAndSalvaged(t *testing.T) {
 		t.Errorf("the server holds %d rows, want %d", n, want)
 	}
 }
+
+// TestSalvageCredentials salvages into a server that requires a password:
+// from --password-file, and from a --config whose ${env:...} and ${...}
+// references the collector's resolver expands; a wrong password delivers
+// nothing, and --password with --password-file is refused.
+func TestSalvageCredentials(t *testing.T) {
+	srv, err := qwptest.NewServer(qwptest.Options{Addr: "127.0.0.1:0", Username: "admin", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// Each run writes its own table, so that rows found are its own.
+	spec := func(table string) slotSpec { return slotSpec{gens: 1, perGen: 200, table: table} }
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	delivered := func(b *builtSlot) {
+		t.Helper()
+		td, _ := srv.Rows(b.table)
+		if td.RowCount != b.rowsAbove(0, nil) {
+			t.Errorf("%s: %d rows, want %d", b.table, td.RowCount, b.rowsAbove(0, nil))
+		}
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_wrong"))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--username", "admin",
+			"--password-file", write("wrong", "nope\n"), "--timeout", "5s")
+		if code != 1 {
+			t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "sent:        0 frames")
+		if _, ok := srv.Rows(b.table); ok {
+			t.Errorf("%s exists after a salvage with a wrong password", b.table)
+		}
+	})
+	t.Run("password file", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_file"))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--username", "admin",
+			"--password-file", write("pw", "s3cret\r\nignored\n"))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		delivered(b)
+	})
+	t.Run("config expands the environment", func(t *testing.T) {
+		t.Setenv("SLOT_TEST_USER", "admin")
+		t.Setenv("SLOT_TEST_PASSWORD", "s3cret")
+		b := buildSlot(t, t.TempDir(), "s", spec("g_env"))
+		cfg := write("collector.yaml", fmt.Sprintf(`exporters:
+  questdb:
+    endpoints: [%s]
+    username: ${SLOT_TEST_USER}
+    password: ${env:SLOT_TEST_PASSWORD}
+`, srv.URL()))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", cfg)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		delivered(b)
+	})
+	t.Run("bad usage", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_usage"))
+		_, _, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--password", "x", "--password-file", write("pw2", "y"))
+		mustContain(t, errOut, "give --password or --password-file, not both")
+		_, _, errOut = runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--token-file", filepath.Join(dir, "missing"))
+		mustContain(t, errOut, "--token-file: open ")
+		_, _, errOut = runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--token-file", write("empty", "\n"))
+		mustContain(t, errOut, "the first line is empty")
+	})
+}
+
+// TestSalvageTornTail: the newest segment's last frame torn by a crash is
+// lost accepted data, unless the exporter ran with sf_durability: flush,
+// where no caller was told it was stored: then the salvage is complete
+// (and --delete may remove the slot); without --config it is counted, with
+// a hint.
+func TestSalvageTornTail(t *testing.T) {
+	var tear damage
+	for _, d := range damageClasses {
+		if d.name == "newest tail" {
+			tear = d
+		}
+	}
+	srv := newServer(t)
+	torn := func(t *testing.T) *builtSlot {
+		b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
+		tear.apply(t, b.dir, scanOf(t, b.dir))
+		return b
+	}
+	config := func(t *testing.T, durability string) string {
+		cfg := filepath.Join(t.TempDir(), "collector.yaml")
+		yaml := fmt.Sprintf("exporters:\n  questdb:\n    endpoints: [%s]\n    sf_dir: %s\n    sf_durability: %s\n", srv.URL(), t.TempDir(), durability)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Run("no config", func(t *testing.T) {
+		b := torn(t)
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+		if code != 1 {
+			t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "unreadable:  FSN", "(a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush",
+			"INCOMPLETE", "not deleted")
+	})
+	t.Run("periodic", func(t *testing.T) {
+		b := torn(t)
+		code, out, _ := runTool(t, "salvage", b.dir, "--config", config(t, "periodic"))
+		if code != 1 || strings.Contains(out, "torn tail:   FSN") {
+			t.Errorf("exit %d, want 1 with the tail counted unreadable\n%s", code, out)
+		}
+		mustContain(t, out, "(a torn tail: accepted data the crash lost, the loss window of sf_durability: periodic)")
+	})
+	t.Run("flush", func(t *testing.T) {
+		b := torn(t)
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", config(t, "flush"), "--delete")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "torn tail:   FSN", "nothing accepted is lost", "complete: every frame in scope was delivered")
+		if strings.Contains(out, "unreadable:") {
+			t.Errorf("a flush-mode torn tail counted unreadable:\n%s", out)
+		}
+		if _, err := os.Stat(b.dir); !os.IsNotExist(err) {
+			t.Errorf("slot not deleted after a complete salvage: %v", err)
+		}
+	})
+}
