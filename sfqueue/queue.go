@@ -906,6 +906,7 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.cancelSpareWakeLocked()
 	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 || q.sparing {
 		q.syncDone.Wait()
 	}
@@ -999,7 +1000,7 @@ func (q *Queue) background() {
 			}
 			q.mu.Unlock()
 		case <-q.spareWake:
-			q.makeSpareInBackground()
+			q.prepareSpare("")
 		case <-q.gens.wake:
 			q.mu.Lock()
 			q.dropUnusedGenerationsLocked()

@@ -61,9 +61,14 @@ func (q *Queue) spareWantedLocked() bool {
 		q.usedLocked()+2*q.o.MaxSegmentBytes <= q.o.MaxTotalBytes
 }
 
-// spareBytesLocked is the disk the spare holds (or will, while prepared).
+// spareBytesLocked is the room under the cap the spare holds: a ready one
+// (admitLocked drops it when the room is needed), or one being prepared,
+// which an append waits out (the preparation ends with notifySpaceLocked)
+// under on_full=block; under evict_oldest no frame is evicted to make
+// room for a spare, so there the disk can hold one segment more than the
+// bound while a spare is prepared (milliseconds) as the queue fills.
 func (q *Queue) spareBytesLocked() int64 {
-	if q.spare != nil || q.sparing {
+	if q.spare != nil || (q.sparing && q.o.OnFull != OnFullEvictOldest) {
 		return q.o.MaxSegmentBytes
 	}
 	return 0
@@ -91,7 +96,11 @@ func (q *Queue) prepareSpare(from string) {
 		if from != "" {
 			q.st.sparesRecycled++
 		}
+		if q.usedLocked()+2*q.o.MaxSegmentBytes > q.o.MaxTotalBytes {
+			q.dropSpareLocked() // the queue filled meanwhile: frames need the room
+		}
 	}
+	q.notifySpaceLocked() // appends may have waited for the room it held
 }
 
 // makeSpare does prepareSpare's I/O. On any error no spare file is left
@@ -201,25 +210,22 @@ func (q *Queue) dropSpareLocked() {
 
 // wakeSpareLocked asks the background goroutine for a new spare when none
 // is coming and the active segment is half full: by then the Ack that
-// frees the previous segment would have recycled it.
+// frees the previous segment would have recycled it. q.sparing holds from
+// here until the spare is ready (or has failed), so one is asked for at a
+// time and the channel (capacity 1) never blocks.
 func (q *Queue) wakeSpareLocked() {
 	if q.spareWake != nil && q.active != nil && q.active.size > q.o.MaxSegmentBytes/2 && q.spareWantedLocked() {
-		select {
-		case q.spareWake <- struct{}{}:
-		default:
-		}
+		q.sparing = true
+		q.spareWake <- struct{}{}
 	}
 }
 
-// makeSpareInBackground is the background goroutine's part: a new spare
-// when one is still wanted.
-func (q *Queue) makeSpareInBackground() {
-	q.mu.Lock()
-	if !q.spareWantedLocked() {
-		q.mu.Unlock()
-		return
+// cancelSpareWakeLocked withdraws a request the stopped background
+// goroutine will not serve (Close).
+func (q *Queue) cancelSpareWakeLocked() {
+	select {
+	case <-q.spareWake:
+		q.sparing = false
+	default:
 	}
-	q.sparing = true
-	q.mu.Unlock()
-	q.prepareSpare("")
 }

@@ -33,7 +33,9 @@ func (q *Queue) spareCounts() (made, recycled, used uint64) {
 }
 
 // spareFrames appends frames id from..to (payload id = FSN on a fresh slot,
-// one appender), acking with a lag of ackLag frames (0: no acks).
+// one appender), acking with a lag of ackLag frames (0: no acks). After
+// each append it waits for a spare under way, so that which spares are
+// made does not depend on the background goroutine's timing.
 func spareFrames(t *testing.T, q *Queue, from, to uint64, ackLag uint64, returned func(fsn, id uint64)) {
 	t.Helper()
 	for id := from; id <= to; id++ {
@@ -44,6 +46,11 @@ func spareFrames(t *testing.T, q *Queue, from, to uint64, ackLag uint64, returne
 		if ackLag > 0 && fsn > ackLag {
 			q.Ack(fsn - ackLag)
 		}
+		waitFor(t, "the spare under way", func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return !q.sparing
+		})
 	}
 }
 
@@ -286,52 +293,63 @@ func (q *Queue) fatalErr() error {
 }
 
 // TestSpareCountsAgainstTheCap: a spare is made only with room for it and
-// one more segment, counts against the cap while it waits, and is dropped
-// before an append is refused for room, so the disk never holds more than
-// the cap plus the active segment's preallocated tail.
+// one more segment, holds its room under the cap while it waits, and is
+// dropped before a batch is refused or evicts for room, so the disk never
+// holds more than the cap plus the active segment's preallocated tail.
 func TestSpareCountsAgainstTheCap(t *testing.T) {
-	cfs := newCrashFS()
-	o := spareOpts(cfs)
-	o.MaxTotalBytes = 5 * spareTestSegment
-	o.AppendDeadline = time.Millisecond
-	q := mustOpen(t, o)
-	defer q.Close()
-	disk := func() int64 {
-		cfs.mu.Lock()
-		defer cfs.mu.Unlock()
-		var n int64
-		for name, ino := range cfs.names {
-			if strings.HasSuffix(name, segmentSuffix) || name == sparePath {
-				n += int64(len(ino.data))
+	for _, onFull := range []OnFull{OnFullBlock, OnFullEvictOldest} {
+		t.Run(fmt.Sprint(onFull), func(t *testing.T) {
+			cfs := newCrashFS()
+			o := spareOpts(cfs)
+			o.MaxTotalBytes = 5 * spareTestSegment
+			o.AppendDeadline = time.Millisecond
+			o.OnFull = onFull
+			q := mustOpen(t, o)
+			defer q.Close()
+			disk := func() int64 {
+				cfs.mu.Lock()
+				defer cfs.mu.Unlock()
+				var n int64
+				for name, ino := range cfs.names {
+					if strings.HasSuffix(name, segmentSuffix) || name == sparePath || strings.Contains(name, ".symbol-dict") {
+						n += int64(len(ino.data))
+					}
+				}
+				return n
 			}
-		}
-		return n
-	}
-	spareFrames(t, q, 1, 14, 0, nil)
-	q.Ack(14) // recycles segment 1
-	if _, recycled, _ := q.spareCounts(); recycled != 1 {
-		t.Fatalf("spares recycled: %d, want 1", recycled)
-	}
-	full := 0
-	for id := uint64(15); id < 100; id++ {
-		_, err := q.Append(context.Background(), testPayload(id, 300))
-		var fe *FullError
-		if errors.As(err, &fe) {
-			full++
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if d := disk(); d > o.MaxTotalBytes+spareTestSegment {
-			t.Fatalf("after append %d the disk holds %d bytes, above the cap plus one segment (%d)", id, d, o.MaxTotalBytes+spareTestSegment)
-		}
-	}
-	st := q.Stats()
-	if full == 0 || slices.Contains(cfs.fileNames(), sparePath) {
-		t.Fatalf("filled to the cap (refused: %d) and the spare is still there: %v", full, cfs.fileNames())
-	}
-	if room := o.MaxTotalBytes - st.UsedBytes; room >= frameSize(300)+segmentHeaderSize {
-		t.Fatalf("refused with %d bytes free under the cap: the spare's room was not given to frames", room)
+			spareFrames(t, q, 1, 14, 0, nil)
+			q.Ack(13) // recycles segment 1
+			if _, recycled, _ := q.spareCounts(); recycled != 1 || !slices.Contains(cfs.fileNames(), sparePath) {
+				t.Fatalf("spares recycled: %d, want 1 waiting", recycled)
+			}
+			// Growth without a rotation (dictionary entries): the batch fits
+			// the cap only with the spare's room.
+			used := q.Stats().UsedBytes
+			run := symbolRun(0, 0, 16, 1000)
+			b := Batch{Payloads: [][]byte{testPayload(15, 300)}, Symbols: []SymbolRun{run}}
+			if need := frameSize(300) + q.dict.need(b.Symbols); used+need > o.MaxTotalBytes || used+need+spareTestSegment <= o.MaxTotalBytes {
+				t.Fatalf("test setup: used %d + batch %d must fit the cap %d only without the spare", used, need, o.MaxTotalBytes)
+			}
+			if _, err := q.AppendWith(context.Background(), b); err != nil {
+				t.Fatalf("a batch that fits once the spare is dropped: %v", err)
+			}
+			if st := q.Stats(); slices.Contains(cfs.fileNames(), sparePath) || st.FramesEvicted > 0 {
+				t.Fatalf("after the batch: spare still there %v, frames evicted %d: want the spare dropped, nothing evicted",
+					slices.Contains(cfs.fileNames(), sparePath), st.FramesEvicted)
+			}
+			for id := uint64(16); id < 100 && q.Stats().FramesEvicted == 0; id++ {
+				_, err := q.Append(context.Background(), testPayload(id, 300))
+				var fe *FullError
+				if errors.As(err, &fe) {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				if d := disk(); d > o.MaxTotalBytes+spareTestSegment {
+					t.Fatalf("after append %d the disk holds %d bytes, above the cap plus one segment (%d)", id, d, o.MaxTotalBytes+spareTestSegment)
+				}
+			}
+		})
 	}
 }
 
