@@ -201,7 +201,7 @@ func (e *Encoder) dictSection(end, entryBytes int) int {
 // friends. It stays valid across frames.
 type Col struct {
 	t *Table
-	i int32
+	c *column // t's column: the setters reach it without indexing the pool
 }
 
 // Table is one table's block in the encoder's frames. Set the values of a
@@ -214,7 +214,7 @@ type Table struct {
 	nameHdr int
 
 	cols   map[string]int32
-	pool   []*column // every column ever declared; Col.i indexes it
+	pool   []*column // every column ever declared, in declaration order
 	frame  uint64    // Encoder.frame while the table is in the current frame
 	active []*column // columns in the current block, in first-set order
 	kept   int       // len(active) after the last ended row
@@ -282,7 +282,7 @@ func (t *Table) declare(name string, typ ColumnType, param byte) (Col, error) {
 			return Col{}, fmt.Errorf("qwp: column %q of table %q is %s, cannot redeclare it as %s",
 				name, t.name, c.describe(), (&column{typ: typ, param: param}).describe())
 		}
-		return Col{t: t, i: i}, nil
+		return Col{t: t, c: c}, nil
 	}
 	if !typ.Valid() {
 		return Col{}, fmt.Errorf("qwp: column %q of table %q: type %s is not an ingress type", name, t.name, typ)
@@ -302,10 +302,10 @@ func (t *Table) declare(name string, typ ColumnType, param byte) (Col, error) {
 			return Col{}, fmt.Errorf("qwp: column %q of table %q clashes with column %q: QuestDB names are case-insensitive", name, t.name, c.name)
 		}
 	}
-	i := int32(len(t.pool))
-	t.pool = append(t.pool, newColumn(name, typ, param))
-	t.cols[name] = i
-	return Col{t: t, i: i}, nil
+	c := newColumn(name, typ, param)
+	t.cols[name] = int32(len(t.pool))
+	t.pool = append(t.pool, c)
+	return Col{t: t, c: c}, nil
 }
 
 func (c *column) describe() string {
@@ -471,10 +471,10 @@ func (t *Table) appendBlock(dst []byte) []byte {
 // row in progress, or nil after recording why it cannot. The caller adds
 // the value's bytes to rowDelta (took, tookVar).
 func (t *Table) value(h Col, typ ColumnType) *column {
-	// The common case, inlined into the setters: a column of this table
+	// The common case: a column of this table
 	// and type that the block has and the row has not set yet.
 	if h.t == t {
-		if c := t.pool[h.i]; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
+		if c := h.c; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
 			c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
 			t.setCols++
 			return c
@@ -496,7 +496,7 @@ func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 		t.fail(fmt.Errorf("qwp: table %q: column handle belongs to another table or is zero", t.name))
 		return nil
 	}
-	c := t.pool[h.i]
+	c := h.c
 	if c.typ != typ {
 		t.fail(fmt.Errorf("qwp: column %q of table %q is %s; cannot write a %s value", c.name, t.name, c.typ, typ))
 		return nil
@@ -850,7 +850,7 @@ func (t *Table) runValue(en *runEntry) {
 	}
 	t.symbol(en.col, en.v, 0, false, false, 0)
 	if en.col.t == t && t.rowErr == nil {
-		c := t.pool[en.col.i]
+		c := en.col.c
 		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
 			en.c, en.frame, en.id = c, frame, c.symID
 		}
