@@ -467,25 +467,26 @@ func (t *Table) appendBlock(dst []byte) []byte {
 	return dst
 }
 
-// value returns the column of handle h ready to take a value of typ in the
-// row in progress, or nil after recording why it cannot. The caller adds
-// the value's bytes to rowDelta (took, tookVar).
-func (t *Table) value(h Col, typ ColumnType) *column {
-	// The common case: a column of this table
-	// and type that the block has and the row has not set yet.
-	if h.t == t {
-		if c := h.c; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
-			c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
-			t.setCols++
-			return c
-		}
+// value takes handle h's column (h.c) for a value of typ in the row in
+// progress in the common case: a column of this table and type that the
+// block has and the row has not set yet. It is inlined into the setters
+// (a call less per value); for anything else it reports false and the
+// setter calls valueSlow. The setter adds the value's bytes to rowDelta
+// (took, tookVar).
+func (t *Table) value(h Col, typ ColumnType) bool {
+	c := h.c
+	if h.t != t || c.typ != typ || c.frame != t.e.frame || c.setSeq == t.seq {
+		return false
 	}
-	return t.valueSlow(h, typ)
+	c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
+	t.setCols++
+	return true
 }
 
 // valueSlow is value for a handle or type that is wrong, a column joining
-// the block, or a column set twice in the row.
-func (t *Table) valueSlow(h Col, typ ColumnType) *column {
+// the block, or a column set twice in the row: it readies h.c for the
+// value, or reports false after recording why it cannot.
+func (t *Table) valueSlow(h Col, typ ColumnType) bool {
 	// The table joins the frame first, so that Finish cancels this row
 	// even when it only recorded an error.
 	e := t.e
@@ -494,18 +495,18 @@ func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 	}
 	if h.t != t {
 		t.fail(fmt.Errorf("qwp: table %q: column handle belongs to another table or is zero", t.name))
-		return nil
+		return false
 	}
 	c := h.c
 	if c.typ != typ {
 		t.fail(fmt.Errorf("qwp: column %q of table %q is %s; cannot write a %s value", c.name, t.name, c.typ, typ))
-		return nil
+		return false
 	}
 	if c.frame != e.frame {
 		if len(t.active) == MaxColumnsPerBlock {
 			t.fail(fmt.Errorf("qwp: column %q of table %q would be column %d of the block; the limit is %d",
 				c.name, t.name, MaxColumnsPerBlock+1, MaxColumnsPerBlock))
-			return nil
+			return false
 		}
 		c.frame = e.frame
 		c.backfill(t.rows)
@@ -519,7 +520,7 @@ func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 		t.setCols++
 	}
 	c.take(t.seq)
-	return c
+	return true
 }
 
 // took adds to rowDelta the bytes of the value just appended to c, a
@@ -543,7 +544,7 @@ func (t *Table) badValue(c *column, format string, args ...any) {
 
 // Bool sets a BOOLEAN value.
 func (t *Table) Bool(h Col, v bool) {
-	if c := t.value(h, TypeBoolean); c != nil {
+	if c := h.c; t.value(h, TypeBoolean) || t.valueSlow(h, TypeBoolean) {
 		var b byte
 		if v {
 			b = 1
@@ -555,7 +556,7 @@ func (t *Table) Bool(h Col, v bool) {
 
 // Byte sets a BYTE value.
 func (t *Table) Byte(h Col, v int8) {
-	if c := t.value(h, TypeByte); c != nil {
+	if c := h.c; t.value(h, TypeByte) || t.valueSlow(h, TypeByte) {
 		c.data = append(c.data, byte(v))
 		t.took(c)
 	}
@@ -563,7 +564,7 @@ func (t *Table) Byte(h Col, v int8) {
 
 // Short sets a SHORT value.
 func (t *Table) Short(h Col, v int16) {
-	if c := t.value(h, TypeShort); c != nil {
+	if c := h.c; t.value(h, TypeShort) || t.valueSlow(h, TypeShort) {
 		c.appendU16(uint16(v))
 		t.took(c)
 	}
@@ -571,7 +572,7 @@ func (t *Table) Short(h Col, v int16) {
 
 // Char sets a CHAR value, one UTF-16 code unit.
 func (t *Table) Char(h Col, v uint16) {
-	if c := t.value(h, TypeChar); c != nil {
+	if c := h.c; t.value(h, TypeChar) || t.valueSlow(h, TypeChar) {
 		c.appendU16(v)
 		t.took(c)
 	}
@@ -579,7 +580,7 @@ func (t *Table) Char(h Col, v uint16) {
 
 // Int sets an INT value.
 func (t *Table) Int(h Col, v int32) {
-	if c := t.value(h, TypeInt); c != nil {
+	if c := h.c; t.value(h, TypeInt) || t.valueSlow(h, TypeInt) {
 		c.appendU32(uint32(v))
 		t.took(c)
 	}
@@ -588,7 +589,7 @@ func (t *Table) Int(h Col, v int32) {
 // IPv4 sets an IPv4 value, the address as a big-endian number
 // (192.168.0.1 is 0xC0A80001).
 func (t *Table) IPv4(h Col, v uint32) {
-	if c := t.value(h, TypeIPv4); c != nil {
+	if c := h.c; t.value(h, TypeIPv4) || t.valueSlow(h, TypeIPv4) {
 		c.appendU32(v)
 		t.took(c)
 	}
@@ -596,7 +597,7 @@ func (t *Table) IPv4(h Col, v uint32) {
 
 // Float sets a FLOAT value.
 func (t *Table) Float(h Col, v float32) {
-	if c := t.value(h, TypeFloat); c != nil {
+	if c := h.c; t.value(h, TypeFloat) || t.valueSlow(h, TypeFloat) {
 		c.appendU32(math.Float32bits(v))
 		t.took(c)
 	}
@@ -604,7 +605,7 @@ func (t *Table) Float(h Col, v float32) {
 
 // Long sets a LONG value.
 func (t *Table) Long(h Col, v int64) {
-	if c := t.value(h, TypeLong); c != nil {
+	if c := h.c; t.value(h, TypeLong) || t.valueSlow(h, TypeLong) {
 		c.appendU64(uint64(v))
 		t.took(c)
 	}
@@ -612,7 +613,7 @@ func (t *Table) Long(h Col, v int64) {
 
 // Double sets a DOUBLE value.
 func (t *Table) Double(h Col, v float64) {
-	if c := t.value(h, TypeDouble); c != nil {
+	if c := h.c; t.value(h, TypeDouble) || t.valueSlow(h, TypeDouble) {
 		c.appendF64(v)
 		t.took(c)
 	}
@@ -620,7 +621,7 @@ func (t *Table) Double(h Col, v float64) {
 
 // Date sets a DATE value, milliseconds since the Unix epoch.
 func (t *Table) Date(h Col, millis int64) {
-	if c := t.value(h, TypeDate); c != nil {
+	if c := h.c; t.value(h, TypeDate) || t.valueSlow(h, TypeDate) {
 		c.appendU64(uint64(millis))
 		t.took(c)
 	}
@@ -634,7 +635,7 @@ func (t *Table) Timestamp(h Col, micros int64) { t.timestamp(h, TypeTimestamp, m
 func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestampNanos, nanos) }
 
 func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
-	if c := t.value(h, typ); c != nil {
+	if c := h.c; t.value(h, typ) || t.valueSlow(h, typ) {
 		c.appendU64(uint64(v))
 		c.gorMark = c.gor // value's fast path leaves this to the one setter that uses it
 		if grown := c.gor.add(v); t.e.opts.Gorilla {
@@ -647,7 +648,7 @@ func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 
 // UUID sets a UUID value from its low and high 64 bits.
 func (t *Table) UUID(h Col, lo, hi uint64) {
-	if c := t.value(h, TypeUUID); c != nil {
+	if c := h.c; t.value(h, TypeUUID) || t.valueSlow(h, TypeUUID) {
 		c.appendU64(lo)
 		c.appendU64(hi)
 		t.took(c)
@@ -659,7 +660,7 @@ func (t *Table) Long256(h Col, v [4]uint64) { t.words(h, TypeLong256, v[:]) }
 
 // Decimal64 sets a DECIMAL64 value: the unscaled integer.
 func (t *Table) Decimal64(h Col, unscaled int64) {
-	if c := t.value(h, TypeDecimal64); c != nil {
+	if c := h.c; t.value(h, TypeDecimal64) || t.valueSlow(h, TypeDecimal64) {
 		c.appendU64(uint64(unscaled))
 		t.took(c)
 	}
@@ -668,7 +669,7 @@ func (t *Table) Decimal64(h Col, unscaled int64) {
 // Decimal128 sets a DECIMAL128 value: the unscaled two's complement integer
 // as its low and high 64 bits.
 func (t *Table) Decimal128(h Col, lo, hi uint64) {
-	if c := t.value(h, TypeDecimal128); c != nil {
+	if c := h.c; t.value(h, TypeDecimal128) || t.valueSlow(h, TypeDecimal128) {
 		c.appendU64(lo)
 		c.appendU64(hi)
 		t.took(c)
@@ -680,7 +681,7 @@ func (t *Table) Decimal128(h Col, lo, hi uint64) {
 func (t *Table) Decimal256(h Col, v [4]uint64) { t.words(h, TypeDecimal256, v[:]) }
 
 func (t *Table) words(h Col, typ ColumnType, w []uint64) {
-	if c := t.value(h, typ); c != nil {
+	if c := h.c; t.value(h, typ) || t.valueSlow(h, typ) {
 		for _, x := range w {
 			c.appendU64(x)
 		}
@@ -691,8 +692,8 @@ func (t *Table) words(h Col, typ ColumnType, w []uint64) {
 // Geohash sets a GEOHASH value: the hash's bits, which must fit the column's
 // precision.
 func (t *Table) Geohash(h Col, v uint64) {
-	c := t.value(h, TypeGeohash)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeGeohash) && !t.valueSlow(h, TypeGeohash) {
 		return
 	}
 	if v>>c.param != 0 {
@@ -861,8 +862,8 @@ func (t *Table) runValue(en *runEntry) {
 // hashed looks the value up in the column's cache under hash first
 // (SymbolValidHashed).
 func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uint64) {
-	c := t.value(h, TypeSymbol)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeSymbol) && !t.valueSlow(h, TypeSymbol) {
 		return
 	}
 	var slot *hashedSlot
@@ -940,7 +941,7 @@ func (t *Table) Varchar(h Col, v []byte) {
 		t.VarcharValid(h, v)
 		return
 	}
-	if c := t.value(h, TypeVarchar); c != nil { // the handle's errors first, as for a valid value
+	if c := h.c; t.value(h, TypeVarchar) || t.valueSlow(h, TypeVarchar) { // the handle's errors first, as for a valid value
 		t.badValue(c, "value %q is not valid UTF-8", v)
 	}
 }
@@ -949,7 +950,7 @@ func (t *Table) Varchar(h Col, v []byte) {
 // see SymbolValid. It is the setter itself, not a call of a shared one with
 // a flag (a call less for each of the four VARCHARs of a log record).
 func (t *Table) VarcharValid(h Col, v []byte) {
-	if c := t.value(h, TypeVarchar); c != nil {
+	if c := h.c; t.value(h, TypeVarchar) || t.valueSlow(h, TypeVarchar) {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
 		t.tookVar(c)
@@ -958,8 +959,8 @@ func (t *Table) VarcharValid(h Col, v []byte) {
 
 // VarcharString is Varchar for a string.
 func (t *Table) VarcharString(h Col, v string) {
-	c := t.value(h, TypeVarchar)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeVarchar) && !t.valueSlow(h, TypeVarchar) {
 		return
 	}
 	if !utf8.ValidString(v) {
@@ -973,7 +974,7 @@ func (t *Table) VarcharString(h Col, v string) {
 
 // Binary sets a BINARY value.
 func (t *Table) Binary(h Col, v []byte) {
-	if c := t.value(h, TypeBinary); c != nil {
+	if c := h.c; t.value(h, TypeBinary) || t.valueSlow(h, TypeBinary) {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
 		t.tookVar(c)
@@ -1007,8 +1008,8 @@ func (t *Table) LongArray(h Col, shape []int32, vals []int64) {
 }
 
 func (t *Table) array(h Col, typ ColumnType, shape []int32, n int) *column {
-	c := t.value(h, typ)
-	if c == nil {
+	c := h.c
+	if !t.value(h, typ) && !t.valueSlow(h, typ) {
 		return nil
 	}
 	if len(shape) < 1 || len(shape) > MaxArrayDims {
