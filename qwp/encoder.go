@@ -68,6 +68,10 @@ type Encoder struct {
 	dictStart int // first dictionary id of this frame's delta section
 	dictEnd   int // end of the ids covered by rows ended so far
 	dictBytes int // bytes of the entries [dictStart, dictEnd)
+	// dictLooked: a SYMBOL value was looked up in dict since the last
+	// ended row, so dict may have grown past dictEnd (only a lookup adds
+	// entries: EndRow skips the dictionary's Len otherwise).
+	dictLooked bool
 
 	finishedRows int // rows of the frame the last Finish appended
 }
@@ -101,7 +105,7 @@ func (e *Encoder) Reset(dict SymbolDict) {
 	}
 	e.dict = dict
 	e.clear()
-	e.dictStart, e.dictEnd = 0, 0
+	e.dictStart, e.dictEnd, e.dictLooked = 0, 0, false
 	if dict != nil {
 		e.dictStart, e.dictEnd = dict.Len(), dict.Len()
 	}
@@ -349,7 +353,7 @@ func (t *Table) EndRow() error {
 		block, anyNulls = t.blockSize(rows)
 	}
 	dictEnd, dictBytes := e.dictEnd, e.dictBytes
-	if e.opts.DeltaSymbolDict {
+	if e.dictLooked {
 		for dictEnd < e.dict.Len() {
 			n := len(e.dict.Entry(dictEnd))
 			dictBytes += uvarintLen(uint64(n)) + n
@@ -380,7 +384,7 @@ func (t *Table) EndRow() error {
 	t.newRow()
 	e.rows++
 	e.size = size
-	e.dictEnd, e.dictBytes = dictEnd, dictBytes
+	e.dictEnd, e.dictBytes, e.dictLooked = dictEnd, dictBytes, false
 	return nil
 }
 
@@ -898,6 +902,7 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 			return
 		}
 		id := t.e.dict.ID(v)
+		t.e.dictLooked = true
 		if id >= MaxSymbolDictSize {
 			t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
 			return
