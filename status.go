@@ -25,9 +25,9 @@ import (
 //   - RecoverableError while the queue is full (new data is refused or the
 //     oldest evicted) or the sender is reconnecting, naming the condition;
 //   - RecoverableError while set-aside slots (DATA_LOSS) are present under
-//     sf_dir, naming them: recoverable, not permanent, so that health checks
-//     do not restart a collector that is working; it clears once an
-//     operator removed them;
+//     sf_dir, naming them (with the outage, during a reconnect):
+//     recoverable, not permanent, so that health checks do not restart a
+//     collector that is working; it clears once an operator removed them;
 //   - RecoverableError while connected but a table lacks the dedup keys
 //     the exporter wants (QuestDB refused its CREATE TABLE, or it exists
 //     without them): rows flow, replays can duplicate them;
@@ -124,27 +124,37 @@ func (r *statusReporter) eventLocked() (*componentstatus.Event, string) {
 		}
 		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf("questdb exporter queue full: %s", what)), "full"
 	}
+	var aside, asideKey string
 	if len(r.aside) > 0 {
 		names := strings.Join(r.aside, ", ")
-		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf(
-			"questdb exporter: DATA_LOSS: %d set-aside slot(s) under sf_dir hold data that will never be sent (%s); inspect and salvage them with questdb-slot, then remove them",
-			len(r.aside), names)), "aside " + names
+		aside = fmt.Sprintf("DATA_LOSS: %d set-aside slot(s) under sf_dir hold data that will never be sent (%s); inspect and salvage them with questdb-slot, then remove them",
+			len(r.aside), names)
+		asideKey = "aside " + names
+	}
+	if r.haveConn && c.Kind == sender.Reconnecting {
+		// One event per outage, stamped when it began: a health check's
+		// recovery_duration counts from that event's time, so re-reporting
+		// each attempt would keep an endless outage healthy. The attempts
+		// so far are otelcol_exporter_questdb_reconnect_attempts. Set-aside
+		// slots are named too: either alone would hide the other.
+		cause := c.Reason
+		if c.Err != nil {
+			cause = c.Err.Error()
+		}
+		msg := fmt.Sprintf("questdb exporter cannot reach QuestDB since %s (reconnecting; data is queued): %s",
+			c.Since.UTC().Format(time.RFC3339), cause)
+		if aside != "" {
+			msg += "; and " + aside
+		}
+		return componentstatus.NewRecoverableErrorEvent(errors.New(msg)), fmt.Sprintf("reconnecting %d %s", c.Since.UnixNano(), asideKey)
+	}
+	if aside != "" {
+		return componentstatus.NewRecoverableErrorEvent(errors.New("questdb exporter: " + aside)), asideKey
 	}
 	if !r.haveConn {
 		return nil, ""
 	}
 	switch c.Kind {
-	case sender.Reconnecting:
-		// One event per outage, stamped when it began: a health check's
-		// recovery_duration counts from that event's time, so re-reporting
-		// each attempt would keep an endless outage healthy. The attempts
-		// so far are otelcol_exporter_questdb_reconnect_attempts.
-		cause := c.Reason
-		if c.Err != nil {
-			cause = c.Err.Error()
-		}
-		return componentstatus.NewRecoverableErrorEvent(fmt.Errorf("questdb exporter cannot reach QuestDB since %s (reconnecting; data is queued): %s",
-			c.Since.UTC().Format(time.RFC3339), cause)), fmt.Sprintf("reconnecting %d", c.Since.UnixNano())
 	case sender.Connected:
 		if r.ddl != nil {
 			return componentstatus.NewRecoverableErrorEvent(fmt.Errorf(

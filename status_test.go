@@ -54,15 +54,17 @@ func TestStatusReporter(t *testing.T) {
 			},
 		},
 		{
-			name: "set-aside slots are a recoverable DATA_LOSS until removed",
+			name: "set-aside slots are a recoverable DATA_LOSS until removed, named with an outage",
 			steps: []step{
 				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusOK},
 				{aside: []string{}, want: componentstatus.StatusNone},
 				{aside: []string{"q.unreplayable-1"}, want: componentstatus.StatusRecoverableError, substr: "DATA_LOSS: 1 set-aside slot(s) under sf_dir hold data that will never be sent (q.unreplayable-1)"},
 				{aside: []string{"q.unreplayable-1"}, want: componentstatus.StatusNone},
 				{aside: []string{"q.unreplayable-1", "orphan"}, want: componentstatus.StatusRecoverableError, substr: "2 set-aside slot(s)"},
-				{conn: st(reconnecting(1)), want: componentstatus.StatusNone},
-				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusNone},
+				// An outage is reported with the slots, and neither hides the other.
+				{conn: st(reconnecting(1)), want: componentstatus.StatusRecoverableError, substr: "cannot reach QuestDB since 2026-11-30T09:00:00Z (reconnecting; data is queued): dial tcp: connection refused; and DATA_LOSS: 2 set-aside slot(s)"},
+				{conn: st(reconnecting(2)), want: componentstatus.StatusNone},
+				{conn: st(sender.State{Kind: sender.Connected}), want: componentstatus.StatusRecoverableError, substr: "questdb exporter: DATA_LOSS: 2 set-aside slot(s) under sf_dir"},
 				{aside: []string{}, want: componentstatus.StatusOK},
 			},
 		},

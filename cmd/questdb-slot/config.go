@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.uber.org/zap"
 
 	questdbexporter "github.com/questdbexporter/questdbexporter"
 )
@@ -16,21 +19,31 @@ import (
 // settings of its questdb exporter: the one named id ("questdb" or
 // "questdb/<name>"), or the only one when id is "". The section is
 // unmarshalled onto the exporter's defaults and validated by the exporter's
-// own code. ${...} references are not expanded: put the values in the file
-// given to the tool.
-func loadConfig(ctx context.Context, path, id, senderID string) (questdbexporter.SlotToolSettings, error) {
+// own code. ${VAR} and ${env:VAR} references are expanded from the
+// environment by the collector's own resolver, so the file the collector
+// runs with (credentials kept in its environment) means the same here; an
+// unset variable expands to "" with a warning on logger, as in the
+// collector.
+func loadConfig(ctx context.Context, path, id, senderID string, logger *zap.Logger) (questdbexporter.SlotToolSettings, error) {
 	var none questdbexporter.SlotToolSettings
-	b, err := os.ReadFile(path)
+	if _, err := os.Stat(path); err != nil {
+		return none, err
+	}
+	resolver, err := confmap.NewResolver(confmap.ResolverSettings{
+		URIs:              []string{"file:" + path},
+		ProviderFactories: []confmap.ProviderFactory{fileprovider.NewFactory(), envprovider.NewFactory()},
+		DefaultScheme:     "env",
+		ProviderSettings:  confmap.ProviderSettings{Logger: logger},
+	})
 	if err != nil {
 		return none, err
 	}
-	r, err := confmap.NewRetrievedFromYAML(b)
+	conf, err := resolver.Resolve(ctx)
 	if err != nil {
 		return none, fmt.Errorf("%s: %w", path, err)
 	}
-	conf, err := r.AsConf()
-	if err != nil {
-		return none, fmt.Errorf("%s: %w", path, err)
+	if err := resolver.Shutdown(ctx); err != nil {
+		return none, err
 	}
 	exporters, err := conf.Sub("exporters")
 	if err != nil {

@@ -30,6 +30,7 @@ type salvageFlags struct {
 	endpoint                  string
 	config, exporter          string
 	username, password, token string
+	passwordFile, tokenFile   string
 	all, delete               bool
 	timeout                   time.Duration
 }
@@ -42,8 +43,10 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.config, "config", "", "collector YAML whose exporters.questdb section gives table names, attributes_as_symbols, metric_attributes_type, ttl, credentials and TLS")
 	fs.StringVar(&f.exporter, "exporter", "", `the exporter of --config to use ("questdb/primary"), when it has several`)
 	fs.StringVar(&f.username, "username", "", "HTTP basic auth user (overrides --config)")
-	fs.StringVar(&f.password, "password", "", "HTTP basic auth password (overrides --config)")
-	fs.StringVar(&f.token, "token", "", "bearer token (overrides --config)")
+	fs.StringVar(&f.password, "password", "", "HTTP basic auth password (overrides --config; other users see it in ps: prefer --password-file)")
+	fs.StringVar(&f.passwordFile, "password-file", "", "read the HTTP basic auth password from this file (one line)")
+	fs.StringVar(&f.token, "token", "", "bearer token (overrides --config; other users see it in ps: prefer --token-file)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line)")
 	fs.BoolVar(&f.all, "all", false, "send the frames at or below the acknowledged watermark too")
 	fs.BoolVar(&f.delete, "delete", false, "delete the slot after a complete salvage (every frame in scope delivered, none unreadable or refused)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up waiting for QuestDB's acknowledgements after this long")
@@ -192,7 +195,7 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 			lock.Close()
 		}
 	}()
-	settings, err := salvageSettings(ctx, f)
+	settings, err := salvageSettings(ctx, f, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -238,12 +241,18 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 }
 
 // salvageSettings merges --config and the flags.
-func salvageSettings(ctx context.Context, f salvageFlags) (questdbexporter.SlotToolSettings, error) {
+func salvageSettings(ctx context.Context, f salvageFlags, logger *zap.Logger) (questdbexporter.SlotToolSettings, error) {
 	var s questdbexporter.SlotToolSettings
 	senderID := "questdb-slot/" + filepath.Base(f.slot)
+	if err := readSecret(&f.password, "password", f.passwordFile); err != nil {
+		return s, err
+	}
+	if err := readSecret(&f.token, "token", f.tokenFile); err != nil {
+		return s, err
+	}
 	if f.config != "" {
 		var err error
-		if s, err = loadConfig(ctx, f.config, f.exporter, senderID); err != nil {
+		if s, err = loadConfig(ctx, f.config, f.exporter, senderID, logger); err != nil {
 			return s, err
 		}
 	}
@@ -267,6 +276,26 @@ func salvageSettings(ctx context.Context, f salvageFlags) (questdbexporter.SlotT
 		s.Sender.ClientID = senderID
 	}
 	return s, nil
+}
+
+// readSecret sets *secret to the first line of file, for credentials that
+// must not appear on the command line, where every user's ps shows them.
+func readSecret(secret *string, name, file string) error {
+	if file == "" {
+		return nil
+	}
+	if *secret != "" {
+		return fmt.Errorf("give --%s or --%s-file, not both", name, name)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("--%s-file: %w", name, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if *secret = strings.TrimSuffix(line, "\r"); *secret == "" {
+		return fmt.Errorf("--%s-file %s: the first line is empty", name, file)
+	}
+	return nil
 }
 
 // checkFrames decodes every readable frame in scope with qwptest's strict

@@ -440,3 +440,79 @@ func TestFormat1SlotInspectedAndSalvaged(t *testing.T) {
 		t.Errorf("the server holds %d rows, want %d", n, want)
 	}
 }
+
+// TestSalvageCredentials salvages into a server that requires a password:
+// from --password-file, and from a --config whose ${env:...} and ${...}
+// references the collector's resolver expands; a wrong password delivers
+// nothing, and --password with --password-file is refused.
+func TestSalvageCredentials(t *testing.T) {
+	srv, err := qwptest.NewServer(qwptest.Options{Addr: "127.0.0.1:0", Username: "admin", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	// Each run writes its own table, so that rows found are its own.
+	spec := func(table string) slotSpec { return slotSpec{gens: 1, perGen: 200, table: table} }
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	delivered := func(b *builtSlot) {
+		t.Helper()
+		td, _ := srv.Rows(b.table)
+		if td.RowCount != b.rowsAbove(0, nil) {
+			t.Errorf("%s: %d rows, want %d", b.table, td.RowCount, b.rowsAbove(0, nil))
+		}
+	}
+
+	t.Run("wrong password", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_wrong"))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--username", "admin",
+			"--password-file", write("wrong", "nope\n"), "--timeout", "5s")
+		if code != 1 {
+			t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "sent:        0 frames")
+		if _, ok := srv.Rows(b.table); ok {
+			t.Errorf("%s exists after a salvage with a wrong password", b.table)
+		}
+	})
+	t.Run("password file", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_file"))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--username", "admin",
+			"--password-file", write("pw", "s3cret\r\nignored\n"))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		delivered(b)
+	})
+	t.Run("config expands the environment", func(t *testing.T) {
+		t.Setenv("SLOT_TEST_USER", "admin")
+		t.Setenv("SLOT_TEST_PASSWORD", "s3cret")
+		b := buildSlot(t, t.TempDir(), "s", spec("g_env"))
+		cfg := write("collector.yaml", fmt.Sprintf(`exporters:
+  questdb:
+    endpoints: [%s]
+    username: ${SLOT_TEST_USER}
+    password: ${env:SLOT_TEST_PASSWORD}
+`, srv.URL()))
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", cfg)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		delivered(b)
+	})
+	t.Run("bad usage", func(t *testing.T) {
+		b := buildSlot(t, t.TempDir(), "s", spec("g_usage"))
+		_, _, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--password", "x", "--password-file", write("pw2", "y"))
+		mustContain(t, errOut, "give --password or --password-file, not both")
+		_, _, errOut = runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--token-file", filepath.Join(dir, "missing"))
+		mustContain(t, errOut, "--token-file: open ")
+		_, _, errOut = runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--token-file", write("empty", "\n"))
+		mustContain(t, errOut, "the first line is empty")
+	})
+}
