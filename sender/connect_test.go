@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -291,7 +292,8 @@ func TestFirstFailureIsCannotConnect(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // several more attempts
-	if n := logs.FilterMessageSnippet("cannot connect").Len(); n != 1 || logs.FilterMessageSnippet("connection lost").Len() != 0 {
+	if n := logs.FilterMessageSnippet("cannot connect").Len(); n != 1 || logs.FilterMessageSnippet("connection lost").Len() != 0 ||
+		logs.FilterMessageSnippet("still unreachable").Len() != 0 {
 		t.Fatalf("never connected: %d 'cannot connect' lines, %v; want one and no 'connection lost'", n, logs.All())
 	}
 
@@ -312,5 +314,52 @@ func TestFirstFailureIsCannotConnect(t *testing.T) {
 	}
 	if logs2.FilterMessageSnippet("cannot connect").Len() != 0 {
 		t.Fatalf("a lost connection was logged as 'cannot connect': %v", logs2.All())
+	}
+}
+
+// TestLongOutageIsLoggedAgain: while an outage lasts, a Warn repeats it
+// every OutageLogInterval with its length, attempts and backlog, and only
+// then: the attempts between stay at debug level.
+func TestLongOutageIsLoggedAgain(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	o := testOptions(nil, "ws://127.0.0.1:1/write/v4")
+	o.InitialBackoff, o.MaxBackoff = time.Millisecond, 2*time.Millisecond
+	o.OutageLogInterval = 100 * time.Millisecond
+	o.Logger = zap.New(core)
+	q := memQueue(t)
+	newFeeder(t, q, false).frames(3, 1)
+	start := time.Now()
+	s := startSender(t, q, o)
+	deadline := start.Add(waitTimeout)
+	for logs.FilterMessageSnippet("still unreachable").Len() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 3 reminders: %v", logs.FilterMessageSnippet("still unreachable").All())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = s.Close(context.Background())
+	elapsed := time.Since(start)
+	reminders := logs.FilterMessageSnippet("still unreachable").All()
+	if max := int(elapsed/o.OutageLogInterval) + 1; len(reminders) > max {
+		t.Errorf("%d reminders in %v, want at most %d (one per OutageLogInterval)", len(reminders), elapsed, max)
+	}
+	attempts := logs.FilterMessageSnippet("attempt failed").Len()
+	if attempts <= len(reminders) {
+		t.Errorf("%d debug attempt lines beside %d reminders: the reminder should be rarer than attempts", attempts, len(reminders))
+	}
+	prev := int64(0)
+	for i, e := range reminders {
+		f := e.ContextMap()
+		if e.Level != zapcore.WarnLevel || f["queued_bytes"].(int64) <= 0 || f["queue_capacity_bytes"].(int64) <= 0 || f["error"] == nil {
+			t.Errorf("reminder %d: %v %v, want Warn with the backlog and the error", i, e.Level, f)
+		}
+		if a := f["attempts"].(int64); a <= prev {
+			t.Errorf("reminder %d: attempts %d after %d", i, a, prev)
+		} else {
+			prev = a
+		}
+		if d := f["outage"].(time.Duration); d < time.Duration(i+1)*o.OutageLogInterval {
+			t.Errorf("reminder %d: outage %v, want at least %v", i, d, time.Duration(i+1)*o.OutageLogInterval)
+		}
 	}
 }

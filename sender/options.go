@@ -23,6 +23,7 @@ const (
 	DefaultMaxFrameRejections  = 4
 	DefaultDurableAckKeepalive = 200 * time.Millisecond
 	DefaultCloseFlushTimeout   = 5 * time.Second
+	DefaultOutageLogInterval   = 5 * time.Minute
 	DefaultErrorInboxCapacity  = 256
 	DefaultHandshakeTimeout    = 10 * time.Second
 	// writeTimeout bounds one WebSocket write so a peer that stopped
@@ -61,6 +62,11 @@ type Options struct {
 	// over initial*2^n, capped (0 = 100 ms and 5 s). RetryAfterCap caps an
 	// upgrade's Retry-After (0 = 60 s).
 	InitialBackoff, MaxBackoff, RetryAfterCap time.Duration
+	// OutageLogInterval is how often an outage is logged again while it
+	// lasts, with its length, attempts, last error and the backlog (0 =
+	// 5 min): the first failure is logged at once and each attempt only at
+	// debug level, so without it a long outage is silent in the log.
+	OutageLogInterval time.Duration
 
 	// MaxFrameRejections is how often the same frame may be rejected with no
 	// acknowledgement of it in between before the sender gives up with
@@ -139,6 +145,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"InitialBackoff", &o.InitialBackoff, DefaultInitialBackoff},
 		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
 		{"RetryAfterCap", &o.RetryAfterCap, DefaultRetryAfterCap},
+		{"OutageLogInterval", &o.OutageLogInterval, DefaultOutageLogInterval},
 	} {
 		if *d.v < 0 {
 			errs = append(errs, fmt.Errorf("sender: %s %v is negative", d.name, *d.v))

@@ -84,6 +84,7 @@ type Sender struct {
 	rejects       int    // consecutive rejections of rejectFSN with no ack of it
 	attempts      int    // failed attempts since the last connection
 	outageStart   time.Time
+	outageLogged  time.Time // when the current outage was last logged
 
 	// beforeCatchUp, set only by tests, runs on the I/O goroutine when the
 	// cursor has read a connection's first frame and its generation's
@@ -277,14 +278,23 @@ func (s *Sender) fail(te *TerminalError, endpoint string) {
 // lost records a failed attempt or a lost connection.
 func (s *Sender) lost(err error, endpoint string) {
 	s.attempts++
-	if s.attempts == 1 {
-		s.outageStart = time.Now()
+	now := time.Now()
+	switch {
+	case s.attempts == 1:
+		s.outageStart, s.outageLogged = now, now
 		msg := "questdb connection lost; reconnecting"
 		if !s.everConnected {
 			msg = "cannot connect to questdb; retrying (data is queued meanwhile)"
 		}
 		s.log.Warn(msg, zap.String("endpoint", endpoint), zap.Error(err))
-	} else {
+	case now.Sub(s.outageLogged) >= s.o.OutageLogInterval:
+		s.outageLogged = now
+		st := s.q.Stats()
+		s.log.Warn("questdb still unreachable; data is queued", zap.String("endpoint", endpoint),
+			zap.Duration("outage", now.Sub(s.outageStart)), zap.Int("attempts", s.attempts),
+			zap.Int64("queued_bytes", st.UnackedBytes), zap.Int64("queue_capacity_bytes", st.CapacityBytes),
+			zap.Error(err))
+	default:
 		s.log.Debug("questdb connection attempt failed", zap.String("endpoint", endpoint),
 			zap.Int("attempts", s.attempts), zap.Error(err))
 	}

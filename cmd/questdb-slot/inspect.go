@@ -267,6 +267,9 @@ func formatLine(dir string, s *sfqueue.SlotScan) string {
 		}
 	}
 	switch {
+	case len(s.Segments) == 0:
+		// Acknowledgements delete segments: a drained slot has none.
+		return fmt.Sprintf("no segments: every frame was acknowledged and deleted (this tool reads segment format %d)", sfqueue.FormatVersion)
 	case len(seen) == 0:
 		return fmt.Sprintf("no intact segment header (this tool reads segment format %d)", sfqueue.FormatVersion)
 	case len(seen) == 1 && seen[sfqueue.FormatVersion]:

@@ -225,6 +225,33 @@ func TestInspectLiveSlot(t *testing.T) {
 	}
 }
 
+// TestInspectDrainedSlot: a slot whose frames were all acknowledged has no
+// segment left, which inspect reports as such, not as damage.
+func TestInspectDrainedSlot(t *testing.T) {
+	parent := t.TempDir()
+	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "s", Durability: sfqueue.DurabilityMemory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsn, err := q.Append(context.Background(), []byte("frame"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Ack(fsn)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTool(t, "inspect", filepath.Join(parent, "s"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	mustContain(t, out, "format:      no segments: every frame was acknowledged and deleted", "segments:    0",
+		"unacked:     0 readable frames")
+	if strings.Contains(out, "no intact segment header") {
+		t.Errorf("a drained slot reported as damaged:\n%s", out)
+	}
+}
+
 // TestInspectLegacySlot reads the slot fixture written before dictionary
 // generations had files of their own (sender/testdata/slot-v1).
 func TestInspectLegacySlot(t *testing.T) {
