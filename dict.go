@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/bits"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
@@ -60,10 +61,18 @@ func payloadSymbolDefs(payload []byte) (gen uint32, first int, entries [][]byte)
 }
 
 // symbolStore is the part of the SF queue that holds the dictionary
-// (sfqueue.Queue satisfies it): the writer loads its generation from it;
-// new entries reach it with the frames that define them (frameQueue).
+// (sfqueue.Queue satisfies it): the writer streams its generation from it
+// at start (loadGenDict); new entries reach it with the frames that define
+// them (frameQueue).
 type symbolStore interface {
-	Symbols(gen uint32) [][]byte
+	OpenSymbols(gen uint32) (*sfqueue.SymbolReader, error)
+}
+
+// symbolEntries yields one stored generation's entries in id order and
+// io.EOF after the last (sfqueue.SymbolReader). An entry is valid until the
+// next call.
+type symbolEntries interface {
+	Next() ([]byte, error)
 }
 
 // genDict is the writer's SYMBOL dictionary: a qwp.SymbolDict for the
@@ -115,12 +124,32 @@ type genDict struct {
 
 var _ qwp.SymbolDict = (*genDict)(nil)
 
-// openGenDict loads generation gen from store. Every loaded entry counts as
-// stored and queued: the I/O loop re-sends the whole generation on
-// connect. A generation that is already full (the writer rotated after its
-// last frame, which left no trace of the empty new one) continues as
-// generation gen+1.
-func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
+// loadGenDict streams generation gen from store into the writer's
+// dictionary (openGenDict). An entry that cannot be read fails the load
+// with an error naming the generation and the cause: a generation cut
+// short would hand out again ids that the file and the frames on disk
+// already hold, and QuestDB would store rows under the wrong symbols.
+func loadGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
+	r, err := store.OpenSymbols(gen)
+	if err != nil {
+		return nil, fmt.Errorf("symbol dictionary generation %d: %w", gen, err)
+	}
+	d, err := openGenDict(r, maxEntries, maxBytes, gen)
+	if cerr := r.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("symbol dictionary generation %d: %w", gen, cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// openGenDict loads generation gen from its stored entries. Every loaded
+// entry counts as stored and queued: the I/O loop re-sends the whole
+// generation on connect. A generation that is already full (the writer
+// rotated after its last frame, which left no trace of the empty new one)
+// continues as generation gen+1.
+func openGenDict(stored symbolEntries, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
 	if maxEntries <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_entries %d must be positive", maxEntries)
 	}
@@ -128,7 +157,14 @@ func openGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 		return nil, fmt.Errorf("symbol_dict_max_bytes %d must be positive", maxBytes)
 	}
 	d := &genDict{MemDict: qwp.NewMemDict(), maxEntries: maxEntries, maxBytes: maxBytes, gen: gen}
-	for id, e := range store.Symbols(gen) {
+	for id := 0; ; id++ {
+		e, err := stored.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("symbol dictionary generation %d: reading id %d: %w", gen, id, err)
+		}
 		if got := d.ID(e); got != uint32(id) {
 			return nil, fmt.Errorf("persisted symbol dictionary generation %d holds %q twice (ids %d and %d); each symbol must have one id",
 				gen, e, got, id)

@@ -2,24 +2,53 @@ package questdbexporter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
-// memSymbols is a symbolStore; store takes what a genDict has pending, as
-// a queue's append would.
+// memSymbols holds generations as a queue would; store takes what a
+// genDict has pending, as a queue's append would.
 type memSymbols struct {
 	gens   map[uint32][][]byte
 	stores int
 }
 
 func (m *memSymbols) Symbols(gen uint32) [][]byte { return m.gens[gen] }
+
+// entries streams generation gen, as OpenSymbols would.
+func (m *memSymbols) entries(gen uint32) *sliceEntries {
+	return &sliceEntries{entries: m.gens[gen]}
+}
+
+// sliceEntries is a symbolEntries of entries, then err (io.EOF when nil).
+type sliceEntries struct {
+	entries [][]byte
+	err     error
+}
+
+func (s *sliceEntries) Next() ([]byte, error) {
+	if len(s.entries) == 0 {
+		if s.err != nil {
+			return nil, s.err
+		}
+		return nil, io.EOF
+	}
+	e := s.entries[0]
+	s.entries = s.entries[1:]
+	return e, nil
+}
 
 // store stores d's pending entries (fail: the append fails and stores
 // none), and tells d.
@@ -44,7 +73,7 @@ func (m *memSymbols) store(t *testing.T, d *genDict, fail bool) {
 
 func TestGenDictIDsStoreAndRotate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store, 3, 1<<30, 0)
+	d, err := openGenDict(store.entries(0), 3, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +128,7 @@ func TestGenDictIDsStoreAndRotate(t *testing.T) {
 // with the frames that needed them.
 func TestGenDictFailedAppendKeepsEntriesPending(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store, 2, 1<<30, 4)
+	d, err := openGenDict(store.entries(4), 2, 1<<30, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +170,7 @@ func TestOpenGenDict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := openGenDict(&memSymbols{gens: tt.stored}, tt.max, 1<<30, tt.gen)
+			d, err := openGenDict((&memSymbols{gens: tt.stored}).entries(tt.gen), tt.max, 1<<30, tt.gen)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("want an error")
@@ -234,7 +263,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 		return q
 	}
 	q := open()
-	d, err := openGenDict(q, 2, 1<<30, 0)
+	d, err := loadGenDict(q, 2, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +280,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 	}
 	q = open()
 	defer q.Close()
-	d, err = openGenDict(q, 2, 1<<30, 1)
+	d, err = loadGenDict(q, 2, 1<<30, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +296,12 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 // frames on disk may use either id.
 func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{2: {[]byte("a"), []byte("b"), []byte("a")}}}
-	_, err := openGenDict(store, 10, 1<<30, 2)
+	_, err := openGenDict(store.entries(2), 10, 1<<30, 2)
 	if err == nil || !strings.Contains(err.Error(), `"a" twice (ids 0 and 2)`) || !strings.Contains(err.Error(), "generation 2") {
 		t.Fatalf("openGenDict = %v, want an error naming the symbol, both ids and the generation", err)
 	}
 	store.gens[2] = store.gens[2][:2]
-	d, err := openGenDict(store, 10, 1<<30, 2)
+	d, err := openGenDict(store.entries(2), 10, 1<<30, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +312,7 @@ func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 
 func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store, 1000, 1000, 0)
+	d, err := openGenDict(store.entries(0), 1000, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +329,7 @@ func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	if d.Gen() != 1 || d.full() || d.Bytes() != 0 {
 		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.Bytes())
 	}
-	if _, err := openGenDict(store, 1000, 0, 0); err == nil {
+	if _, err := openGenDict(store.entries(0), 1000, 0, 0); err == nil {
 		t.Fatal("a zero byte bound was accepted")
 	}
 }
@@ -342,7 +371,7 @@ func TestMemDictEntryBytes(t *testing.T) {
 // Many tiny symbols end a generation at an index of three times the byte
 // bound, before the text bound.
 func TestGenDictRotatesAtIndexBytes(t *testing.T) {
-	d, err := openGenDict(&memSymbols{gens: map[uint32][][]byte{}}, 1_000_000, 1000, 0)
+	d, err := openGenDict(&sliceEntries{}, 1_000_000, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,5 +380,58 @@ func TestGenDictRotatesAtIndexBytes(t *testing.T) {
 	}
 	if d.Bytes() >= 1000 || d.IndexBytes() < 3000 {
 		t.Fatalf("full at %d bytes of text and an index of %d bytes", d.Bytes(), d.IndexBytes())
+	}
+}
+
+// TestGenDictLoadFailsOnAnUnreadableEntry: an entry that cannot be read
+// fails the load with an error naming the generation and the cause, never
+// a dictionary of the entries before it (whose next id the file already
+// holds). Through a real queue: an I/O error and a record damaged after
+// recovery read the file.
+func TestGenDictLoadFailsOnAnUnreadableEntry(t *testing.T) {
+	d, err := openGenDict(&sliceEntries{entries: [][]byte{[]byte("a"), []byte("b")}, err: syscall.EIO}, 10, 1<<30, 3)
+	if d != nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "generation 3: reading id 2") {
+		t.Fatalf("openGenDict = %v, %v; want no dictionary and EIO at id 2 of generation 3", d, err)
+	}
+
+	dir := t.TempDir()
+	ffs := sfqueuetest.NewFaultFS()
+	q, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "d", SymbolUse: payloadSymbolUse, FS: ffs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("alpha"), []byte("beta"), []byte("gamma")}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := loadGenDict(q, 10, 1<<30, 0); err != nil || d.Len() != 3 {
+		t.Fatalf("intact generation: %v", err)
+	}
+
+	ffs.Inject(sfqueuetest.Fault{Op: sfqueuetest.Read, Pattern: ".symbol-dict.*", Err: syscall.EIO})
+	d, err = loadGenDict(q, 10, 1<<30, 0)
+	if d != nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "symbol dictionary generation 0") {
+		t.Fatalf("read error: %v, %v; want no dictionary and an error naming generation 0 and EIO", d, err)
+	}
+	ffs.Clear()
+
+	path := filepath.Join(dir, "d", ".symbol-dict.0000000000")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := 12 + len("alpha") + 4 // the second record: header, entry, CRC
+	b[second+12] ^= 0xff            // a bit of "beta"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err = loadGenDict(q, 10, 1<<30, 0)
+	if d != nil || err == nil {
+		t.Fatalf("damaged record: %v, %v; want an error", d, err)
+	}
+	for _, w := range []string{"generation 0", path, fmt.Sprintf("offset %d", second), "CRC32C"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("damaged record: error %q lacks %q", err, w)
+		}
 	}
 }

@@ -319,10 +319,18 @@ func (e *questdbExporter) logStart(recovered int) {
 }
 
 // newWriter loads dictionary generation gen and starts the writer on it.
+// A generation that cannot be read whole fails the start.
 func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, error) {
-	dict, err := openGenDict(q, e.cfg.SymbolDictMaxEntries, int(e.cfg.effectiveSymbolDictMaxBytes()), gen)
+	dict, err := loadGenDict(q, e.cfg.SymbolDictMaxEntries, int(e.cfg.effectiveSymbolDictMaxBytes()), gen)
 	if err != nil {
-		return nil, fmt.Errorf("questdb exporter: loading the symbol dictionary: %w", err)
+		// Starting on the entries read so far would give new symbols ids
+		// that frames on disk already use. The slot stays as it is: the
+		// next start recovers it again, by the SF contract.
+		return nil, fmt.Errorf("questdb exporter: loading the symbol dictionary (sf_dir %q, sender_id %q): %w; "+
+			"the exporter does not start, so that no new symbol can take an id the queued frames already use; "+
+			"nothing in the slot was changed or dropped. Recovery had just read this file intact, so a read error means "+
+			"the disk or file system is failing: check the system log, then restart (recovery checks the slot again)",
+			e.cfg.SFDir, e.senderID, err)
 	}
 	enc := qwp.NewEncoder(dict, qwp.EncoderOptions{
 		MaxFrameBytes:   int(e.cfg.MaxBatchBytes),

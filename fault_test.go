@@ -2,11 +2,15 @@ package questdbexporter
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.uber.org/zap"
@@ -17,6 +21,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
@@ -126,5 +131,92 @@ func TestFileFaultsAreLoud(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDictionaryReadErrorRefusesStart: a read error on the current
+// dictionary generation after recovery read it intact makes Start fail with
+// an error naming the slot, the generation and the cause, and leaves the
+// slot as it was; the next start delivers the frames queued before it and
+// new data, every row with its own symbols (no id handed out twice).
+func TestDictionaryReadErrorRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir, cfg.SenderID = dir, "s" // slotListing reads <dir>/s
+	newExporter := func(cfg *Config, fsys sfqueue.FS) *questdbExporter {
+		t.Helper()
+		inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := inst.(*questdbExporter)
+		e.queueFS = fsys
+		return e
+	}
+	// QuestDB unreachable: the batch waits in the slot, its symbols in
+	// generation 0.
+	e := newExporter(cfg, nil)
+	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dict := filepath.Join(dir, "s", ".symbol-dict.0000000000")
+	before := slotListing(t, dir, dict)
+
+	// Recovery reads the file (the first read passes); the writer's load
+	// fails.
+	ffs := sfqueuetest.NewFaultFS()
+	ffs.Inject(sfqueuetest.Fault{Op: sfqueuetest.Read, Pattern: ".symbol-dict.*", Err: syscall.EIO, Skip: 1})
+	e = newExporter(cfg, ffs)
+	err := e.Start(context.Background(), componenttest.NewNopHost())
+	if err == nil {
+		e.Shutdown(context.Background())
+		t.Fatal("Start accepted a dictionary it could not read")
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown after the refused Start: %v", err)
+	}
+	if !errors.Is(err, syscall.EIO) || ffs.Hits(sfqueuetest.Read) != 1 {
+		t.Fatalf("Start: %v (%d read faults hit); want EIO from the one failed read", err, ffs.Hits(sfqueuetest.Read))
+	}
+	for _, want := range []string{`sf_dir "` + dir, `sender_id "s"`, "symbol dictionary generation 0", dict, "nothing in the slot was changed or dropped"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start error %q lacks %q", err, want)
+		}
+	}
+	if after := slotListing(t, dir, dict); after != before {
+		t.Errorf("the refused start changed the slot:\nbefore %q\nafter  %q", before, after)
+	}
+
+	srv := newServer(t, qwptest.Options{})
+	cfg.Endpoints = []string{srv.Addr()}
+	cfg.CloseFlushTimeout = 10 * time.Second
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e = newExporter(cfg, nil)
+	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(1000, 20)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return e.queue.AckedFSN() == e.queue.PublishedFSN() })
+	got := serverIDs(t, srv, "otel_metrics_gauge")
+	for _, base := range []int{0, 1000} {
+		for i := range 20 {
+			if got[base+i] != 1 {
+				t.Fatalf("point %d landed %d times, want once (rows by id: %v)", base+i, got[base+i], got)
+			}
+		}
+	}
+	if len(got) != 40 {
+		t.Fatalf("%d distinct ids landed, want 40: %v", len(got), got)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 // tinyEncoder is a batchEncoder for writer tests, independent of the data
@@ -258,7 +259,13 @@ func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64
 			c.t.Errorf("stored message: %v", err)
 			continue
 		}
-		have := len(c.Symbols(gen))
+		stored, err := c.OpenSymbols(gen)
+		if err != nil {
+			c.t.Errorf("stored generation %d: %v", gen, err)
+			continue
+		}
+		have := stored.Len()
+		stored.Close()
 		for _, r := range b.Symbols {
 			if r.Gen == gen && r.FirstID == have {
 				have += len(r.Entries)
@@ -401,7 +408,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	cq := &checkingQueue{Queue: q, t: t, entered: make(chan struct{}, 100)}
-	dict, err := openGenDict(cq, maxEntries, 1<<30, 0)
+	dict, err := loadGenDict(cq, maxEntries, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +556,7 @@ func TestWriterDictionaryGenerations(t *testing.T) {
 		t.Fatalf("last generation %d: %d distinct symbols with a %d-entry limit should need more generations", last, batches*points, maxEntries)
 	}
 	for gen, d := range got.dicts {
-		persisted := f.q.Symbols(gen)
+		persisted := sfqueuetest.Symbols(t, f.q, gen)
 		if d.Len() != len(persisted) {
 			t.Fatalf("generation %d: server dictionary has %d ids, .symbol-dict %d", gen, d.Len(), len(persisted))
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 // symbolUse reads a stored payload's generation and highest symbol id, as
@@ -70,7 +71,7 @@ func TestGenerationSwitchRecyclesConnection(t *testing.T) {
 		t.Fatalf("%d connections; want exactly one recycle at the generation boundary", srv.Accepted())
 	}
 	// The queue deleted it once its last frame was acknowledged.
-	if n := len(q.Symbols(0)); n != 0 {
+	if n := len(sfqueuetest.Symbols(t, q, 0)); n != 0 {
 		t.Fatalf("generation 0 still holds %d entries after all its frames were acked", n)
 	}
 	// Break the connection: the catch-up must register generation 1, whose

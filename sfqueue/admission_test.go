@@ -89,8 +89,8 @@ func TestSymbolsAdmittedWithTheirFrames(t *testing.T) {
 				t.Fatalf("a refused batch changed the queue: used %d -> %d, dictionary %d -> %d, published %d -> %d",
 					before.UsedBytes, after.UsedBytes, before.DictBytes, after.DictBytes, before.PublishedFSN, after.PublishedFSN)
 			}
-			if got := q.SymbolGenerations(); !slices.Equal(got, []uint32{0}) || len(q.Symbols(0)) != 2 {
-				t.Fatalf("after the refusal: generations %v, %d entries of generation 0; want [0] and 2", got, len(q.Symbols(0)))
+			if got := q.SymbolGenerations(); !slices.Equal(got, []uint32{0}) || len(symbols(t, q, 0)) != 2 {
+				t.Fatalf("after the refusal: generations %v, %d entries of generation 0; want [0] and 2", got, len(symbols(t, q, 0)))
 			}
 			if m.name == "sf" {
 				if got := dictFiles(t, q.slot); !maps.Equal(got, files) {
@@ -103,10 +103,10 @@ func TestSymbolsAdmittedWithTheirFrames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the same batch once acks made room: %v", err)
 			}
-			if got := q.Symbols(0); len(got) != 3 || !bytes.Equal(got[2], batch.Symbols[0].Entries[0]) {
+			if got := symbols(t, q, 0); len(got) != 3 || !bytes.Equal(got[2], batch.Symbols[0].Entries[0]) {
 				t.Fatalf("generation 0 holds %d entries after the batch, want 3 ending in its own", len(got))
 			}
-			if got := q.Symbols(1); len(got) != 3 || !bytes.Equal(got[0], batch.Symbols[1].Entries[0]) {
+			if got := symbols(t, q, 1); len(got) != 3 || !bytes.Equal(got[0], batch.Symbols[1].Entries[0]) {
 				t.Fatalf("generation 1 holds %d entries, want the batch's 3", len(got))
 			}
 			c := q.NewCursor()
@@ -154,8 +154,8 @@ func TestEvictionMakesRoomForSymbolsAndFrames(t *testing.T) {
 				t.Fatalf("after the batch: %d frames evicted (want generation 0's 3), %d of %d bytes used in %d segments",
 					st.FramesEvicted, st.UsedBytes, o.MaxTotalBytes, st.Segments)
 			}
-			if got := q.SymbolGenerations(); !slices.Equal(got, []uint32{1}) || len(q.Symbols(1)) != 5 {
-				t.Fatalf("generations %v (generation 1: %d entries): the evicted frames' generation 0 should be gone", got, len(q.Symbols(1)))
+			if got := q.SymbolGenerations(); !slices.Equal(got, []uint32{1}) || len(symbols(t, q, 1)) != 5 {
+				t.Fatalf("generations %v (generation 1: %d entries): the evicted frames' generation 0 should be gone", got, len(symbols(t, q, 1)))
 			}
 		})
 	}
@@ -196,9 +196,9 @@ func TestFrameWriteENOSPCUndoesTheSymbols(t *testing.T) {
 			if q.Stats().Fatal != nil {
 				t.Fatalf("ENOSPC latched a fatal error: %v", q.Stats().Fatal)
 			}
-			if got := size(); got != before || q.Stats().UsedBytes != used || len(q.Symbols(0)) != 2 {
+			if got := size(); got != before || q.Stats().UsedBytes != used || len(symbols(t, q, 0)) != 2 {
 				t.Fatalf("after the refusal: dictionary file %d bytes (was %d), used %d (was %d), %d entries (was 2)",
-					got, before, q.Stats().UsedBytes, used, len(q.Symbols(0)))
+					got, before, q.Stats().UsedBytes, used, len(symbols(t, q, 0)))
 			}
 			for _, n := range cfs.fileNames() {
 				if strings.HasSuffix(n, genDictName(1)) {
@@ -211,8 +211,8 @@ func TestFrameWriteENOSPCUndoesTheSymbols(t *testing.T) {
 			if _, err := q.AppendWith(ctx, batch); err != nil {
 				t.Fatalf("the same batch once the disk has room: %v", err)
 			}
-			if len(q.Symbols(0)) != 5 || len(q.Symbols(1)) != 2 {
-				t.Fatalf("after the retry: %d and %d entries, want 5 and 2", len(q.Symbols(0)), len(q.Symbols(1)))
+			if len(symbols(t, q, 0)) != 5 || len(symbols(t, q, 1)) != 2 {
+				t.Fatalf("after the retry: %d and %d entries, want 5 and 2", len(symbols(t, q, 0)), len(symbols(t, q, 1)))
 			}
 		})
 	}

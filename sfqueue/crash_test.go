@@ -279,7 +279,12 @@ func (w *crashWorkload) consumer(ctx context.Context) error {
 // runAll starts the goroutines and returns when the appenders are done (bounded
 // mode) or ctx ends; the first error wins.
 func (w *crashWorkload) runAll(ctx context.Context) error {
-	w.symNext = len(w.q.Symbols(0))
+	r, err := w.q.OpenSymbols(0)
+	if err != nil {
+		return err
+	}
+	w.symNext = r.Len()
+	r.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, crashAppenders+1)
@@ -441,8 +446,19 @@ func (l *crashLedger) check(q *sfqueue.Queue) error {
 	case acked > pub:
 		return fmt.Errorf("recovered AckedFSN %d is above PublishedFSN %d", acked, pub)
 	}
-	dict := q.Symbols(0)
-	for i, e := range dict {
+	dict, err := q.OpenSymbols(0)
+	if err != nil {
+		return err
+	}
+	defer dict.Close()
+	for i := 0; ; i++ {
+		e, err := dict.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("recovered symbol %d: %w", i, err)
+		}
 		if want := symbolEntry(0, i); !bytes.Equal(e, want) {
 			return fmt.Errorf("recovered symbol %d is %q, want %q", i, e, want)
 		}
@@ -476,8 +492,8 @@ func (l *crashLedger) check(q *sfqueue.Queue) error {
 			l.unreported++ // written, but killed before the report line went out
 			l.frames[fsn] = id
 		}
-		if _, maxSym := payloadSymbolUse(p); maxSym >= int64(len(dict)) {
-			return fmt.Errorf("FSN %d uses symbol %d, the recovered dictionary has %d entries", fsn, maxSym, len(dict))
+		if _, maxSym := payloadSymbolUse(p); maxSym >= int64(dict.Len()) {
+			return fmt.Errorf("FSN %d uses symbol %d, the recovered dictionary has %d entries", fsn, maxSym, dict.Len())
 		}
 		next++
 	}

@@ -32,6 +32,7 @@ type crashFS struct {
 	failSync  func(name string) error
 	failAlloc func(name string, size int64) error
 	failWrite func(name string) error
+	failRead  func(name string) error
 	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
 	syncs     int
 	openFiles int // handles opened and not yet closed
@@ -338,6 +339,11 @@ type crashFile struct {
 func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if f.fs.failRead != nil {
+		if err := f.fs.failRead(f.name); err != nil {
+			return 0, &os.PathError{Op: "read", Path: f.name, Err: err}
+		}
+	}
 	if off >= int64(len(f.ino.data)) {
 		return 0, io.EOF
 	}

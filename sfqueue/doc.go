@@ -110,8 +110,10 @@
 // entries are cut off again. AddSymbols, for tools, writes entries alone.
 // In SF mode the entries are read from the file when asked for, not held
 // in RAM: OpenSymbols streams a generation in 64 KiB chunks through its
-// own file handle (a catch-up holds a chunk, never the generation),
-// Symbols loads it whole for the writer. With Options.SymbolUse set, a
+// own file handle (a catch-up holds a chunk, never the generation; the
+// writer loads its generation through it at start). A record that cannot
+// be read, fails its CRC32C or breaks the id sequence is an error naming
+// the file, offset, id and generation, never a generation cut short. With Options.SymbolUse set, a
 // generation is deleted once no unacknowledged frame uses it and it is not
 // the newest (generations.go): acks passing its last frame wake the
 // background goroutine, and an eviction does it at once; either way

@@ -443,8 +443,8 @@ func TestAddSymbolsOnAFullDisk(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Reason != DiskFull {
 		t.Fatalf("AddSymbols on a full disk: %v, want *FullError DiskFull", err)
 	}
-	if len(q.Symbols(0)) != 0 || q.Stats().Fatal != nil {
-		t.Fatalf("a refused AddSymbols changed the dictionary or latched: %q %v", q.Symbols(0), q.Stats().Fatal)
+	if len(symbols(t, q, 0)) != 0 || q.Stats().Fatal != nil {
+		t.Fatalf("a refused AddSymbols changed the dictionary or latched: %q %v", symbols(t, q, 0), q.Stats().Fatal)
 	}
 	cfs.mu.Lock()
 	cfs.failWrite = nil

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 const (
@@ -207,7 +208,7 @@ func reopenAndCheck(t *testing.T, s *fuzzSlot) recovered {
 		t.Fatalf("cursor stopped after FSN %d, PublishedFSN is %d", next-1, r.pub)
 	}
 	for gen, orig := range s.symbols {
-		got := q.Symbols(gen)
+		got := sfqueuetest.Symbols(t, q, gen)
 		if len(got) > len(orig) {
 			t.Fatalf("generation %d: %d symbols recovered, %d were added", gen, len(got), len(orig))
 		}

@@ -351,14 +351,14 @@ func TestTornDictionaryIsRebuiltFromFrames(t *testing.T) {
 			if rep.Unreplayable != nil || rep.SymbolsRebuilt != 4 || rep.FramesRecovered != 3 {
 				t.Fatalf("want 4 entries rebuilt and 3 frames replayed: %+v", rep)
 			}
-			if got := q.Symbols(0); len(got) != 5 || string(got[4]) != "e" {
+			if got := symbols(t, q, 0); len(got) != 5 || string(got[4]) != "e" {
 				t.Fatalf("Symbols(0) = %q", got)
 			}
 			q.Close()
 			q = mustOpen(t, o) // the rebuilt entries were persisted
 			defer q.Close()
-			if rep := q.Recovery(); rep.SymbolsRebuilt != 0 || len(q.Symbols(0)) != 5 || rep.SymbolTornBytes != 0 {
-				t.Fatalf("second open: %+v, %d symbols", rep, len(q.Symbols(0)))
+			if rep := q.Recovery(); rep.SymbolsRebuilt != 0 || len(symbols(t, q, 0)) != 5 || rep.SymbolTornBytes != 0 {
+				t.Fatalf("second open: %+v, %d symbols", rep, len(symbols(t, q, 0)))
 			}
 		})
 	}

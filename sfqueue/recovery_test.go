@@ -184,7 +184,7 @@ func TestUnbackedSymbolsMakeSlotUnreplayable(t *testing.T) {
 	if rep := q.Recovery(); rep.Unreplayable != nil || rep.FramesRecovered != 2 {
 		t.Fatalf("backed frames: %+v", rep)
 	}
-	if got := q.Symbols(0); len(got) != 2 || string(got[1]) != "b" {
+	if got := symbols(t, q, 0); len(got) != 2 || string(got[1]) != "b" {
 		t.Fatalf("Symbols(0) after reopen = %q", got)
 	}
 	mustAppend(t, q, []byte{5, 'z'}) // id 5 was never added
@@ -195,7 +195,7 @@ func TestUnbackedSymbolsMakeSlotUnreplayable(t *testing.T) {
 	if rep.Unreplayable == nil || !strings.Contains(rep.Unreplayable.Reason, "symbol id 5") || rep.Unreplayable.Frames != 3 {
 		t.Fatalf("frame with unbacked id 5: %+v", rep.Unreplayable)
 	}
-	if len(q.Symbols(0)) != 0 {
+	if len(symbols(t, q, 0)) != 0 {
 		t.Fatal("fresh slot kept the old dictionary")
 	}
 	var dl *DataLossError

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 )
 
 // Dictionary files. Each generation lives in its own append-only log,
@@ -538,29 +536,6 @@ func (q *Queue) noteSymbolsLocked(runs []SymbolRun) {
 	}
 }
 
-// Symbols returns the persisted entries of generation gen in id order,
-// all in RAM: for loading the generation being written. A catch-up streams
-// with OpenSymbols instead.
-func (q *Queue) Symbols(gen uint32) [][]byte {
-	r, err := q.OpenSymbols(gen)
-	if err != nil {
-		q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
-		return nil
-	}
-	defer r.Close()
-	out := make([][]byte, 0, r.Len())
-	for {
-		e, err := r.Next()
-		if err != nil {
-			if err != io.EOF {
-				q.log.Warn("sfqueue: reading a symbol dictionary generation", zap.String("slot", q.slot), zap.Error(err))
-			}
-			return out
-		}
-		out = append(out, slices.Clone(e))
-	}
-}
-
 // SymbolReader streams the entries of one dictionary generation in id
 // order, as many as the generation held committed (with the frames that
 // brought them) when OpenSymbols was called. In SF
@@ -577,6 +552,7 @@ type SymbolReader struct {
 	mem [][]byte // memory-only mode: the generation's chunks still to read
 
 	recs symbolRecords // SF mode: the n entries' records, through a handle of its own
+	err  error         // the first error, returned again by every later Next
 }
 
 // OpenSymbols returns a reader of generation gen's entries. A generation the
@@ -623,8 +599,14 @@ func (r *SymbolReader) Len() int { return r.n }
 // Next returns the next entry, or io.EOF after Len entries. The entry is
 // valid until the next call and must not be modified. A record that is
 // short, fails its CRC32C or is not the expected id of the generation is
-// an error naming the file and the record's offset.
+// an error naming the file and the record's offset; a failed read, one
+// naming the id, generation, file and offset. Every later call returns the
+// same error: the generation holds more entries than were returned, and
+// must never be taken for one cut short.
 func (r *SymbolReader) Next() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
 	if r.next >= r.n {
 		return nil, io.EOF
 	}
@@ -638,13 +620,16 @@ func (r *SymbolReader) Next() ([]byte, error) {
 	var fault *recordFault
 	switch {
 	case err == io.EOF:
-		return nil, r.bad(at, fmt.Sprintf("is missing: the file ends at byte %d", r.recs.size))
+		r.err = r.bad(at, fmt.Sprintf("is missing: the file ends at byte %d", r.recs.size))
 	case errors.As(err, &fault):
-		return nil, r.bad(at, fault.why)
+		r.err = r.bad(at, fault.why)
 	case err != nil:
-		return nil, err
+		r.err = fmt.Errorf("sfqueue: reading symbol id %d of generation %d: %w", r.next, r.gen, err)
 	case gen != r.gen || int(id) != r.next:
-		return nil, r.bad(at, fmt.Sprintf("is id %d of generation %d", id, gen))
+		r.err = r.bad(at, fmt.Sprintf("is id %d of generation %d", id, gen))
+	}
+	if r.err != nil {
+		return nil, r.err
 	}
 	r.next++
 	return e, nil

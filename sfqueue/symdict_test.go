@@ -42,7 +42,7 @@ func TestSymbolsPersistInOrder(t *testing.T) {
 				t.Helper()
 				want := map[uint32][]string{0: {"a", "bb", "ccc"}, 1: {"g1"}, 2: {"mut"}}
 				for gen, w := range want {
-					got := q.Symbols(gen)
+					got := symbols(t, q, gen)
 					if len(got) != len(w) {
 						t.Fatalf("Symbols(%d) = %q, want %q", gen, got, w)
 					}
@@ -66,16 +66,16 @@ func TestSymbolsPersistInOrder(t *testing.T) {
 			if err := q.DropSymbolGenerationsBelow(2); err != nil {
 				t.Fatal(err)
 			}
-			if len(q.Symbols(0)) != 0 || len(q.Symbols(2)) != 1 {
-				t.Fatalf("after dropping generations below 2: gen0 %q gen2 %q", q.Symbols(0), q.Symbols(2))
+			if len(symbols(t, q, 0)) != 0 || len(symbols(t, q, 2)) != 1 {
+				t.Fatalf("after dropping generations below 2: gen0 %q gen2 %q", symbols(t, q, 0), symbols(t, q, 2))
 			}
 			if err := q.AddSymbols(2, 1, [][]byte{[]byte("next")}); err != nil {
 				t.Fatal(err)
 			}
 			q.Close()
 			q = mustOpen(t, o)
-			if gens := q.SymbolGenerations(); len(gens) != 1 || gens[0] != 2 || len(q.Symbols(2)) != 2 || string(q.Symbols(2)[1]) != "next" {
-				t.Fatalf("after compaction and reopen: gens %v, gen2 %q", gens, q.Symbols(2))
+			if gens := q.SymbolGenerations(); len(gens) != 1 || gens[0] != 2 || len(symbols(t, q, 2)) != 2 || string(symbols(t, q, 2)[1]) != "next" {
+				t.Fatalf("after compaction and reopen: gens %v, gen2 %q", gens, symbols(t, q, 2))
 			}
 		})
 	}
@@ -111,7 +111,7 @@ func TestSymbolDictTornTailIsDropped(t *testing.T) {
 			}
 			q = mustOpen(t, o)
 			defer q.Close()
-			if got := q.Symbols(0); len(got) != tc.want {
+			if got := symbols(t, q, 0); len(got) != tc.want {
 				t.Fatalf("%d entries survive, want %d", len(got), tc.want)
 			}
 			if rep := q.Recovery(); rep.SymbolTornBytes <= 0 {
@@ -124,7 +124,7 @@ func TestSymbolDictTornTailIsDropped(t *testing.T) {
 			q.Close()
 			q2 := mustOpen(t, o)
 			defer q2.Close()
-			if got := q2.Symbols(0); len(got) != tc.want+1 || string(got[tc.want]) != "new" || q2.Recovery().SymbolTornBytes != 0 {
+			if got := symbols(t, q2, 0); len(got) != tc.want+1 || string(got[tc.want]) != "new" || q2.Recovery().SymbolTornBytes != 0 {
 				t.Fatalf("after cutting the tail and appending: %q, torn %d", got, q2.Recovery().SymbolTornBytes)
 			}
 		})
@@ -146,7 +146,7 @@ func TestSymbolsFsyncedBeforeFramesInFlushMode(t *testing.T) {
 			o.FS = snap
 			q2 := mustOpen(t, o)
 			defer q2.Close()
-			if got := q2.Symbols(0); len(got) != 2 {
+			if got := symbols(t, q2, 0); len(got) != 2 {
 				t.Fatalf("%v: %d dictionary entries survive a power loss right after AddSymbols, want 2", d, len(got))
 			}
 		})
@@ -190,7 +190,7 @@ func TestSymbolFsyncDoesNotBlockTheConsumer(t *testing.T) {
 	if err := <-dropped; err != nil {
 		t.Fatal(err)
 	}
-	if got := q.Symbols(0); len(got) != 1 {
+	if got := symbols(t, q, 0); len(got) != 1 {
 		t.Fatalf("Symbols(0) = %q after AddSymbols", got)
 	}
 }
@@ -257,7 +257,7 @@ func TestLegacySymbolDictIsSplitPerGeneration(t *testing.T) {
 			}
 			for range 2 { // the second open finds the new layout
 				q := mustOpen(t, o)
-				if got := fmt.Sprintf("%q %q", q.Symbols(0), q.Symbols(1)); got != `["a" "b"] ["x" "y"]` {
+				if got := fmt.Sprintf("%q %q", symbols(t, q, 0), symbols(t, q, 1)); got != `["a" "b"] ["x" "y"]` {
 					t.Fatalf("generations after the move: %s", got)
 				}
 				q.Close()

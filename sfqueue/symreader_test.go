@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -47,6 +48,17 @@ func readAll(t *testing.T, r *SymbolReader) [][]byte {
 		t.Fatalf("Next past the end: %v, want io.EOF", err)
 	}
 	return out
+}
+
+// symbols reads generation gen of q whole; a read error fails the test.
+func symbols(t *testing.T, q *Queue, gen uint32) [][]byte {
+	t.Helper()
+	r, err := q.OpenSymbols(gen)
+	if err != nil {
+		t.Fatalf("opening symbol generation %d: %v", gen, err)
+	}
+	defer r.Close()
+	return readAll(t, r)
 }
 
 func equalEntries(t *testing.T, got, want [][]byte) {
@@ -111,7 +123,7 @@ func TestSymbolReaderStreams(t *testing.T) {
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
-			equalEntries(t, q.Symbols(3), want)
+			equalEntries(t, symbols(t, q, 3), want)
 		})
 	}
 }
@@ -221,6 +233,69 @@ func TestSymbolReaderDamage(t *testing.T) {
 	}
 }
 
+// TestSymbolReaderReadError: an I/O error reading a generation that
+// recovery found intact stops the reader with an error naming the id, the
+// generation, the file and the cause, after the entries of the chunks read
+// before it; the reader never reports io.EOF for a generation cut short.
+func TestSymbolReaderReadError(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/sf", SenderID: "s1", FS: cfs}
+	q := mustOpen(t, o)
+	want := readerEntries()
+	if err := q.AddSymbols(0, 0, want); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	q = mustOpen(t, o) // recovery reads the file whole
+	defer q.Close()
+	path := filepath.Join(q.slot, genDictName(0))
+	reads := 0
+	cfs.mu.Lock()
+	cfs.failRead = func(name string) error {
+		if name != path {
+			return nil
+		}
+		if reads++; reads == 3 {
+			return syscall.EIO
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	r, err := q.OpenSymbols(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := 0
+	var failed error
+	for {
+		e, err := r.Next()
+		if err == nil {
+			if !bytes.Equal(e, want[read]) {
+				t.Fatalf("entry %d: %.20q, want %.20q", read, e, want[read])
+			}
+			read++
+			continue
+		}
+		if !errors.Is(err, syscall.EIO) || err == io.EOF {
+			t.Fatalf("after %d entries: %v, want EIO", read, err)
+		}
+		for _, w := range []string{fmt.Sprintf("symbol id %d of generation 0", read), path, "input/output error"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("error %q lacks %q", err, w)
+			}
+		}
+		failed = err
+		break
+	}
+	if read == 0 || read >= len(want) {
+		t.Fatalf("%d of %d entries read before the third chunk's read failed", read, len(want))
+	}
+	if _, err2 := r.Next(); err2 == nil || err2.Error() != failed.Error() {
+		t.Fatalf("Next after the failed read: %v, want the same error again (never the end of a generation cut short)", err2)
+	}
+}
+
 // patch overwrites the file at p from offset off with b.
 func patch(t *testing.T, p string, off int64, b []byte) {
 	t.Helper()
@@ -277,7 +352,7 @@ func TestOpenDoesNotLoadTheDictionary(t *testing.T) {
 		t.Fatalf("Open allocated %d bytes for a dictionary of %d on disk; want at most a quarter of it (the whole dictionary was loaded before)", alloc, dictBytes)
 	}
 	for g, w := range want {
-		equalEntries(t, q.Symbols(g), w)
+		equalEntries(t, symbols(t, q, g), w)
 	}
 }
 

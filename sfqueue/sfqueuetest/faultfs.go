@@ -21,14 +21,17 @@ const (
 	Sync     Op = "sync"     // File.Sync
 	Allocate Op = "allocate" // File.Allocate
 	Create   Op = "create"   // FS.OpenFile with os.O_CREATE
+	Read     Op = "read"     // File.ReadAt
 )
 
 // Fault fails every Op on files whose base name matches Pattern
-// (filepath.Match) with Err.
+// (filepath.Match) with Err, but for the first Skip of them: so that a test
+// can let the queue's recovery read a file and fail a later reader of it.
 type Fault struct {
 	Op      Op
 	Pattern string
 	Err     error
+	Skip    int
 }
 
 // FaultFS is the operating system's file system with faults injected. Safe
@@ -36,7 +39,7 @@ type Fault struct {
 type FaultFS struct {
 	sfqueue.FS
 	mu     sync.Mutex
-	faults []Fault
+	faults []Fault // Skip counts down as matching operations pass
 	hits   map[Op]int
 }
 
@@ -67,8 +70,13 @@ func (f *FaultFS) Hits(op Op) int {
 func (f *FaultFS) fault(op Op, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, ft := range f.faults {
+	for i := range f.faults {
+		ft := &f.faults[i]
 		if ok, _ := filepath.Match(ft.Pattern, filepath.Base(name)); ok && ft.Op == op {
+			if ft.Skip > 0 {
+				ft.Skip--
+				continue
+			}
 			f.hits[op]++
 			return &os.PathError{Op: string(op), Path: name, Err: ft.Err}
 		}
@@ -104,6 +112,13 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	return f.File.WriteAt(p, off)
+}
+
+func (f *faultFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.fault(Read, f.name); err != nil {
+		return 0, err
+	}
+	return f.File.ReadAt(p, off)
 }
 
 func (f *faultFile) Sync() error {

@@ -37,4 +37,19 @@ func TestFaultFS(t *testing.T) {
 	if _, err := f.WriteAt([]byte("x"), 0); err != nil {
 		t.Fatalf("write after Clear: %v", err)
 	}
+
+	// Skip lets the first matching reads pass.
+	fs.Inject(Fault{Op: Read, Pattern: "a.seg", Err: syscall.EIO, Skip: 2})
+	b := make([]byte, 1)
+	for i := range 2 {
+		if _, err := f.ReadAt(b, 0); err != nil {
+			t.Fatalf("read %d of 2 skipped: %v", i, err)
+		}
+	}
+	if _, err := f.ReadAt(b, 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("third read: %v, want EIO", err)
+	}
+	if _, err := f.ReadAt(b, 0); !errors.Is(err, syscall.EIO) || fs.Hits(Read) != 2 {
+		t.Fatalf("fourth read: %v, %d read faults hit; want EIO and 2", err, fs.Hits(Read))
+	}
 }
