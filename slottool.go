@@ -26,6 +26,9 @@ type SlotToolSettings struct {
 	AttributesVarchar bool
 	Promoted          []datamodel.PromotedColumn
 	TTL               string
+	// Durability is sf_durability: with "flush", a torn tail of the newest
+	// segment holds only frames whose append never returned.
+	Durability string
 }
 
 // SlotToolSettings validates c and maps it for the slot tool; senderID
@@ -40,7 +43,7 @@ func (c *Config) SlotToolSettings(ctx context.Context, senderID string) (SlotToo
 	}
 	rc := c.rowEncoderConfig(nil)
 	return SlotToolSettings{Sender: o, Tables: rc.Tables, AttributesVarchar: rc.AttributesVarchar,
-		Promoted: rc.Promoted, TTL: c.TTL}, nil
+		Promoted: rc.Promoted, TTL: c.TTL, Durability: c.SFDurability}, nil
 }
 
 // CreateTables runs ddl over QuestDB's HTTP /exec beside the QWP endpoint

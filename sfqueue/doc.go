@@ -136,7 +136,9 @@
 //     channel; before starting the next it yields to the goroutines that
 //     are ready to run (the appends just released, appending again) for as
 //     long as they keep joining, at most the last fsync's time and 2 ms, so
-//     a steady stream shares one fsync instead of alternating two.
+//     a steady stream shares one fsync instead of alternating two. Appends
+//     still waiting when the queue closes share Close's fsync and get its
+//     outcome: their frames stay on disk, so they are not told ErrClosed.
 //
 // In periodic and flush modes the previous segment is fsynced before the
 // first frame is written to a new one (with the lock released, so the

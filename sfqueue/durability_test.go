@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -402,33 +404,74 @@ func TestPowerLossWindow(t *testing.T) {
 	}
 }
 
+// TestCloseDuringGroupCommitWait: an append still waiting for its group
+// fsync when the queue closes gets the outcome of Close's fsync, which keeps
+// its frame: nil, and the frame survives a power loss; or, when that fsync
+// fails, the error. Never ErrClosed for a frame left on disk (a retrying
+// caller would store it twice).
 func TestCloseDuringGroupCommitWait(t *testing.T) {
-	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
-	entered, release := blockingSyncs(cfs)
-	first := make(chan error, 1)
-	go func() {
-		_, err := q.Append(context.Background(), testPayload(1, 10))
-		first <- err
-	}()
-	<-entered
-	second := make(chan error, 1)
-	go func() {
-		_, err := q.Append(context.Background(), testPayload(2, 10))
-		second <- err
-	}()
-	waitFor(t, "second append written", func() bool { return q.PublishedFSN() == 2 })
-	closed := make(chan error, 1)
-	go func() { closed <- q.Close() }()
-	close(release)
-	if err := <-first; err != nil {
-		t.Fatalf("append whose fsync completed: %v", err)
-	}
-	if err := <-second; err != nil && !errors.Is(err, ErrClosed) {
-		t.Fatalf("append waiting for an fsync when the queue closed: %v", err)
-	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fsync fails %v", fail), func(t *testing.T) {
+			cfs := newCrashFS()
+			q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+			entered, release := blockingSyncs(cfs)
+			first := make(chan error, 1)
+			go func() {
+				_, err := q.Append(context.Background(), testPayload(1, 10))
+				first <- err
+			}()
+			<-entered // the group fsync of FSN 1 is in flight
+			second := make(chan error, 1)
+			go func() {
+				_, err := q.Append(context.Background(), testPayload(2, 10))
+				second <- err
+			}()
+			waitFor(t, "second append written", func() bool { return q.PublishedFSN() == 2 })
+			closed := make(chan error, 1)
+			go func() { closed <- q.Close() }()
+			waitFor(t, "Close started", func() bool {
+				q.mu.Lock()
+				defer q.mu.Unlock()
+				return q.closed
+			})
+			if fail {
+				cfs.mu.Lock()
+				segSyncs := 0
+				cfs.failSync = func(name string) error {
+					if !strings.HasSuffix(name, segmentSuffix) {
+						return nil
+					}
+					if segSyncs++; segSyncs > 1 {
+						return syscall.EIO // Close's fsync, not the one in flight
+					}
+					return nil
+				}
+				cfs.mu.Unlock()
+			}
+			close(release) // the flusher ends FSN 1's fsync and stops: Close has begun
+			if err := <-first; err != nil {
+				t.Fatalf("append whose fsync completed: %v", err)
+			}
+			err := <-second
+			closeErr := <-closed
+			switch {
+			case fail && (err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, syscall.EIO)):
+				t.Fatalf("append whose frame Close failed to fsync: %v, want the fsync's EIO", err)
+			case fail && !errors.Is(closeErr, syscall.EIO):
+				t.Fatalf("Close after a failed fsync: %v, want EIO", closeErr)
+			case fail:
+				return
+			case err != nil:
+				t.Fatalf("append waiting for an fsync when the queue closed: %v, want nil (Close fsyncs and keeps its frame)", err)
+			case closeErr != nil:
+				t.Fatal(closeErr)
+			}
+			q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, rand.New(rand.NewPCG(1, 2)))})
+			defer q2.Close()
+			if n := len(drain(t, q2.NewCursor())); n != 2 {
+				t.Fatalf("power loss after Close: %d frames survive, want both answered appends", n)
+			}
+		})
 	}
 }
 

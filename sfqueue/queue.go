@@ -853,7 +853,9 @@ func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown ui
 // Close closes the queue. In SF mode it fsyncs what is not yet durable
 // (periodic and flush), records the ack watermark, and, when everything was
 // acked, deletes every segment file. It releases the slot lock. A latched
-// *FatalError is returned again here.
+// *FatalError is returned again here. Flush-mode appends still waiting for
+// their fsync return after Close's, with its outcome (nil when it kept
+// their frames), never ErrClosed for frames that stay on disk.
 func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.closed {
@@ -877,15 +879,11 @@ func (q *Queue) Close() error {
 	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 {
 		q.syncDone.Wait()
 	}
-	if ep := q.pending; ep != nil {
-		// Appends whose fsync had not started: the flusher has stopped.
-		q.pending = nil
-		ep.err = ErrClosed
-		if q.fatal != nil {
-			ep.err = q.fatal
-		}
-		close(ep.done)
-	}
+	// Appends whose fsync had not started (the flusher has stopped) get the
+	// outcome of the fsyncs below, which keep their frames: answering
+	// ErrClosed would have a retrying caller store them twice.
+	ep := q.pending
+	q.pending = nil
 	var errs []error
 	drained := q.acked == q.nextFSN-1
 	// What a close leaves on disk: everything published (in memory
@@ -911,6 +909,7 @@ func (q *Queue) Close() error {
 			}
 		}
 	}
+	q.completeLocked(ep) // with the latched error if an fsync failed
 	if q.sf {
 		// The watermark goes first: once the segments are gone it is what
 		// keeps the next Open from reusing FSNs.

@@ -102,10 +102,18 @@ func liveCause(dir string, scan *sfqueue.SlotScan, r sfqueue.FSNRange) string {
 				return "acknowledged and deleted by the live holder while inspect read: not corruption"
 			}
 		}
-	case r.File != "" && r.File == scan.Segments[len(scan.Segments)-1].Name && !strings.Contains(r.Cause, "valid frames follow"):
+	case atTail(scan, r):
 		return "being written by the live holder: not corruption"
 	}
 	return ""
+}
+
+// atTail reports whether the unreadable range r is the newest segment's
+// tail with no valid frame after it: a frame being written, or one whose
+// write a crash cut short. Valid frames after bad bytes are damage.
+func atTail(scan *sfqueue.SlotScan, r sfqueue.FSNRange) bool {
+	return !r.Readable && r.File != "" && len(scan.Segments) > 0 &&
+		r.File == scan.Segments[len(scan.Segments)-1].Name && !strings.Contains(r.Cause, "valid frames follow")
 }
 
 // frameInfo summarises one decoded frame.

@@ -100,6 +100,7 @@ type salvageReport struct {
 	unsent       []uint64 // frames in scope not delivered (the sender stopped or timed out)
 	sendErr      string
 	unreadable   []string // unreadable ranges in scope
+	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
 	deleted      string   // what --delete did
 }
 
@@ -135,6 +136,9 @@ func (r *salvageReport) print(w io.Writer) {
 	}
 	for _, u := range r.unreadable {
 		fmt.Fprintf(w, "unreadable:  %s\n", u)
+	}
+	for _, t := range r.torn {
+		fmt.Fprintf(w, "torn tail:   %s: writes a crash cut short before their fsync; with sf_durability: flush no caller was told they were stored, so nothing accepted is lost\n", t)
 	}
 	verdict := "complete: every frame in scope was delivered"
 	if !r.complete() {
@@ -206,7 +210,19 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	rep := &salvageReport{slot: f.slot, endpoint: settings.Sender.Endpoints[0], acked: v.acked, all: f.all}
 	inScope := func(fsn uint64) bool { return f.all || fsn > v.acked }
 	for _, r := range v.ranges {
-		if !r.Readable && (r.Last == 0 || inScope(r.Last)) {
+		switch {
+		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
+		case atTail(v.scan, r.FSNRange) && settings.Durability == "flush":
+			// A flush-mode append returns after the fsync that covers its
+			// frame: a frame cut at the tail was answered to no caller.
+			rep.torn = append(rep.torn, r.String())
+		case atTail(v.scan, r.FSNRange) && settings.Durability == "":
+			rep.unreadable = append(rep.unreadable, r.String()+
+				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
+		case atTail(v.scan, r.FSNRange):
+			rep.unreadable = append(rep.unreadable, r.String()+
+				" (a torn tail: accepted data the crash lost, the loss window of sf_durability: "+settings.Durability+")")
+		default:
 			rep.unreadable = append(rep.unreadable, r.String())
 		}
 	}

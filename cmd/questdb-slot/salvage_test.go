@@ -516,3 +516,62 @@ func TestSalvageCredentials(t *testing.T) {
 		mustContain(t, errOut, "the first line is empty")
 	})
 }
+
+// TestSalvageTornTail: the newest segment's last frame torn by a crash is
+// lost accepted data, unless the exporter ran with sf_durability: flush,
+// where no caller was told it was stored: then the salvage is complete
+// (and --delete may remove the slot); without --config it is counted, with
+// a hint.
+func TestSalvageTornTail(t *testing.T) {
+	var tear damage
+	for _, d := range damageClasses {
+		if d.name == "newest tail" {
+			tear = d
+		}
+	}
+	srv := newServer(t)
+	torn := func(t *testing.T) *builtSlot {
+		b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
+		tear.apply(t, b.dir, scanOf(t, b.dir))
+		return b
+	}
+	config := func(t *testing.T, durability string) string {
+		cfg := filepath.Join(t.TempDir(), "collector.yaml")
+		yaml := fmt.Sprintf("exporters:\n  questdb:\n    endpoints: [%s]\n    sf_dir: %s\n    sf_durability: %s\n", srv.URL(), t.TempDir(), durability)
+		if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Run("no config", func(t *testing.T) {
+		b := torn(t)
+		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+		if code != 1 {
+			t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "unreadable:  FSN", "(a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush",
+			"INCOMPLETE", "not deleted")
+	})
+	t.Run("periodic", func(t *testing.T) {
+		b := torn(t)
+		code, out, _ := runTool(t, "salvage", b.dir, "--config", config(t, "periodic"))
+		if code != 1 || strings.Contains(out, "torn tail:   FSN") {
+			t.Errorf("exit %d, want 1 with the tail counted unreadable\n%s", code, out)
+		}
+		mustContain(t, out, "(a torn tail: accepted data the crash lost, the loss window of sf_durability: periodic)")
+	})
+	t.Run("flush", func(t *testing.T) {
+		b := torn(t)
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", config(t, "flush"), "--delete")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		mustContain(t, out, "torn tail:   FSN", "nothing accepted is lost", "complete: every frame in scope was delivered")
+		if strings.Contains(out, "unreadable:") {
+			t.Errorf("a flush-mode torn tail counted unreadable:\n%s", out)
+		}
+		if _, err := os.Stat(b.dir); !os.IsNotExist(err) {
+			t.Errorf("slot not deleted after a complete salvage: %v", err)
+		}
+	})
+}
