@@ -68,6 +68,10 @@ type Encoder struct {
 	dictStart int // first dictionary id of this frame's delta section
 	dictEnd   int // end of the ids covered by rows ended so far
 	dictBytes int // bytes of the entries [dictStart, dictEnd)
+	// dictLooked: a SYMBOL value was looked up in dict since the last
+	// ended row, so dict may have grown past dictEnd (only a lookup adds
+	// entries: EndRow skips the dictionary's Len otherwise).
+	dictLooked bool
 
 	finishedRows int // rows of the frame the last Finish appended
 }
@@ -101,7 +105,7 @@ func (e *Encoder) Reset(dict SymbolDict) {
 	}
 	e.dict = dict
 	e.clear()
-	e.dictStart, e.dictEnd = 0, 0
+	e.dictStart, e.dictEnd, e.dictLooked = 0, 0, false
 	if dict != nil {
 		e.dictStart, e.dictEnd = dict.Len(), dict.Len()
 	}
@@ -201,7 +205,7 @@ func (e *Encoder) dictSection(end, entryBytes int) int {
 // friends. It stays valid across frames.
 type Col struct {
 	t *Table
-	i int32
+	c *column // t's column: the setters reach it without indexing the pool
 }
 
 // Table is one table's block in the encoder's frames. Set the values of a
@@ -214,7 +218,7 @@ type Table struct {
 	nameHdr int
 
 	cols   map[string]int32
-	pool   []*column // every column ever declared; Col.i indexes it
+	pool   []*column // every column ever declared, in declaration order
 	frame  uint64    // Encoder.frame while the table is in the current frame
 	active []*column // columns in the current block, in first-set order
 	kept   int       // len(active) after the last ended row
@@ -282,7 +286,7 @@ func (t *Table) declare(name string, typ ColumnType, param byte) (Col, error) {
 			return Col{}, fmt.Errorf("qwp: column %q of table %q is %s, cannot redeclare it as %s",
 				name, t.name, c.describe(), (&column{typ: typ, param: param}).describe())
 		}
-		return Col{t: t, i: i}, nil
+		return Col{t: t, c: c}, nil
 	}
 	if !typ.Valid() {
 		return Col{}, fmt.Errorf("qwp: column %q of table %q: type %s is not an ingress type", name, t.name, typ)
@@ -302,10 +306,10 @@ func (t *Table) declare(name string, typ ColumnType, param byte) (Col, error) {
 			return Col{}, fmt.Errorf("qwp: column %q of table %q clashes with column %q: QuestDB names are case-insensitive", name, t.name, c.name)
 		}
 	}
-	i := int32(len(t.pool))
-	t.pool = append(t.pool, newColumn(name, typ, param))
-	t.cols[name] = i
-	return Col{t: t, i: i}, nil
+	c := newColumn(name, typ, param)
+	t.cols[name] = int32(len(t.pool))
+	t.pool = append(t.pool, c)
+	return Col{t: t, c: c}, nil
 }
 
 func (c *column) describe() string {
@@ -349,7 +353,7 @@ func (t *Table) EndRow() error {
 		block, anyNulls = t.blockSize(rows)
 	}
 	dictEnd, dictBytes := e.dictEnd, e.dictBytes
-	if e.opts.DeltaSymbolDict {
+	if e.dictLooked {
 		for dictEnd < e.dict.Len() {
 			n := len(e.dict.Entry(dictEnd))
 			dictBytes += uvarintLen(uint64(n)) + n
@@ -380,7 +384,7 @@ func (t *Table) EndRow() error {
 	t.newRow()
 	e.rows++
 	e.size = size
-	e.dictEnd, e.dictBytes = dictEnd, dictBytes
+	e.dictEnd, e.dictBytes, e.dictLooked = dictEnd, dictBytes, false
 	return nil
 }
 
@@ -467,25 +471,26 @@ func (t *Table) appendBlock(dst []byte) []byte {
 	return dst
 }
 
-// value returns the column of handle h ready to take a value of typ in the
-// row in progress, or nil after recording why it cannot. The caller adds
-// the value's bytes to rowDelta (took, tookVar).
-func (t *Table) value(h Col, typ ColumnType) *column {
-	// The common case, inlined into the setters: a column of this table
-	// and type that the block has and the row has not set yet.
-	if h.t == t {
-		if c := t.pool[h.i]; c.typ == typ && c.frame == t.e.frame && c.setSeq != t.seq {
-			c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
-			t.setCols++
-			return c
-		}
+// value takes handle h's column (h.c) for a value of typ in the row in
+// progress in the common case: a column of this table and type that the
+// block has and the row has not set yet. It is inlined into the setters
+// (a call less per value); for anything else it reports false and the
+// setter calls valueSlow. The setter adds the value's bytes to rowDelta
+// (took, tookVar).
+func (t *Table) value(h Col, typ ColumnType) bool {
+	c := h.c
+	if h.t != t || c.typ != typ || c.frame != t.e.frame || c.setSeq == t.seq {
+		return false
 	}
-	return t.valueSlow(h, typ)
+	c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)
+	t.setCols++
+	return true
 }
 
 // valueSlow is value for a handle or type that is wrong, a column joining
-// the block, or a column set twice in the row.
-func (t *Table) valueSlow(h Col, typ ColumnType) *column {
+// the block, or a column set twice in the row: it readies h.c for the
+// value, or reports false after recording why it cannot.
+func (t *Table) valueSlow(h Col, typ ColumnType) bool {
 	// The table joins the frame first, so that Finish cancels this row
 	// even when it only recorded an error.
 	e := t.e
@@ -494,18 +499,18 @@ func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 	}
 	if h.t != t {
 		t.fail(fmt.Errorf("qwp: table %q: column handle belongs to another table or is zero", t.name))
-		return nil
+		return false
 	}
-	c := t.pool[h.i]
+	c := h.c
 	if c.typ != typ {
 		t.fail(fmt.Errorf("qwp: column %q of table %q is %s; cannot write a %s value", c.name, t.name, c.typ, typ))
-		return nil
+		return false
 	}
 	if c.frame != e.frame {
 		if len(t.active) == MaxColumnsPerBlock {
 			t.fail(fmt.Errorf("qwp: column %q of table %q would be column %d of the block; the limit is %d",
 				c.name, t.name, MaxColumnsPerBlock+1, MaxColumnsPerBlock))
-			return nil
+			return false
 		}
 		c.frame = e.frame
 		c.backfill(t.rows)
@@ -519,7 +524,7 @@ func (t *Table) valueSlow(h Col, typ ColumnType) *column {
 		t.setCols++
 	}
 	c.take(t.seq)
-	return c
+	return true
 }
 
 // took adds to rowDelta the bytes of the value just appended to c, a
@@ -543,7 +548,7 @@ func (t *Table) badValue(c *column, format string, args ...any) {
 
 // Bool sets a BOOLEAN value.
 func (t *Table) Bool(h Col, v bool) {
-	if c := t.value(h, TypeBoolean); c != nil {
+	if c := h.c; t.value(h, TypeBoolean) || t.valueSlow(h, TypeBoolean) {
 		var b byte
 		if v {
 			b = 1
@@ -555,7 +560,7 @@ func (t *Table) Bool(h Col, v bool) {
 
 // Byte sets a BYTE value.
 func (t *Table) Byte(h Col, v int8) {
-	if c := t.value(h, TypeByte); c != nil {
+	if c := h.c; t.value(h, TypeByte) || t.valueSlow(h, TypeByte) {
 		c.data = append(c.data, byte(v))
 		t.took(c)
 	}
@@ -563,7 +568,7 @@ func (t *Table) Byte(h Col, v int8) {
 
 // Short sets a SHORT value.
 func (t *Table) Short(h Col, v int16) {
-	if c := t.value(h, TypeShort); c != nil {
+	if c := h.c; t.value(h, TypeShort) || t.valueSlow(h, TypeShort) {
 		c.appendU16(uint16(v))
 		t.took(c)
 	}
@@ -571,7 +576,7 @@ func (t *Table) Short(h Col, v int16) {
 
 // Char sets a CHAR value, one UTF-16 code unit.
 func (t *Table) Char(h Col, v uint16) {
-	if c := t.value(h, TypeChar); c != nil {
+	if c := h.c; t.value(h, TypeChar) || t.valueSlow(h, TypeChar) {
 		c.appendU16(v)
 		t.took(c)
 	}
@@ -579,7 +584,7 @@ func (t *Table) Char(h Col, v uint16) {
 
 // Int sets an INT value.
 func (t *Table) Int(h Col, v int32) {
-	if c := t.value(h, TypeInt); c != nil {
+	if c := h.c; t.value(h, TypeInt) || t.valueSlow(h, TypeInt) {
 		c.appendU32(uint32(v))
 		t.took(c)
 	}
@@ -588,7 +593,7 @@ func (t *Table) Int(h Col, v int32) {
 // IPv4 sets an IPv4 value, the address as a big-endian number
 // (192.168.0.1 is 0xC0A80001).
 func (t *Table) IPv4(h Col, v uint32) {
-	if c := t.value(h, TypeIPv4); c != nil {
+	if c := h.c; t.value(h, TypeIPv4) || t.valueSlow(h, TypeIPv4) {
 		c.appendU32(v)
 		t.took(c)
 	}
@@ -596,7 +601,7 @@ func (t *Table) IPv4(h Col, v uint32) {
 
 // Float sets a FLOAT value.
 func (t *Table) Float(h Col, v float32) {
-	if c := t.value(h, TypeFloat); c != nil {
+	if c := h.c; t.value(h, TypeFloat) || t.valueSlow(h, TypeFloat) {
 		c.appendU32(math.Float32bits(v))
 		t.took(c)
 	}
@@ -604,7 +609,7 @@ func (t *Table) Float(h Col, v float32) {
 
 // Long sets a LONG value.
 func (t *Table) Long(h Col, v int64) {
-	if c := t.value(h, TypeLong); c != nil {
+	if c := h.c; t.value(h, TypeLong) || t.valueSlow(h, TypeLong) {
 		c.appendU64(uint64(v))
 		t.took(c)
 	}
@@ -612,7 +617,7 @@ func (t *Table) Long(h Col, v int64) {
 
 // Double sets a DOUBLE value.
 func (t *Table) Double(h Col, v float64) {
-	if c := t.value(h, TypeDouble); c != nil {
+	if c := h.c; t.value(h, TypeDouble) || t.valueSlow(h, TypeDouble) {
 		c.appendF64(v)
 		t.took(c)
 	}
@@ -620,7 +625,7 @@ func (t *Table) Double(h Col, v float64) {
 
 // Date sets a DATE value, milliseconds since the Unix epoch.
 func (t *Table) Date(h Col, millis int64) {
-	if c := t.value(h, TypeDate); c != nil {
+	if c := h.c; t.value(h, TypeDate) || t.valueSlow(h, TypeDate) {
 		c.appendU64(uint64(millis))
 		t.took(c)
 	}
@@ -634,7 +639,7 @@ func (t *Table) Timestamp(h Col, micros int64) { t.timestamp(h, TypeTimestamp, m
 func (t *Table) TimestampNanos(h Col, nanos int64) { t.timestamp(h, TypeTimestampNanos, nanos) }
 
 func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
-	if c := t.value(h, typ); c != nil {
+	if c := h.c; t.value(h, typ) || t.valueSlow(h, typ) {
 		c.appendU64(uint64(v))
 		c.gorMark = c.gor // value's fast path leaves this to the one setter that uses it
 		if grown := c.gor.add(v); t.e.opts.Gorilla {
@@ -647,7 +652,7 @@ func (t *Table) timestamp(h Col, typ ColumnType, v int64) {
 
 // UUID sets a UUID value from its low and high 64 bits.
 func (t *Table) UUID(h Col, lo, hi uint64) {
-	if c := t.value(h, TypeUUID); c != nil {
+	if c := h.c; t.value(h, TypeUUID) || t.valueSlow(h, TypeUUID) {
 		c.appendU64(lo)
 		c.appendU64(hi)
 		t.took(c)
@@ -659,7 +664,7 @@ func (t *Table) Long256(h Col, v [4]uint64) { t.words(h, TypeLong256, v[:]) }
 
 // Decimal64 sets a DECIMAL64 value: the unscaled integer.
 func (t *Table) Decimal64(h Col, unscaled int64) {
-	if c := t.value(h, TypeDecimal64); c != nil {
+	if c := h.c; t.value(h, TypeDecimal64) || t.valueSlow(h, TypeDecimal64) {
 		c.appendU64(uint64(unscaled))
 		t.took(c)
 	}
@@ -668,7 +673,7 @@ func (t *Table) Decimal64(h Col, unscaled int64) {
 // Decimal128 sets a DECIMAL128 value: the unscaled two's complement integer
 // as its low and high 64 bits.
 func (t *Table) Decimal128(h Col, lo, hi uint64) {
-	if c := t.value(h, TypeDecimal128); c != nil {
+	if c := h.c; t.value(h, TypeDecimal128) || t.valueSlow(h, TypeDecimal128) {
 		c.appendU64(lo)
 		c.appendU64(hi)
 		t.took(c)
@@ -680,7 +685,7 @@ func (t *Table) Decimal128(h Col, lo, hi uint64) {
 func (t *Table) Decimal256(h Col, v [4]uint64) { t.words(h, TypeDecimal256, v[:]) }
 
 func (t *Table) words(h Col, typ ColumnType, w []uint64) {
-	if c := t.value(h, typ); c != nil {
+	if c := h.c; t.value(h, typ) || t.valueSlow(h, typ) {
 		for _, x := range w {
 			c.appendU64(x)
 		}
@@ -691,8 +696,8 @@ func (t *Table) words(h Col, typ ColumnType, w []uint64) {
 // Geohash sets a GEOHASH value: the hash's bits, which must fit the column's
 // precision.
 func (t *Table) Geohash(h Col, v uint64) {
-	c := t.value(h, TypeGeohash)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeGeohash) && !t.valueSlow(h, TypeGeohash) {
 		return
 	}
 	if v>>c.param != 0 {
@@ -850,7 +855,7 @@ func (t *Table) runValue(en *runEntry) {
 	}
 	t.symbol(en.col, en.v, 0, false, false, 0)
 	if en.col.t == t && t.rowErr == nil {
-		c := t.pool[en.col.i]
+		c := en.col.c
 		if c.setSeq == t.seq && c.symFrame == frame { // taken: symbol left its id in the column's cache
 			en.c, en.frame, en.id = c, frame, c.symID
 		}
@@ -861,8 +866,8 @@ func (t *Table) runValue(en *runEntry) {
 // hashed looks the value up in the column's cache under hash first
 // (SymbolValidHashed).
 func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uint64) {
-	c := t.value(h, TypeSymbol)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeSymbol) && !t.valueSlow(h, TypeSymbol) {
 		return
 	}
 	var slot *hashedSlot
@@ -897,6 +902,7 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 			return
 		}
 		id := t.e.dict.ID(v)
+		t.e.dictLooked = true
 		if id >= MaxSymbolDictSize {
 			t.badValue(c, "symbol %q got dictionary id %d; a server accepts ids below %d", v, id, MaxSymbolDictSize)
 			return
@@ -940,7 +946,7 @@ func (t *Table) Varchar(h Col, v []byte) {
 		t.VarcharValid(h, v)
 		return
 	}
-	if c := t.value(h, TypeVarchar); c != nil { // the handle's errors first, as for a valid value
+	if c := h.c; t.value(h, TypeVarchar) || t.valueSlow(h, TypeVarchar) { // the handle's errors first, as for a valid value
 		t.badValue(c, "value %q is not valid UTF-8", v)
 	}
 }
@@ -949,7 +955,7 @@ func (t *Table) Varchar(h Col, v []byte) {
 // see SymbolValid. It is the setter itself, not a call of a shared one with
 // a flag (a call less for each of the four VARCHARs of a log record).
 func (t *Table) VarcharValid(h Col, v []byte) {
-	if c := t.value(h, TypeVarchar); c != nil {
+	if c := h.c; t.value(h, TypeVarchar) || t.valueSlow(h, TypeVarchar) {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
 		t.tookVar(c)
@@ -958,8 +964,8 @@ func (t *Table) VarcharValid(h Col, v []byte) {
 
 // VarcharString is Varchar for a string.
 func (t *Table) VarcharString(h Col, v string) {
-	c := t.value(h, TypeVarchar)
-	if c == nil {
+	c := h.c
+	if !t.value(h, TypeVarchar) && !t.valueSlow(h, TypeVarchar) {
 		return
 	}
 	if !utf8.ValidString(v) {
@@ -973,7 +979,7 @@ func (t *Table) VarcharString(h Col, v string) {
 
 // Binary sets a BINARY value.
 func (t *Table) Binary(h Col, v []byte) {
-	if c := t.value(h, TypeBinary); c != nil {
+	if c := h.c; t.value(h, TypeBinary) || t.valueSlow(h, TypeBinary) {
 		c.data = append(c.data, v...)
 		c.offs = append(c.offs, uint32(len(c.data)))
 		t.tookVar(c)
@@ -1007,8 +1013,8 @@ func (t *Table) LongArray(h Col, shape []int32, vals []int64) {
 }
 
 func (t *Table) array(h Col, typ ColumnType, shape []int32, n int) *column {
-	c := t.value(h, typ)
-	if c == nil {
+	c := h.c
+	if !t.value(h, typ) && !t.valueSlow(h, typ) {
 		return nil
 	}
 	if len(shape) < 1 || len(shape) > MaxArrayDims {

@@ -196,6 +196,29 @@ func TestRolledBackSymbolsGoToNextFrame(t *testing.T) {
 	}
 }
 
+// TestRolledBackSymbolsRideWithTheNextRow: EndRow looks for new dictionary
+// entries only after a SYMBOL lookup (dictLooked), so the lookup of a row
+// that was rolled back must still bring its entry into the delta section
+// of the next row that ends, even one without SYMBOL values.
+func TestRolledBackSymbolsRideWithTheNextRow(t *testing.T) {
+	dict := NewMemDict()
+	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	n := mustCol(t, tb, "n", TypeLong)
+	tb.SymbolString(s, "orphan")
+	tb.CancelRow()
+	tb.Long(n, 7)
+	mustEndRow(t, tb)
+	if from, to := e.SymbolRange(); from != 0 || to != 1 {
+		t.Fatalf("SymbolRange %d..%d, want 0..1: the cancelled row's entry", from, to)
+	}
+	m, err := decodeMessage(e.Finish(nil))
+	if err != nil || len(m.dict) != 1 || string(m.dict[0]) != "orphan" {
+		t.Fatalf("frame: %v, dictionary %q; want [orphan]", err, m.dict)
+	}
+}
+
 func TestRowTooLarge(t *testing.T) {
 	e := NewEncoder(nil, EncoderOptions{MaxFrameBytes: 100})
 	tb := mustTable(t, e, "big_table")

@@ -84,8 +84,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		if hasObserved {
 			t.TimestampNanos(tb.observed, observed)
 		}
-		r.setService(tb)
-		r.setSeverity(tb, f.severityText)
+		r.setServiceSeverity(tb, f.severityText)
 		t.Int(tb.severityNumber, int32(f.severityNumber))
 		if hasBody {
 			t.VarcharValid(tb.body, body)
@@ -111,16 +110,17 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	}
 }
 
-// setSeverity writes severity_text (NULL when empty) through a one-value
-// run rebuilt only when the text changes from the previous record's.
-func (r *Encoder) setSeverity(tb *table, text string) {
-	if text == "" {
-		return
-	}
-	if text != r.severityText { // severityText "" (no run) never equals a text here
+// setServiceSeverity writes service_name and severity_text (each NULL when
+// empty) through one run, rebuilt only when the resource or the text
+// changes from the previous record's: a Symbols call a record less than a
+// run for each (a change of text also looks the service up again, in its
+// column's repeat cache).
+func (r *Encoder) setServiceSeverity(tb *table, text string) {
+	if r.severityFor != r.resKey || text != r.severityText {
 		r.severityRun.Reset()
-		r.severityRun.AddString(tb.severityText, text)
-		r.severityText = text
+		addKeyed(&r.severityRun, tb.service, r.service)
+		addKeyed(&r.severityRun, tb.severityText, text)
+		r.severityFor, r.severityText = r.resKey, text
 	}
 	tb.t.Symbols(&r.severityRun)
 }

@@ -155,16 +155,19 @@ type Encoder struct {
 	keyedFor   uint64
 	keyedTable *table
 
-	// serviceRun is service_name as a one-value run for the log and span
-	// rows, which set it apart from the keyed run (schema order), built
-	// for the resource serviceFor (resKey) and the table serviceTable.
+	// serviceRun is service_name as a one-value run for the span rows,
+	// which set it apart from the keyed run (schema order), built for the
+	// resource serviceFor (resKey) and the table serviceTable.
 	serviceRun   qwp.SymbolRun
 	serviceFor   uint64
 	serviceTable *table
 
-	// severityRun is the severity_text of the last log record as a
-	// one-value run (it usually repeats from record to record).
+	// severityRun is a log row's service_name and severity_text, adjacent
+	// in the schema order, as one run built for the resource severityFor
+	// (resKey) and the text severityText (it usually repeats from record
+	// to record).
 	severityRun  qwp.SymbolRun
+	severityFor  uint64
 	severityText string
 
 	// Per row.
@@ -517,11 +520,11 @@ func (r *Encoder) endKeyed() {
 	r.serviceRun.Reset()
 	r.serviceFor, r.serviceTable = 0, nil
 	r.severityRun.Reset()
-	r.severityText = ""
+	r.severityFor, r.severityText = 0, ""
 }
 
 // setService writes service_name (NULL when the resource has none) of a
-// log or span row through a one-value run kept for the resource.
+// span row through a one-value run kept for the resource.
 func (r *Encoder) setService(tb *table) {
 	if r.service == "" {
 		return
