@@ -355,7 +355,10 @@ func (t *Table) EndRow() error {
 	var block int
 	anyNulls := false // any column with a bitmap after this row
 	if t.rowFast() {
-		block = t.size - uvarintLen(uint64(t.rows)) + uvarintLen(uint64(rows)) + t.rowDelta
+		block = t.size + t.rowDelta
+		if rows&0x7f == 0 { // the row count's varint grows only at powers of 128
+			block += uvarintLen(uint64(rows)) - uvarintLen(uint64(t.rows))
+		}
 	} else {
 		block, anyNulls = t.blockSize(rows)
 	}
@@ -367,7 +370,12 @@ func (t *Table) EndRow() error {
 			dictEnd++
 		}
 	}
-	size := HeaderSize + e.dictSection(dictEnd, dictBytes) + e.tblSize - t.size + block
+	var size int
+	if dictEnd == e.dictEnd && e.rows > 0 { // e.size is HeaderSize + the same delta section + e.tblSize
+		size = e.size - t.size + block
+	} else {
+		size = HeaderSize + e.dictSection(dictEnd, dictBytes) + e.tblSize - t.size + block
+	}
 	if size > e.limit {
 		t.rollback()
 		if e.rows == 0 {
