@@ -81,7 +81,7 @@ func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
 // its keys. The keys are copied: a layout keeps no batch reachable.
 type keyLayout struct {
 	keys     []byte      // the keys in map order, concatenated
-	keyEnds  []int       // end offset in keys of each map position
+	mapKeys  [][]byte    // each map position's key, within keys
 	prefixes []byte      // the output entries' prefixes, concatenated
 	out      []layoutOut // the output entries in order, repeated keys dropped
 
@@ -99,15 +99,13 @@ type layoutOut struct {
 
 // matches reports whether kvs has exactly the layout's keys in its order.
 func (l *keyLayout) matches(kvs []keyValue) bool {
-	if len(kvs) != len(l.keyEnds) {
+	if len(kvs) != len(l.mapKeys) {
 		return false
 	}
-	from := 0
 	for i, kv := range kvs {
-		if kv.key != string(l.keys[from:l.keyEnds[i]]) {
+		if kv.key != string(l.mapKeys[i]) {
 			return false
 		}
-		from = l.keyEnds[i]
 	}
 	return true
 }
@@ -115,11 +113,16 @@ func (l *keyLayout) matches(kvs []keyValue) bool {
 // build makes the layout of kvs: sorted by key bytes, the first of repeated
 // keys kept (as renderSorted does).
 func (l *keyLayout) build(kvs []keyValue) {
-	l.keys, l.keyEnds, l.order = l.keys[:0], l.keyEnds[:0], l.order[:0]
+	l.keys, l.mapKeys, l.order = l.keys[:0], l.mapKeys[:0], l.order[:0]
 	for i, kv := range kvs {
 		l.keys = append(l.keys, kv.key...)
-		l.keyEnds = append(l.keyEnds, len(l.keys))
+		l.mapKeys = append(l.mapKeys, nil)
 		l.order = append(l.order, i)
+	}
+	from := 0
+	for i, kv := range kvs { // keys has its final array now
+		l.mapKeys[i] = l.keys[from : from+len(kv.key) : from+len(kv.key)]
+		from += len(kv.key)
 	}
 	slices.SortStableFunc(l.order, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
 	l.prefixes, l.out, l.ends = l.prefixes[:0], l.out[:0], l.ends[:0]
@@ -134,7 +137,7 @@ func (l *keyLayout) build(kvs []keyValue) {
 		l.out = append(l.out, layoutOut{pos: pos})
 		l.ends = append(l.ends, len(l.prefixes))
 	}
-	from := 0
+	from = 0
 	for j, end := range l.ends { // prefixes has its final array now
 		l.out[j].prefix = l.prefixes[from:end:end]
 		from = end
@@ -152,18 +155,17 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	if n == 0 {
 		return dst
 	}
-	if n > layoutStack || n != len(l.keyEnds) {
+	if n > layoutStack || n != len(l.mapKeys) {
 		return w.appendMapRebuild(dst, m, l)
 	}
 	var vals [layoutStack]pcommon.Value // on the stack: nothing of the batch stays reachable
-	i, from := 0, 0
+	keys := l.mapKeys[:n]
+	i := 0
 	for k, v := range m.All() {
-		end := l.keyEnds[i]
-		if k != string(l.keys[from:end]) {
+		if k != string(keys[i]) {
 			return w.appendMapRebuild(dst, m, l)
 		}
-		vals[i] = v
-		from = end
+		vals[i&(layoutStack-1)] = v
 		i++
 	}
 	dst = append(dst, '{')
