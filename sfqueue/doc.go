@@ -72,9 +72,12 @@
 //
 // The queue keeps each segment's item sum in RAM (8 bytes a segment, no
 // per-frame array): evicting a segment with no acknowledged frame costs no
-// read; evicting the partly acknowledged oldest one reads its
-// unacknowledged frames back from the segment (one segment at most,
-// streamed through a 64 KiB buffer, each frame's CRC checked).
+// read; evicting the partly acknowledged oldest one reads the 8-byte heads
+// (length | items) of its unacknowledged frames (one segment at most; one
+// read gathers the heads within 64 KiB of each other, no payload is read
+// past them and none CRC-checked: the eviction holds the queue's lock and
+// deletes the payloads unread). A head whose length disagrees with the
+// frame's place makes its frames count as of unknown items.
 //
 // # Preallocation
 //

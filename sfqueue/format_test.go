@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.uber.org/zap"
@@ -94,38 +95,99 @@ func TestEvictionCountsItems(t *testing.T) {
 	}
 }
 
-// TestEvictionWalkStreamsLargeFrames: frames larger than the walk's
-// buffer are read back whole (CRC checked) when a partly acknowledged
-// segment is evicted.
-func TestEvictionWalkStreamsLargeFrames(t *testing.T) {
-	const size = 3*itemWalkBuffer/2 + 7 // each frame spans the buffer
-	o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 1 << 20, MaxTotalBytes: 3 << 20, OnFull: OnFullEvictOldest}
-	q := mustOpen(t, o)
-	defer q.Close()
-	k := uint64(1)
-	for ; q.Stats().Segments < 3; k++ {
-		appendItems(t, q, testPayload(k, size), uint32(k))
-	}
-	q.Ack(2)
-	for q.Stats().FramesEvicted == 0 {
-		appendItems(t, q, testPayload(k, size), uint32(k))
-		k++
-	}
-	st := q.Stats()
-	want := uint64(0) // frames 3.. of segment 1 carry their FSN
-	for f := uint64(3); f < 3+st.FramesEvicted; f++ {
-		want += f
-	}
-	if st.FramesEvicted < 2 || st.ItemsEvicted != want || st.FramesEvictedItemsUnknown != 0 {
-		t.Fatalf("evicting a partly acknowledged segment of %d-byte frames: %d frames, %d items, %d unknown; want %d items",
-			size, st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown, want)
+// TestEvictionWalkReadsHeadsOnly: evicting a partly acknowledged segment
+// counts the items of its unacknowledged frames from their 8-byte heads,
+// and the counts are what the frames were appended with, whichever frame
+// the acknowledgements stopped at: for frames larger than the walk's buffer
+// it reads exactly those heads and no payload byte; for frames of mixed
+// sizes the heads that one read spans land on every side of its end.
+func TestEvictionWalkReadsHeadsOnly(t *testing.T) {
+	large := func(uint64) int { return 3*itemWalkBuffer/2 + 7 } // each frame spans the buffer
+	mixed := func(k uint64) int { return []int{100, 40 << 10, 30 << 10, 70 << 10, 5, itemWalkBuffer - 8}[k%6] }
+	for _, c := range []struct {
+		name      string
+		size      func(k uint64) int
+		acked     uint64
+		headsOnly bool
+	}{
+		{"large/acked 1", large, 1, true},
+		{"large/acked 2", large, 2, true},
+		{"large/acked 4", large, 4, true},
+		{"mixed/acked 1", mixed, 1, false},
+		{"mixed/acked 6", mixed, 6, false},
+		{"mixed/acked 11", mixed, 11, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fsys := &readCountFS{FS: OSFS(), read: map[string]int64{}}
+			o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 1 << 20, MaxTotalBytes: 3 << 20, OnFull: OnFullEvictOldest, FS: fsys}
+			q := mustOpen(t, o)
+			defer q.Close()
+			k := uint64(1)
+			for ; q.Stats().Segments < 3; k++ {
+				appendItems(t, q, testPayload(k, c.size(k)), uint32(k))
+			}
+			q.Ack(c.acked)
+			for q.Stats().FramesEvicted == 0 {
+				appendItems(t, q, testPayload(k, c.size(k)), uint32(k))
+				k++
+			}
+			st := q.Stats()
+			want := uint64(0) // frames acked+1.. of segment 1 carry their FSN
+			for f := c.acked + 1; f <= c.acked+st.FramesEvicted; f++ {
+				want += f
+			}
+			if st.FramesEvicted < 2 || st.ItemsEvicted != want || st.FramesEvictedItemsUnknown != 0 {
+				t.Fatalf("evicting a partly acknowledged segment: %d frames, %d items, %d unknown; want %d items",
+					st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown, want)
+			}
+			heads := int64(st.FramesEvicted) * (frameOverhead - 4)
+			if got := fsys.bytesRead(segmentName(1)); c.headsOnly && got != heads {
+				t.Fatalf("the eviction read %d bytes of segment 1, want the %d bytes of its %d unacknowledged frame heads", got, heads, st.FramesEvicted)
+			}
+		})
 	}
 }
 
+// readCountFS counts the bytes read from each file (by base name).
+type readCountFS struct {
+	FS
+	mu   sync.Mutex
+	read map[string]int64
+}
+
+func (c *readCountFS) OpenFile(name string, flag int) (File, error) {
+	f, err := c.FS.OpenFile(name, flag)
+	if err != nil {
+		return nil, err
+	}
+	return &readCountFile{File: f, fs: c, name: filepath.Base(name)}, nil
+}
+
+func (c *readCountFS) bytesRead(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read[name]
+}
+
+type readCountFile struct {
+	File
+	fs   *readCountFS
+	name string
+}
+
+func (f *readCountFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.fs.mu.Lock()
+	f.fs.read[f.name] += int64(n)
+	f.fs.mu.Unlock()
+	return n, err
+}
+
 // TestEvictionOfUnreadableCounts: when the partly acknowledged segment an
-// eviction drops cannot be read back (a frame damaged on disk since it was
-// written), its unacknowledged frames are counted as frames of unknown
-// items, with a warning, and never as zero items.
+// eviction drops cannot be read back (a frame head damaged on disk since it
+// was written: its length no longer matches the frame's place), its
+// unacknowledged frames are counted as frames of unknown items, with a
+// warning, and never as zero items.
 func TestEvictionOfUnreadableCounts(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	o := fillOptions(Options{Dir: t.TempDir(), SenderID: "s", Logger: zap.New(core)}, OnFullEvictOldest)
@@ -135,12 +197,12 @@ func TestEvictionOfUnreadableCounts(t *testing.T) {
 		appendItems(t, q, testPayload(k, 200), uint32(k))
 	}
 	q.Ack(2)
-	// Damage frame 4's payload in segment 1 behind the queue's back.
+	// Damage frame 4's length in segment 1 behind the queue's back.
 	f, err := os.OpenFile(filepath.Join(o.Dir, o.SenderID, segmentName(1)), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt([]byte{0xff, 0xff}, int64(segmentHeaderSize+3*frame200+8+20)); err != nil {
+	if _, err := f.WriteAt([]byte{0xff, 0xff}, int64(segmentHeaderSize+3*frame200)); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

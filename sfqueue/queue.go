@@ -820,11 +820,11 @@ func (q *Queue) evictOldestLocked() bool {
 // watermark (frames of them), before an eviction deletes s. A segment with
 // no acknowledged frame costs no read: its sum is kept in RAM. A partly
 // acknowledged one (only ever the oldest, so at most one segment per
-// eviction) is read from its first unacknowledged frame on, streamed
-// through a bounded buffer (segment.itemsFrom). unknown counts
-// the frames whose items cannot be known: all of them in format 1, which
-// stores no item count, or frames that cannot be read or fail their CRC
-// (logged).
+// eviction) has the heads of its frames from the first unacknowledged one
+// on read (segment.itemsFrom), not their payloads, as this runs under
+// q.mu. unknown counts the frames whose items cannot be known: all of them
+// in format 1, which stores no item count, or frames whose heads cannot be
+// read or whose length disagrees with their place in the segment (logged).
 func (q *Queue) unackedItemsLocked(s *segment, frames uint64) (items, unknown uint64) {
 	switch {
 	case frames == 0:

@@ -1,7 +1,6 @@
 package sfqueue
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -181,47 +180,44 @@ func (s *segment) frameBounds(i int) (int64, int64) {
 	return start, next - start
 }
 
-// itemWalkBuffer bounds the RAM of a walk over a segment's frames: the
-// frames stream through it, never a whole segment.
+// itemWalkBuffer bounds the RAM of a walk over a segment's frame heads:
+// one read gathers the heads that lie within it, never a whole segment.
 const itemWalkBuffer = 64 << 10
 
-// itemsFrom sums the item counts of frames first.. of a format 2 segment,
-// reading them from its open file and checking each frame's length against
-// the offsets and its CRC32C as it streams through a bounded buffer.
+// itemsFrom sums the item counts of frames first.. of a format 2 segment
+// from their heads (length | items) in its open file. It reads the heads
+// only: one read spans the heads of the frames that start within
+// itemWalkBuffer of the first, so small frames cost a read per 64 KiB and
+// a large one a read of its 8-byte head; no payload is read beyond such a
+// span, and none is CRC-checked (the eviction that asks deletes them
+// unread, holding the queue's lock meanwhile). Each head's length is
+// checked against the frame's place in the segment.
 func (s *segment) itemsFrom(first int) (uint64, error) {
-	start, _ := s.frameBounds(first)
-	r := bufio.NewReaderSize(io.NewSectionReader(s.f, start, s.size-start), itemWalkBuffer)
-	h := crc32.New(castagnoli)
-	var head [frameOverhead - 4]byte
-	var sum [4]byte
+	const head = frameOverhead - 4
+	from, _ := s.frameBounds(first)
+	buf := make([]byte, min(itemWalkBuffer, s.size-from))
 	var items uint64
-	for i := first; i < len(s.offsets); i++ {
-		off, size := s.frameBounds(i)
-		fsn := s.base + uint64(i)
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+	for i := first; i < len(s.offsets); {
+		start := int64(s.offsets[i])
+		j := i + 1 // frames i..j-1 have their heads in this read
+		for j < len(s.offsets) && int64(s.offsets[j])+head-start <= itemWalkBuffer {
+			j++
 		}
-		if n := int64(binary.LittleEndian.Uint32(head[:])); n+frameOverhead != size {
-			return 0, fmt.Errorf("frame %d at offset %d has length %d, its place in the segment says %d", fsn, off, n, size-frameOverhead)
-		}
-		h.Reset()
-		h.Write(head[:])
-		for left := int(size - frameOverhead); left > 0; {
-			b, err := r.Peek(min(left, itemWalkBuffer))
-			if len(b) == 0 {
-				return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+		b := buf[:int64(s.offsets[j-1])+head-start]
+		if n, err := s.f.ReadAt(b, start); n < len(b) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
 			}
-			h.Write(b)
-			r.Discard(len(b))
-			left -= len(b)
+			return 0, fmt.Errorf("frame %d at offset %d: %w", s.base+uint64(i), start, err)
 		}
-		if _, err := io.ReadFull(r, sum[:]); err != nil {
-			return 0, fmt.Errorf("frame %d at offset %d: %w", fsn, off, err)
+		for ; i < j; i++ {
+			off, size := s.frameBounds(i)
+			h := b[off-start:]
+			if n := int64(binary.LittleEndian.Uint32(h)); n+frameOverhead != size {
+				return 0, fmt.Errorf("frame %d at offset %d has length %d, its place in the segment says %d", s.base+uint64(i), off, n, size-frameOverhead)
+			}
+			items += uint64(binary.LittleEndian.Uint32(h[4:]))
 		}
-		if h.Sum32() != binary.LittleEndian.Uint32(sum[:]) {
-			return 0, fmt.Errorf("frame %d at offset %d fails its CRC32C check", fsn, off)
-		}
-		items += uint64(binary.LittleEndian.Uint32(head[4:]))
 	}
 	return items, nil
 }
