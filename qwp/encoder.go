@@ -147,6 +147,7 @@ func (e *Encoder) Table(name string) (*Table, error) {
 		nameHdr: uvarintLen(uint64(len(name))) + len(name),
 		cols:    make(map[string]int32),
 		seq:     1,
+		frame:   notInFrame,
 	}
 	e.tables[name] = t
 	return t, nil
@@ -219,7 +220,7 @@ type Table struct {
 
 	cols   map[string]int32
 	pool   []*column // every column ever declared, in declaration order
-	frame  uint64    // Encoder.frame while the table is in the current frame
+	frame  uint64    // Encoder.frame while the table is in the current frame, else notInFrame
 	active []*column // columns in the current block, in first-set order
 	kept   int       // len(active) after the last ended row
 	schema int       // schema bytes of active
@@ -238,6 +239,12 @@ type Table struct {
 	twice    bool   // some column was set twice in the row
 	epoch    uint64 // rollbacks that took columns out of the block (see SymbolRun)
 }
+
+// notInFrame is Table.frame outside a frame. A column's frame is 0 outside
+// its table's block (column.reset), so c.frame == t.frame means that c is
+// in the block of the current frame: the setters compare the two without
+// going through the Encoder.
+const notInFrame = ^uint64(0)
 
 // Name is the table's name.
 func (t *Table) Name() string { return t.name }
@@ -348,7 +355,10 @@ func (t *Table) EndRow() error {
 	var block int
 	anyNulls := false // any column with a bitmap after this row
 	if t.rowFast() {
-		block = t.size - uvarintLen(uint64(t.rows)) + uvarintLen(uint64(rows)) + t.rowDelta
+		block = t.size + t.rowDelta
+		if rows&0x7f == 0 { // the row count's varint grows only at powers of 128
+			block += uvarintLen(uint64(rows)) - uvarintLen(uint64(t.rows))
+		}
 	} else {
 		block, anyNulls = t.blockSize(rows)
 	}
@@ -360,7 +370,12 @@ func (t *Table) EndRow() error {
 			dictEnd++
 		}
 	}
-	size := HeaderSize + e.dictSection(dictEnd, dictBytes) + e.tblSize - t.size + block
+	var size int
+	if dictEnd == e.dictEnd && e.rows > 0 { // e.size is HeaderSize + the same delta section + e.tblSize
+		size = e.size - t.size + block
+	} else {
+		size = HeaderSize + e.dictSection(dictEnd, dictBytes) + e.tblSize - t.size + block
+	}
 	if size > e.limit {
 		t.rollback()
 		if e.rows == 0 {
@@ -448,7 +463,7 @@ func (t *Table) clear() {
 		c.reset()
 	}
 	t.active = t.active[:0]
-	t.frame = 0
+	t.frame = notInFrame
 	t.kept, t.schema, t.rows, t.size = 0, 0, 0, 0
 	t.bitmaps = false
 	t.rowErr = nil
@@ -479,7 +494,7 @@ func (t *Table) appendBlock(dst []byte) []byte {
 // (took, tookVar).
 func (t *Table) value(h Col, typ ColumnType) bool {
 	c := h.c
-	if h.t != t || c.typ != typ || c.frame != t.e.frame || c.setSeq == t.seq {
+	if h.t != t || c.typ != typ || c.frame != t.frame || c.setSeq == t.seq {
 		return false
 	}
 	c.setSeq, c.mark, c.markOffs = t.seq, len(c.data), len(c.offs)

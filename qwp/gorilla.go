@@ -30,7 +30,8 @@ func (g *gorilla) add(v int64) (grown int) {
 		d := v - g.prev
 		if g.n >= 2 && !g.overflow {
 			if b := dodBits(d - g.prevDelta); b > 0 {
-				grown = (g.bits+b+7)/8 - (g.bits+7)/8
+				// bits is never negative: shifts, not signed divisions
+				grown = (g.bits+b+7)>>3 - (g.bits+7)>>3
 				g.bits += b
 			} else { // every value goes raw from now on
 				g.overflow = true

@@ -80,24 +80,32 @@ func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
 // data points of one metric usually have them) skips sorting and escaping
 // its keys. The keys are copied: a layout keeps no batch reachable.
 type keyLayout struct {
-	keys     []byte // the keys in map order, concatenated
-	keyEnds  []int  // end offset in keys of each map position
-	order    []int  // map positions in output order, repeated keys dropped
-	prefixes []byte // per output entry: ',' (but the first), the quoted key, ':', '"'
-	preEnds  []int  // end offset in prefixes of each output entry, its '"' included
+	keys     []byte      // the keys in map order, concatenated
+	mapKeys  [][]byte    // each map position's key, within keys
+	prefixes []byte      // the output entries' prefixes, concatenated
+	out      []layoutOut // the output entries in order, repeated keys dropped
+
+	order, ends []int // build's scratch: map positions by key, prefix ends
+}
+
+// layoutOut is an output entry of a keyLayout: where its value is in the
+// map, and its prefix (',' but for the first, the quoted key, ':', and a
+// string value's opening '"'), within prefixes. One struct per entry, so
+// that the render loop loads one slice and no offsets.
+type layoutOut struct {
+	pos    int
+	prefix []byte
 }
 
 // matches reports whether kvs has exactly the layout's keys in its order.
 func (l *keyLayout) matches(kvs []keyValue) bool {
-	if len(kvs) != len(l.keyEnds) {
+	if len(kvs) != len(l.mapKeys) {
 		return false
 	}
-	from := 0
 	for i, kv := range kvs {
-		if kv.key != string(l.keys[from:l.keyEnds[i]]) {
+		if kv.key != string(l.mapKeys[i]) {
 			return false
 		}
-		from = l.keyEnds[i]
 	}
 	return true
 }
@@ -105,27 +113,35 @@ func (l *keyLayout) matches(kvs []keyValue) bool {
 // build makes the layout of kvs: sorted by key bytes, the first of repeated
 // keys kept (as renderSorted does).
 func (l *keyLayout) build(kvs []keyValue) {
-	l.keys, l.keyEnds, l.order = l.keys[:0], l.keyEnds[:0], l.order[:0]
+	l.keys, l.mapKeys, l.order = l.keys[:0], l.mapKeys[:0], l.order[:0]
 	for i, kv := range kvs {
 		l.keys = append(l.keys, kv.key...)
-		l.keyEnds = append(l.keyEnds, len(l.keys))
+		l.mapKeys = append(l.mapKeys, nil)
 		l.order = append(l.order, i)
 	}
+	from := 0
+	for i, kv := range kvs { // keys has its final array now
+		l.mapKeys[i] = l.keys[from : from+len(kv.key) : from+len(kv.key)]
+		from += len(kv.key)
+	}
 	slices.SortStableFunc(l.order, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
-	l.prefixes, l.preEnds = l.prefixes[:0], l.preEnds[:0]
-	kept := l.order[:0]
+	l.prefixes, l.out, l.ends = l.prefixes[:0], l.out[:0], l.ends[:0]
 	for j, pos := range l.order {
-		if j > 0 && kvs[pos].key == kvs[kept[len(kept)-1]].key {
+		if j > 0 && kvs[pos].key == kvs[l.out[len(l.out)-1].pos].key {
 			continue
 		}
-		if len(kept) > 0 {
+		if len(l.out) > 0 {
 			l.prefixes = append(l.prefixes, ',')
 		}
-		kept = append(kept, pos)
 		l.prefixes = append(appendJSONString(l.prefixes, kvs[pos].key), ':', '"') // a string value's opening quote
-		l.preEnds = append(l.preEnds, len(l.prefixes))
+		l.out = append(l.out, layoutOut{pos: pos})
+		l.ends = append(l.ends, len(l.prefixes))
 	}
-	l.order = kept
+	from = 0
+	for j, end := range l.ends { // prefixes has its final array now
+		l.out[j].prefix = l.prefixes[from:end:end]
+		from = end
+	}
 }
 
 // appendMapLayout is appendMap for maps that usually share their key
@@ -139,31 +155,28 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	if n == 0 {
 		return dst
 	}
-	if n > layoutStack || n != len(l.keyEnds) {
+	if n > layoutStack || n != len(l.mapKeys) {
 		return w.appendMapRebuild(dst, m, l)
 	}
 	var vals [layoutStack]pcommon.Value // on the stack: nothing of the batch stays reachable
-	i, from := 0, 0
+	keys := l.mapKeys[:n]
+	i := 0
 	for k, v := range m.All() {
-		end := l.keyEnds[i]
-		if k != string(l.keys[from:end]) {
+		if k != string(keys[i]) {
 			return w.appendMapRebuild(dst, m, l)
 		}
-		vals[i] = v
-		from = end
+		vals[i&(layoutStack-1)] = v
 		i++
 	}
 	dst = append(dst, '{')
-	from = 0
-	for j, pos := range l.order {
-		end := l.preEnds[j]
-		v := vals[pos&(layoutStack-1)]
+	for j := range l.out {
+		o := &l.out[j]
+		v := vals[o.pos&(layoutStack-1)]
 		if v.Type() == pcommon.ValueTypeStr { // most attribute values: no appendValue dispatch, the quote in the prefix
-			dst = appendJSONStringBody(append(dst, l.prefixes[from:end]...), v.Str())
+			dst = appendJSONStringBody(append(dst, o.prefix...), v.Str())
 		} else {
-			dst = w.appendValue(append(dst, l.prefixes[from:end-1]...), v)
+			dst = w.appendValue(append(dst, o.prefix[:len(o.prefix)-1]...), v)
 		}
-		from = end
 	}
 	return append(dst, '}')
 }
@@ -191,11 +204,9 @@ func (w *jsonWriter) renderLayout(dst []byte, start int, l *keyLayout) []byte {
 		l.build(w.kvs[start:])
 	}
 	dst = append(dst, '{')
-	from := 0
-	for j, pos := range l.order {
-		dst = append(dst, l.prefixes[from:l.preEnds[j]-1]...) // without the string quote
-		from = l.preEnds[j]
-		dst = w.appendValue(dst, w.kvs[start+pos].value) // index each time: nested maps may grow (move) the stack
+	for _, o := range l.out {
+		dst = append(dst, o.prefix[:len(o.prefix)-1]...)   // without the string quote
+		dst = w.appendValue(dst, w.kvs[start+o.pos].value) // index each time: nested maps may grow (move) the stack
 	}
 	clear(w.kvs[start:])
 	w.kvs = w.kvs[:start]

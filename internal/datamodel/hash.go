@@ -87,14 +87,14 @@ func appendMetricIdentity(dst []byte, kind metricKind, name string) []byte {
 }
 
 // recordFields are a log record's identity fields, text as stored (UTF-8
-// repaired).
+// repaired); the attributes as a map, rendered as the identity is built.
 type recordFields struct {
 	time, observed uint64
 	severityNumber uint32
 	severityText   string
 	bodyKind       pcommon.ValueType
 	body           []byte
-	attributesJSON []byte
+	attributes     pcommon.Map
 	traceID        [16]byte
 	spanID         [8]byte
 	flags          uint32
@@ -102,20 +102,47 @@ type recordFields struct {
 	dropped        uint32
 }
 
-// appendRecordIdentity appends the record part of record_key.
-func appendRecordIdentity(dst []byte, r *recordFields) []byte {
-	dst = binary.LittleEndian.AppendUint64(dst, r.time)
-	dst = binary.LittleEndian.AppendUint64(dst, r.observed)
-	dst = binary.LittleEndian.AppendUint32(dst, r.severityNumber)
-	dst = appendFieldString(dst, r.severityText)
-	dst = append(dst, byte(r.bodyKind))
-	dst = appendField(dst, r.body)
-	dst = appendField(dst, r.attributesJSON)
-	dst = append(dst, r.traceID[:]...)
-	dst = append(dst, r.spanID[:]...)
-	dst = binary.LittleEndian.AppendUint32(dst, r.flags)
-	dst = appendFieldString(dst, r.eventName)
-	return binary.LittleEndian.AppendUint32(dst, r.dropped)
+// appendRecordIdentity appends the record part of record_key and returns
+// the attributes JSON within it (nil for no attributes), which the row's
+// column takes from there.
+func (r *Encoder) appendRecordIdentity(dst []byte, f *recordFields) (_, attrs []byte) {
+	dst = binary.LittleEndian.AppendUint64(dst, f.time)
+	dst = binary.LittleEndian.AppendUint64(dst, f.observed)
+	dst = binary.LittleEndian.AppendUint32(dst, f.severityNumber)
+	dst = appendFieldString(dst, f.severityText)
+	dst = append(dst, byte(f.bodyKind))
+	dst = appendField(dst, f.body)
+	dst, at := r.appendRowAttrsField(dst, f.attributes)
+	end := len(dst)
+	dst = append(dst, f.traceID[:]...)
+	dst = append(dst, f.spanID[:]...)
+	dst = binary.LittleEndian.AppendUint32(dst, f.flags)
+	dst = appendFieldString(dst, f.eventName)
+	dst = binary.LittleEndian.AppendUint32(dst, f.dropped)
+	if at == end {
+		return dst, nil
+	}
+	return dst, dst[at:end:end]
+}
+
+// appendRowAttrsField appends field(attributes JSON of m) and returns where
+// the JSON starts; it ends at the result's end. The JSON is rendered in
+// place behind a one-byte length, which is widened (the JSON moved up) when
+// it has 128 bytes or more, instead of rendered apart and copied in.
+func (r *Encoder) appendRowAttrsField(dst []byte, m pcommon.Map) (_ []byte, at int) {
+	at = len(dst) + 1
+	dst = r.appendRowAttrs(append(dst, 0), m)
+	n := len(dst) - at
+	if n < 0x80 {
+		dst[at-1] = byte(n)
+		return dst, at
+	}
+	var length [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(length[:], uint64(n))
+	dst = append(dst, length[1:k]...) // room for the wider length
+	copy(dst[at-1+k:], dst[at:at+n])
+	copy(dst[at-1:], length[:k])
+	return dst, at - 1 + k
 }
 
 // recordID is record_id from record_key and the ordinal: XXH64 of the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -195,22 +196,36 @@ func TestRecordIDIsXXH64OfTheOrdinal(t *testing.T) {
 }
 
 // TestRecordIdentityEncoding: appendRecordIdentity appends exactly the
-// documented encoding after whatever dst holds, at every capacity.
+// documented encoding after whatever dst holds, at every capacity, and
+// returns the attributes JSON within it, also when the JSON's length takes
+// two or three bytes (the JSON is rendered in place and moved up).
 func TestRecordIdentityEncoding(t *testing.T) {
 	f := recordFields{
 		time: 0x0102030405060708, observed: 0x1112131415161718, severityNumber: 0x21222324,
 		severityText: "WARN", bodyKind: pcommon.ValueTypeStr, body: []byte("a body"),
-		attributesJSON: []byte(`{"k":"v"}`), traceID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
-		spanID: [8]byte{17, 18, 19, 20, 21, 22, 23, 24}, flags: 0x31323334, eventName: "ev", dropped: 0x41424344,
+		traceID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
+		spanID:  [8]byte{17, 18, 19, 20, 21, 22, 23, 24}, flags: 0x31323334, eventName: "ev", dropped: 0x41424344,
 	}
-	want := canon(f.time, f.observed, f.severityNumber, f.severityText, byte(f.bodyKind), string(f.body),
-		string(f.attributesJSON), f.traceID[:], f.spanID[:], f.flags, f.eventName, f.dropped)
-	for _, prefix := range []string{"", "p", "a longer prefix of some bytes"} {
-		for _, extra := range []int{0, 1, 19, 20, 40, 100, 1000} {
-			dst := append(make([]byte, 0, len(prefix)+extra), prefix...)
-			got := appendRecordIdentity(dst, &f)
-			if !bytes.Equal(got, append([]byte(prefix), want...)) {
-				t.Fatalf("prefix %q, cap +%d: got %x, want %x", prefix, extra, got, append([]byte(prefix), want...))
+	var r Encoder
+	for _, value := range []string{"", "v", strings.Repeat("x", 119), strings.Repeat("x", 120), strings.Repeat("y", 20_000)} {
+		f.attributes = pcommon.NewMap()
+		json := ""
+		if value != "" {
+			f.attributes.PutStr("k", value)
+			json = `{"k":"` + value + `"}`
+		}
+		want := canon(f.time, f.observed, f.severityNumber, f.severityText, byte(f.bodyKind), string(f.body),
+			json, f.traceID[:], f.spanID[:], f.flags, f.eventName, f.dropped)
+		for _, prefix := range []string{"", "p", "a longer prefix of some bytes"} {
+			for _, extra := range []int{0, 1, 19, 20, 40, 100, 1000} {
+				dst := append(make([]byte, 0, len(prefix)+extra), prefix...)
+				got, attrs := r.appendRecordIdentity(dst, &f)
+				if !bytes.Equal(got, append([]byte(prefix), want...)) {
+					t.Fatalf("%d-byte value, prefix %q, cap +%d: got %x, want %x", len(value), prefix, extra, got, append([]byte(prefix), want...))
+				}
+				if string(attrs) != json || (json == "") != (attrs == nil) {
+					t.Fatalf("%d-byte value: attributes %q, want %q", len(value), attrs, json)
+				}
 			}
 		}
 	}

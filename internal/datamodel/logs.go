@@ -40,7 +40,6 @@ func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats
 func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	tb := &r.tables[tableLogs]
 	body, hasBody := r.bodyText(lr.Body())
-	r.attrJSON = r.appendRowAttrs(r.attrJSON[:0], lr.Attributes())
 	f := recordFields{
 		time:           uint64(lr.Timestamp()),
 		observed:       uint64(lr.ObservedTimestamp()),
@@ -48,14 +47,15 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		severityText:   validString(lr.SeverityText()),
 		bodyKind:       lr.Body().Type(),
 		body:           body,
-		attributesJSON: r.attrJSON,
+		attributes:     lr.Attributes(),
 		traceID:        lr.TraceID(),
 		spanID:         lr.SpanID(),
 		flags:          uint32(lr.Flags()),
 		eventName:      validString(lr.EventName()),
 		dropped:        lr.DroppedAttributesCount(),
 	}
-	r.idBuf = appendRecordIdentity(r.idBuf[:0], &f)
+	var attrs []byte
+	r.idBuf, attrs = r.appendRecordIdentity(r.idBuf[:0], &f)
 	key := xxh64(r.scopeSeed, r.idBuf)
 	ordinal := r.ordinals.next(key)
 	id := recordID(key, ordinal)
@@ -74,7 +74,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	encodeHex8(&r.spanHex, &f.spanID)
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
-		4*varcharOverhead + len(body) + len(r.traceHex) + len(r.spanHex) + len(r.attrJSON) + r.pointPromoted(lr.Attributes())
+		4*varcharOverhead + len(body) + len(r.traceHex) + len(r.spanHex) + len(attrs) + r.pointPromoted(lr.Attributes())
 	if !r.fits(tb, bound, "log record") {
 		return nil
 	}
@@ -98,8 +98,8 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		t.Int(tb.traceFlags, int32(f.flags))
 		setSymbolString(t, tb.eventName, f.eventName)
 		r.setResourceScope(tb)
-		if len(r.attrJSON) > 0 {
-			t.VarcharValid(tb.attrs, r.attrJSON)
+		if len(attrs) > 0 {
+			t.VarcharValid(tb.attrs, attrs)
 		}
 		t.Long(tb.recordID, id)
 		r.setPromoted(tb)
