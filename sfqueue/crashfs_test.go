@@ -32,6 +32,7 @@ type crashFS struct {
 	failSync  func(name string) error
 	failAlloc func(name string, size int64) error
 	failWrite func(name string) error
+	failZero  func(name string) error
 	failRead  func(name string) error
 	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
 	syncs     int
@@ -387,6 +388,26 @@ func (f *crashFile) Allocate(size int64) error {
 		f.ino.data = resize(f.ino.data, size)
 		f.ino.log(fileOp{off: size, trunc: true})
 	}
+	return nil
+}
+
+// ZeroRange is logged as a write of zeros within the file's size (it keeps
+// the size), so a power loss before the next fsync may keep any prefix of
+// it, torn.
+func (f *crashFile) ZeroRange(off, size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.failZero != nil {
+		if err := f.fs.failZero(f.name); err != nil {
+			return err
+		}
+	}
+	if end := int64(len(f.ino.data)); off+size > end {
+		size = max(0, end-off)
+	}
+	z := make([]byte, size)
+	copy(f.ino.data[off:], z)
+	f.ino.log(fileOp{off: off, data: z})
 	return nil
 }
 

@@ -21,6 +21,7 @@
 //	    .ack-watermark             highest acked FSN (optional)
 //	    .symbol-dict.0000000007    symbol dictionary of generation 7 (one file per generation)
 //	    .failed                    a drainer gave up on this slot (reason inside)
+//	    .spare-segment             the next segment, prepared ahead (periodic, flush)
 //	    00000000000000000001.sfseg segment whose first frame is FSN 1
 //	    00000000000000004097.sfseg next segment, first frame FSN 4097
 //	<Dir>/<SenderID>.unreplayable-<n>/  a slot recovery set aside (kept for inspection)
@@ -91,6 +92,19 @@
 // There a full disk surfaces as ENOSPC from the frame write instead; the
 // batch is undone as when preallocation fails, and either way the append
 // gets a full queue with reason DiskFull.
+//
+// In periodic and flush durability the next segment is prepared ahead,
+// off the append path, as .spare-segment (spare.go): the Ack that frees the
+// oldest segment recycles it (rename, directory fsync, its content zeroed
+// with fallocate ZERO_RANGE, which keeps the blocks, then fsync), or, when
+// none was freed by the time the active segment is half full, the
+// background goroutine creates and preallocates a new one. A rotation
+// renames the spare to the new segment's name and writes its header. The
+// spare counts against MaxTotalBytes (it is deleted before an append is
+// refused or evicts for room), recovery deletes one left by a crash, Close
+// deletes it, and a failure to prepare it (ENOSPC included) only means the
+// next rotation creates its segment as above. Where a range cannot be
+// zeroed (macOS, tmpfs) acked segments are deleted and spares are new files.
 //
 // # Side files
 //

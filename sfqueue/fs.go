@@ -123,6 +123,7 @@ func (o osFile) ReadAt(p []byte, off int64) (int, error)  { return o.f.ReadAt(p,
 func (o osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
 func (o osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
 func (o osFile) Allocate(size int64) error                { return allocate(o.f, size) }
+func (o osFile) ZeroRange(off, size int64) error          { return zeroRange(o.f, off, size) }
 func (o osFile) Sync() error                              { return o.f.Sync() }
 func (o osFile) Close() error                             { return o.f.Close() }
 

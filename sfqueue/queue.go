@@ -60,6 +60,14 @@ type Queue struct {
 	index     int64
 	dirDirty  bool // a segment was created since the last directory fsync
 	unlinking int  // Acks deleting segment files with q.mu released
+	// spare is a prepared segment file (spare.go) the next rotation
+	// renames into place; sparing: one is being prepared with q.mu
+	// released; noRecycle: the file system cannot zero a range, so acked
+	// segments are deleted rather than recycled into spares.
+	spare     File
+	sparing   bool
+	noRecycle bool
+	spareWake chan struct{} // asks the background goroutine for a spare
 	consumer  ConsumerState
 	space     chan struct{} // closed and replaced when room may have appeared
 	waiters   int           // appends waiting on space
@@ -116,6 +124,9 @@ func Open(o Options) (*Queue, error) {
 	q.gens = newGenTracker(q.nextFSN-1, q.SymbolGenerations())
 	q.stop = make(chan struct{})
 	q.done = make(chan struct{})
+	if q.segmentAlloc() > 0 {
+		q.spareWake = make(chan struct{}, 1)
+	}
 	go q.background()
 	if o.Durability == DurabilityFlush {
 		q.flushReq = make(chan struct{}, 1)
@@ -378,8 +389,12 @@ func (q *Queue) consumerReasonLocked() FullReason {
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
 		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
-		return len(q.segs) == 0 || q.usedLocked()+total <= q.o.MaxTotalBytes
+		return len(q.segs) == 0 || q.usedLocked()+q.spareBytesLocked()+total <= q.o.MaxTotalBytes
 	}
+	if fits() {
+		return nil
+	}
+	q.dropSpareLocked() // its room goes to frames first
 	if fits() {
 		return nil
 	}
@@ -473,7 +488,11 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	for i, p := range payloads {
 		fs := frameSize(len(p))
 		if size+fs > q.o.MaxSegmentBytes {
-			ns, err := createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
+			ns := q.spareSegmentLocked(fsn)
+			var err error
+			if ns == nil {
+				ns, err = createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
+			}
 			if err != nil {
 				for _, s := range created {
 					s.f.Close()
@@ -544,6 +563,7 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 		q.st.bytesAppended += uint64(len(p))
 	}
 	q.nextFSN = fsn
+	q.wakeSpareLocked()
 	select {
 	case q.published <- struct{}{}:
 	default:
@@ -693,11 +713,13 @@ func (q *Queue) latchLocked(op string, err error) error {
 
 // Ack acknowledges every frame up to fsn (clamped to PublishedFSN; lower
 // values are ignored) and deletes the segments that are now fully acked,
-// except the one taking appends. The files are unlinked with q.mu
-// released: an unlink waits for the file system's journal, as long as an
-// fsync at times, and appends and the flusher need the lock meanwhile. A
-// crash before the unlink leaves a wholly acked segment, which recovery
-// deletes (or replays, if the watermark had not caught up: as before).
+// except the one taking appends; the first of them becomes the spare
+// segment when one is wanted (spare.go). The files are unlinked (or
+// recycled) with q.mu released: an unlink waits for the file system's
+// journal, as long as an fsync at times, and appends and the flusher need
+// the lock meanwhile. A crash before the unlink leaves a wholly acked
+// segment, which recovery deletes (or replays, if the watermark had not
+// caught up: as before).
 func (q *Queue) Ack(fsn uint64) {
 	q.mu.Lock()
 	if q.closed {
@@ -724,8 +746,16 @@ func (q *Queue) Ack(fsn uint64) {
 		q.mu.Unlock()
 		return
 	}
+	recycle := ""
+	if !q.noRecycle && q.spareWantedLocked() {
+		recycle, gone = gone[0], gone[1:]
+		q.sparing = true // Close waits for it
+	}
 	q.unlinking++ // Close waits for it
 	q.mu.Unlock()
+	if recycle != "" {
+		q.prepareSpare(recycle)
+	}
 	for _, p := range gone {
 		q.unlink(p)
 	}
@@ -876,9 +906,11 @@ func (q *Queue) Close() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 {
+	q.cancelSpareWakeLocked()
+	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 || q.sparing {
 		q.syncDone.Wait()
 	}
+	q.dropSpareLocked()
 	// Appends whose fsync had not started (the flusher has stopped) get the
 	// outcome of the fsyncs below, which keep their frames: answering
 	// ErrClosed would have a retrying caller store them twice.
@@ -967,6 +999,8 @@ func (q *Queue) background() {
 				q.syncLocked()
 			}
 			q.mu.Unlock()
+		case <-q.spareWake:
+			q.prepareSpare("")
 		case <-q.gens.wake:
 			q.mu.Lock()
 			q.dropUnusedGenerationsLocked()

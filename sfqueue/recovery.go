@@ -401,6 +401,9 @@ func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][
 	for _, name := range scan.TempFiles {
 		q.fs.Remove(filepath.Join(q.slot, name)) // an interrupted replaceFile
 	}
+	// A spare segment (spare.go) of the process that crashed: it holds no
+	// frame, and whether its zeroing was durable is unknown.
+	q.fs.Remove(filepath.Join(q.slot, spareName))
 	for _, path := range p.remove {
 		if err := q.fs.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err

@@ -110,6 +110,9 @@ type counters struct {
 	fsyncs                                     uint64
 	fsyncTotal, fsyncMax                       time.Duration
 	fsyncBuckets                               [len(fsyncBucketBounds) + 1]uint64
+	// spares made (recycled: from an acked segment) and used by rotations
+	// (spare.go); kept for tests, not in Stats.
+	sparesMade, sparesRecycled, sparesUsed uint64
 }
 
 func (c *counters) recordFsync(d time.Duration) {
