@@ -84,14 +84,10 @@ func takeScrape(t *testing.T, tt *componenttest.Telemetry, id string) scrape {
 	return s
 }
 
-// TestAlertRulesAgainstOutageScrape evaluates the README's example alert
-// rules on two scrapes of an exporter whose QuestDB is down and whose queue
-// filled until calls were refused: every metric and label the rules use
-// exists for the exporter, and the rules that must fire during such an
-// outage (queue filling, queue full, reconnecting) do, and the others (data
-// loss, stopped sender) do not. Each rule's expression must be the README's
-// word for word.
-func TestAlertRulesAgainstOutageScrape(t *testing.T) {
+// readmeAlertRules returns the README's example alert rules: expression by
+// alert name.
+func readmeAlertRules(t *testing.T) map[string]string {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +96,22 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)- alert: (\w+)\n\s+expr: (.+)$`).FindAllStringSubmatch(string(readme), -1) {
 		rules[m[1]] = m[2]
 	}
+	return rules
+}
+
+// rowsEvictedRule is the README's alert on rows_evicted, which
+// TestEvictOldestIsCountedAndAlerted sees fire.
+const rowsEvictedRule = "increase(otelcol_exporter_questdb_rows_evicted[10m]) > 0"
+
+// TestAlertRulesAgainstOutageScrape evaluates the README's example alert
+// rules on two scrapes of an exporter whose QuestDB is down and whose queue
+// filled until calls were refused: every metric and label the rules use
+// exists for the exporter, and the rules that must fire during such an
+// outage (queue filling, queue full, reconnecting) do, and the others (data
+// loss, stopped sender) do not. Each rule's expression must be the README's
+// word for word.
+func TestAlertRulesAgainstOutageScrape(t *testing.T) {
+	rules := readmeAlertRules(t)
 
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
@@ -141,6 +153,7 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 		fill      = "otelcol_exporter_questdb_queue_fill_ratio"
 		stopped   = "otelcol_exporter_questdb_sender_stopped"
 		evicted   = "otelcol_exporter_questdb_frames_evicted"
+		rows      = "otelcol_exporter_questdb_rows_evicted"
 		lost      = "otelcol_exporter_questdb_data_loss_frames"
 		attempts  = "otelcol_exporter_questdb_reconnect_attempts"
 		successes = "otelcol_exporter_questdb_reconnect_successes"
@@ -158,6 +171,7 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 				return increase(evicted) > 0 || increase(seriesKey(lost, "cause", "unreplayable")) > 0 ||
 					increase(seriesKey(lost, "cause", "vanished")) > 0 || increase(dataLoss) > 0
 			}},
+		{"QuestDBExporterRowsEvicted", rowsEvictedRule, false, func() bool { return increase(rows) > 0 }},
 		{"QuestDBExporterStopped", stopped + " == 1", false, func() bool { return get(now, stopped) == 1 }},
 		{"QuestDBExporterReconnecting", "increase(" + attempts + "[10m]) > 0 and increase(" + successes + "[10m]) == 0",
 			true, func() bool { return increase(attempts) > 0 && increase(successes) == 0 }},
@@ -170,8 +184,8 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 			t.Errorf("rule %s fired %v during the outage, want %v (before %v, now %v)", r.name, fired, r.fires, before, now)
 		}
 	}
-	if len(rules) != 5 {
-		t.Errorf("README has %d alert rules, the test checks 5: %v", len(rules), rules)
+	if len(rules) != 6 {
+		t.Errorf("README has %d alert rules, the test checks 6: %v", len(rules), rules)
 	}
 }
 

@@ -164,7 +164,7 @@ func TestTelemetryOfTheWritePath(t *testing.T) {
 // TestEvictOldestIsCountedAndAlerted: under evict_oldest with QuestDB
 // down, the rows evicted (rows_evicted, the full alert's
 // evicted_rows_total) and the rows still in the slot account for every
-// accepted point, exactly.
+// accepted point, exactly; the README's rows_evicted alert rule fires.
 func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
@@ -207,6 +207,12 @@ func TestEvictOldestIsCountedAndAlerted(t *testing.T) {
 	if st.FramesEvicted == 0 || st.ItemsEvicted == 0 || st.FramesEvictedItemsUnknown != 0 {
 		t.Fatalf("evicted %d frames, %d rows, %d frames of unknown rows; want frames and rows, none unknown",
 			st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+	}
+	// The counter started at 0 with the exporter: its increase is its value.
+	if rule := readmeAlertRules(t)["QuestDBExporterRowsEvicted"]; rule != rowsEvictedRule {
+		t.Errorf("README rule QuestDBExporterRowsEvicted: expr %q, want %q", rule, rowsEvictedRule)
+	} else if rows, _ := metricTotal(t, tt, "otelcol_exporter_questdb_rows_evicted"); rows <= 0 {
+		t.Errorf("QuestDBExporterRowsEvicted does not fire: rows_evicted rose by %v", rows)
 	}
 	waitFor(t, func() bool { return logs.FilterMessageSnippet("evicting the oldest records").Len() > 0 })
 	full := logs.FilterMessageSnippet("evicting the oldest records").All()[0].ContextMap()

@@ -2,11 +2,18 @@ package sender
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -195,4 +202,90 @@ func TestDrainOrphansValidates(t *testing.T) {
 	if _, err := DrainOrphans(context.Background(), t.TempDir(), nil, 0, DrainOptions{Sender: testOptions(nil, "ws://h/write/v4")}); err == nil || !strings.Contains(err.Error(), "maxDrainers 0") {
 		t.Fatalf("maxDrainers 0 accepted: %v", err)
 	}
+}
+
+// TestDrainOrphanOfANewerFormatIsLeftInPlace: an orphan slot a newer
+// release wrote (a segment of format 3) cannot be opened: its drainer
+// fails with an Error log naming the slot and both format versions, and
+// the slot is left exactly as it was, without .failed, so that a release
+// that reads it can still drain it; the other orphans drain as usual.
+func TestDrainOrphanOfANewerFormatIsLeftInPlace(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 4)
+	orphan(t, dir, "newer", 1000, 4)
+	segs, _ := filepath.Glob(filepath.Join(dir, "newer", "*.sfseg"))
+	if len(segs) != 1 {
+		t.Fatalf("segments %v, want one", segs)
+	}
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[4:], sfqueue.FormatVersion+1) // the header: magic, version, base, reserved, CRC
+	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := slotFiles(t, filepath.Join(dir, "newer"))
+
+	srv := newServer(t, qwptest.Options{})
+	rec := &recorder{}
+	o := testOptions(rec, srv.URL())
+	core, logs := observer.New(zapcore.InfoLevel)
+	o.Logger = zap.New(core)
+	rep, err := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{Sender: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Drained, []string{"dead"}) || !slices.Equal(rep.Failed, []string{"newer"}) || len(rep.DataLoss) != 0 {
+		t.Fatalf("report %+v; want dead drained, newer failed, no DATA_LOSS", rep)
+	}
+	logged := logs.FilterMessage("orphan slot cannot be opened").FilterField(zap.String("orphan_slot", "newer")).All()
+	if len(logged) != 1 || logged[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("logs %v; want one Error \"orphan slot cannot be opened\" for newer", logs.All())
+	}
+	if msg := logged[0].ContextMap()["error"]; !strings.Contains(fmt.Sprint(msg), "format version 3") || !strings.Contains(fmt.Sprint(msg), "newer than version 2") {
+		t.Errorf("logged error %q does not name both format versions", msg)
+	}
+	if after := slotFiles(t, filepath.Join(dir, "newer")); after != before {
+		t.Errorf("the newer orphan changed:\nbefore %q\nafter  %q", before, after)
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || !slices.Equal(ids, []string{"newer"}) {
+		t.Fatalf("ListOrphans after the drain = %v, %v; want newer, still waiting for a release that reads it", ids, err)
+	}
+	counts := rowIDs(t, srv)
+	for id := range int64(20) {
+		if counts[id] != 1 {
+			t.Errorf("row %d of the drained orphan arrived %d times", id, counts[id])
+		}
+	}
+	if len(counts) != 20 {
+		t.Errorf("%d distinct rows arrived, want the 20 of dead and none of newer", len(counts))
+	}
+	if rec.drainers[0].Load() != 2 || rec.drainers[1].Load() != 1 || rec.drainers[2].Load() != 1 {
+		t.Errorf("drainers started/succeeded/failed %d/%d/%d, want 2/1/1",
+			rec.drainers[0].Load(), rec.drainers[1].Load(), rec.drainers[2].Load())
+	}
+}
+
+// slotFiles names every file of the slot dir with its mode and bytes.
+func slotFiles(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&sb, "%s %v %q\n", e.Name(), fi.Mode(), b)
+	}
+	return sb.String()
 }

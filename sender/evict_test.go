@@ -10,7 +10,10 @@ import (
 // TestEvictionMidConnection: with on_full evict_oldest the queue deletes
 // frames the sender has not sent yet; the cursor's FSN jumps, the sender
 // recycles the connection (the wire mapping cannot skip FSNs) and delivers
-// every frame that survived, without duplicates.
+// every frame that survived, without duplicates. The rows the queue counts
+// as evicted are exactly the oldest unacknowledged ones: the two that were
+// in flight (they reached the server, but no OK said so) and every row
+// that never arrived.
 func TestEvictionMidConnection(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	srv.StallAcks()
@@ -56,6 +59,12 @@ func TestEvictionMidConnection(t *testing.T) {
 	}
 	if lastMissing < 0 || lastMissing == 201 {
 		t.Fatalf("last missing row %d: want some rows evicted and the newest delivered", lastMissing)
+	}
+	missing := int64(202 - len(counts))
+	st := q.Stats()
+	if st.FramesEvictedItemsUnknown != 0 || st.ItemsEvicted != st.FramesEvicted || st.ItemsEvicted != uint64(lastMissing)+1 || missing != lastMissing-1 {
+		t.Errorf("%d rows evicted in %d frames (%d of unknown rows); want one row a frame, rows 0..%d: the %d that never arrived and the 2 in flight",
+			st.ItemsEvicted, st.FramesEvicted, st.FramesEvictedItemsUnknown, lastMissing, missing)
 	}
 	if srv.Accepted() < 2 {
 		t.Errorf("%d connections; the FSN jump must recycle the connection", srv.Accepted())

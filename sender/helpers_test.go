@@ -99,12 +99,13 @@ func (f *feeder) encode(n int) []byte {
 	return f.enc.Finish(f.buf)
 }
 
-// frames appends k frames of n rows each and returns the last FSN.
+// frames appends k frames of n rows each, each recording its n rows as the
+// writer does, and returns the last FSN.
 func (f *feeder) frames(k, n int) uint64 {
 	f.t.Helper()
 	var last uint64
 	for range k {
-		fsn, err := f.q.Append(context.Background(), f.encode(n))
+		fsn, err := f.q.AppendBatchItems(context.Background(), [][]byte{f.encode(n)}, []uint32{uint32(n)})
 		if err != nil {
 			f.t.Fatal(err)
 		}

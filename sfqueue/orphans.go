@@ -14,8 +14,10 @@ const failedFile = ".failed"
 
 // ListOrphans returns the sender IDs of slots under dir, other than those in
 // exclude, that hold unacked frames, carry no .failed marker, are not set
-// aside (*.unreplayable-<n>) and whose lock is free. Open one with
-// Options{Dir: dir, SenderID: id}.
+// aside (*.unreplayable-<n>) and whose lock is free. A slot whose segments
+// cannot be judged (a newer format, a read error) is listed too: Open
+// refuses it with the reason, where skipping it would leave its data
+// waiting unmentioned. Open one with Options{Dir: dir, SenderID: id}.
 func ListOrphans(dir string, exclude []string) ([]string, error) {
 	return listOrphans(OSFS(), dir, exclude)
 }
@@ -29,7 +31,7 @@ func listOrphans(fsys FS, dir string, exclude []string) ([]string, error) {
 			return false
 		}
 		unacked, err := slotHasUnacked(fsys, slot)
-		return err == nil && unacked && slotLockFree(fsys, slot)
+		return (err != nil || unacked) && slotLockFree(fsys, slot)
 	})
 }
 
