@@ -356,16 +356,16 @@ var jsonPlain = func() (t [256]bool) {
 
 // plain8 reports that none of the 8 bytes of x (little-endian: x holds
 // s[i:i+8]) needs attention from appendJSONString: no control character,
-// '"', '\\' or non-ASCII byte. It tests all eight at once (SWAR); a false
-// "no" only sends the bytes through the byte-at-a-time path.
+// '"', '\\' or non-ASCII byte. It tests all eight at once (SWAR): for a
+// byte b below 0x80, b+0x60 has its top bit set unless b < 0x20, and
+// (b^c)+0x7F has it set unless b == c; no byte carries into the next
+// while all are below 0x80, and a word with a byte at or above 0x80 is
+// refused by its own top bit whatever the sums say. A false "no" would
+// only send the bytes through the byte-at-a-time path.
 func plain8(x uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	q := x ^ (lsb * '"')
-	bs := x ^ (lsb * '\\')
-	control := (x - lsb*0x20) & ^x
-	quote := (q - lsb) & ^q
-	backslash := (bs - lsb) & ^bs
-	return (control|quote|backslash|x)&msb == 0
+	ok := (x + lsb*0x60) & ((x ^ lsb*'"') + lsb*0x7F) & ((x ^ lsb*'\\') + lsb*0x7F)
+	return (x|^ok)&msb == 0
 }
 
 // appendInt is strconv.AppendInt in base 10, with the small non-negative
