@@ -81,11 +81,48 @@ func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
 // its keys. The keys are copied: a layout keeps no batch reachable.
 type keyLayout struct {
 	keys     []byte      // the keys in map order, concatenated
-	mapKeys  [][]byte    // each map position's key, within keys
+	mapKeys  []layoutKey // each map position's key
 	prefixes []byte      // the output entries' prefixes, concatenated
 	out      []layoutOut // the output entries in order, repeated keys dropped
 
 	order, ends []int // build's scratch: map positions by key, prefix ends
+}
+
+// layoutKey is a key of a keyLayout: its bytes, within keys, and for a
+// key of 4 to 16 bytes (most attribute keys) its first and last words (of
+// 8 bytes, or of 4 for a key under 8), which together cover it: a map's
+// key is checked against those two words without a call of memequal.
+type layoutKey struct {
+	key    []byte
+	words  int // 8 or 4: lo and hi hold the key's first and last words of that size; 0: none
+	lo, hi uint64
+}
+
+// set makes lk the layout key whose bytes key holds.
+func (lk *layoutKey) set(key []byte) {
+	le := binary.LittleEndian
+	*lk = layoutKey{key: key}
+	switch n := len(key); {
+	case n >= 8 && n <= 16:
+		lk.words, lk.lo, lk.hi = 8, le.Uint64(key), le.Uint64(key[n-8:])
+	case n >= 4 && n < 8:
+		lk.words, lk.lo, lk.hi = 4, uint64(le.Uint32(key)), uint64(le.Uint32(key[n-4:]))
+	}
+}
+
+// is reports whether k is the layout's key.
+func (lk *layoutKey) is(k string) bool {
+	if len(k) != len(lk.key) {
+		return false
+	}
+	le := binary.LittleEndian
+	switch lk.words {
+	case 8:
+		return le.Uint64([]byte(k[:8])) == lk.lo && le.Uint64([]byte(k[len(k)-8:])) == lk.hi
+	case 4:
+		return uint64(le.Uint32([]byte(k[:4]))) == lk.lo && uint64(le.Uint32([]byte(k[len(k)-4:]))) == lk.hi
+	}
+	return k == string(lk.key)
 }
 
 // layoutOut is an output entry of a keyLayout: where its value is in the
@@ -103,7 +140,7 @@ func (l *keyLayout) matches(kvs []keyValue) bool {
 		return false
 	}
 	for i, kv := range kvs {
-		if kv.key != string(l.mapKeys[i]) {
+		if !l.mapKeys[i].is(kv.key) {
 			return false
 		}
 	}
@@ -116,12 +153,12 @@ func (l *keyLayout) build(kvs []keyValue) {
 	l.keys, l.mapKeys, l.order = l.keys[:0], l.mapKeys[:0], l.order[:0]
 	for i, kv := range kvs {
 		l.keys = append(l.keys, kv.key...)
-		l.mapKeys = append(l.mapKeys, nil)
+		l.mapKeys = append(l.mapKeys, layoutKey{})
 		l.order = append(l.order, i)
 	}
 	from := 0
 	for i, kv := range kvs { // keys has its final array now
-		l.mapKeys[i] = l.keys[from : from+len(kv.key) : from+len(kv.key)]
+		l.mapKeys[i].set(l.keys[from : from+len(kv.key) : from+len(kv.key)])
 		from += len(kv.key)
 	}
 	slices.SortStableFunc(l.order, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
@@ -162,7 +199,7 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	keys := l.mapKeys[:n]
 	i := 0
 	for k, v := range m.All() {
-		if k != string(keys[i]) {
+		if !keys[i].is(k) {
 			return w.appendMapRebuild(dst, m, l)
 		}
 		vals[i&(layoutStack-1)] = v

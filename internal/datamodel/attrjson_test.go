@@ -342,3 +342,33 @@ func TestPlain8EveryByte(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyLayoutKeyEveryByte: the layout's key check (two words for keys of
+// 4 to 16 bytes, memequal for others) must see a change of any one byte of
+// a key of any length, and a key one byte longer or shorter.
+func TestKeyLayoutKeyEveryByte(t *testing.T) {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	var w jsonWriter
+	var l keyLayout
+	for n := 1; n <= 20; n++ {
+		base := letters[:n]
+		var others []string
+		for p := range n {
+			others = append(others, base[:p]+"X"+base[p+1:])
+		}
+		others = append(others, letters[:n+1], base[:n-1]+"", base)
+		for _, other := range others {
+			if other == "" {
+				continue
+			}
+			for _, k := range []string{base, other} {
+				m := pcommon.NewMap()
+				m.PutStr(k, "v")
+				m.PutInt("zz", 1)
+				if got, want := string(w.appendMapLayout(nil, m, &l)), string(w.appendMap(nil, m)); got != want {
+					t.Fatalf("key %q after %q: %s, want %s", k, base, got, want)
+				}
+			}
+		}
+	}
+}
