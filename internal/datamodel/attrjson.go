@@ -115,12 +115,12 @@ func (lk *layoutKey) is(k string) bool {
 	if len(k) != len(lk.key) {
 		return false
 	}
-	le := binary.LittleEndian
+	le, b := binary.LittleEndian, stringBytes(k)
 	switch lk.words {
 	case 8:
-		return le.Uint64([]byte(k[:8])) == lk.lo && le.Uint64([]byte(k[len(k)-8:])) == lk.hi
+		return le.Uint64(b) == lk.lo && le.Uint64(b[len(b)-8:]) == lk.hi
 	case 4:
-		return uint64(le.Uint32([]byte(k[:4]))) == lk.lo && uint64(le.Uint32([]byte(k[len(k)-4:]))) == lk.hi
+		return uint64(le.Uint32(b)) == lk.lo && uint64(le.Uint32(b[len(b)-4:])) == lk.hi
 	}
 	return k == string(lk.key)
 }
@@ -311,20 +311,20 @@ func appendJSONString(dst []byte, s string) []byte {
 // overlaps the one before (four to seven bytes as two overlapping 32-bit
 // halves), not one at a time: attribute values are mostly short.
 func appendJSONStringBody(dst []byte, s string) []byte {
-	le := binary.LittleEndian
+	le, b := binary.LittleEndian, stringBytes(s)
 	n := len(s)
 	var last uint64 // the word that covers s[from:]
 	from := 0
 	switch {
 	case n >= 8:
 		for ; from+8 < n; from += 8 {
-			if !plain8(le.Uint64([]byte(s[from : from+8]))) {
+			if !plain8(le.Uint64(b[from : from+8])) {
 				return appendJSONStringFrom(dst, s, from)
 			}
 		}
-		last = le.Uint64([]byte(s[n-8:]))
+		last = le.Uint64(b[n-8:])
 	case n >= 4:
-		last = uint64(le.Uint32([]byte(s[:4]))) | uint64(le.Uint32([]byte(s[n-4:])))<<32
+		last = uint64(le.Uint32(b)) | uint64(le.Uint32(b[n-4:]))<<32
 	default:
 		for i := range n {
 			if !jsonPlain[s[i]] {
