@@ -133,7 +133,7 @@ func validUTF8(s string) bool {
 	b := stringBytes(s)
 	i := 0
 	for ; i+32 <= len(s); i += 32 {
-		w := b[i : i+32] // one bounds check for the four words
+		w := (*[32]byte)(b[i : i+32]) // one bounds check for the four words
 		or |= binary.LittleEndian.Uint64(w[:8]) | binary.LittleEndian.Uint64(w[8:16]) |
 			binary.LittleEndian.Uint64(w[16:24]) | binary.LittleEndian.Uint64(w[24:32])
 	}
