@@ -169,8 +169,7 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 		i++
 	}
 	dst = append(dst, '{')
-	for j := range l.out {
-		o := &l.out[j]
+	for _, o := range l.out {
 		v := vals[o.pos&(layoutStack-1)]
 		if v.Type() == pcommon.ValueTypeStr { // most attribute values: no appendValue dispatch, the quote in the prefix
 			dst = appendJSONStringBody(append(dst, o.prefix...), v.Str())

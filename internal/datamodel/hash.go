@@ -179,10 +179,10 @@ func xxh64(seed uint64, b []byte) uint64 {
 		v4 := seed - xxPrime1
 		for ; i <= n-32; i += 32 {
 			s := b[i : i+32 : i+32]
-			v1 = xxRound(v1, le.Uint64(s[0:8]))
-			v2 = xxRound(v2, le.Uint64(s[8:16]))
-			v3 = xxRound(v3, le.Uint64(s[16:24]))
-			v4 = xxRound(v4, le.Uint64(s[24:32]))
+			v1 = bits.RotateLeft64(v1+le.Uint64(s[0:8])*xxPrime2, 31) * xxPrime1
+			v2 = bits.RotateLeft64(v2+le.Uint64(s[8:16])*xxPrime2, 31) * xxPrime1
+			v3 = bits.RotateLeft64(v3+le.Uint64(s[16:24])*xxPrime2, 31) * xxPrime1
+			v4 = bits.RotateLeft64(v4+le.Uint64(s[24:32])*xxPrime2, 31) * xxPrime1
 		}
 		h = bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
 		h = xxMerge(h, v1)
