@@ -95,7 +95,7 @@
 //
 // In periodic and flush durability the next segment is prepared ahead,
 // off the append path, as .spare-segment (spare.go): the Ack that frees the
-// oldest segment recycles it (rename, directory fsync, its content zeroed
+// oldest segment recycles it (rename, a group fsync for the directory, its content zeroed
 // with fallocate ZERO_RANGE, which keeps the blocks, then fsync), or, when
 // none was freed by the time the active segment is half full, the
 // background goroutine creates and preallocates a new one. A rotation

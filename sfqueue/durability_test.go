@@ -531,3 +531,46 @@ func TestSyncIntervalFloor(t *testing.T) {
 		t.Fatalf("2ms became %v", o.SyncInterval)
 	}
 }
+
+// TestGatherCountIsBalanced: every flush-mode append takes itself off
+// q.joining, whether it returned, failed, or waited for room, so the
+// flusher's gather never waits out its bound for appends that are not
+// coming.
+func TestGatherCountIsBalanced(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush,
+		MaxSegmentBytes: 4096, MaxTotalBytes: 4 * 4096, AppendDeadline: 5 * time.Millisecond})
+	var wg sync.WaitGroup
+	var full sync.Map
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 40 {
+				_, err := q.Append(context.Background(), testPayload(uint64(g<<8|i), 300))
+				var fe *FullError
+				if errors.As(err, &fe) {
+					full.Store(g<<8|i, true)
+				} else if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	nFull := 0
+	full.Range(func(any, any) bool { nFull++; return true })
+	if nFull == 0 {
+		t.Fatal("no append waited for room and was refused: the test did not cover that path")
+	}
+	if n := q.joining.Load(); n != 0 {
+		t.Fatalf("q.joining is %d after every append returned, want 0", n)
+	}
+	q.Ack(q.PublishedFSN())
+	mustAppend(t, q, testPayload(1<<20, 300))
+	if n := q.joining.Load(); n != 0 {
+		t.Fatalf("q.joining is %d after an append into a drained queue, want 0", n)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

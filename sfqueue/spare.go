@@ -33,7 +33,9 @@ const spareName = ".spare-segment"
 // is used, so a power loss after a rotation finds zeros, never the recycled
 // segment's old frames, after the new ones. The recycled segment's name is
 // durably gone before its content changes, so a power loss cannot bring it
-// back zeroed. A spare left by a crash is deleted by recovery; one renamed
+// back zeroed; that directory fsync is a group fsync's
+// (syncDirInGroupLocked), so it never makes a segment renamed from the
+// spare durable before its header. A spare left by a crash is deleted by recovery; one renamed
 // to a segment name holds nothing returned until the group fsync that also
 // fsyncs the directory. The spare's size counts against MaxTotalBytes
 // (admitLocked drops it before refusing or evicting for room), so the disk
@@ -142,8 +144,11 @@ func (q *Queue) recycle(from, p string) (File, error) {
 		q.fs.Remove(p)
 		return nil, err
 	}
-	if err := q.fs.SyncDir(q.slot); err != nil {
-		return fail(fmt.Errorf("sfqueue: fsync directory %s: %w", q.slot, err))
+	q.mu.Lock()
+	err := q.syncDirInGroupLocked()
+	q.mu.Unlock()
+	if err != nil {
+		return fail(err)
 	}
 	f, err := q.fs.OpenFile(p, os.O_RDWR)
 	if err != nil {
@@ -169,6 +174,41 @@ func (q *Queue) recycle(from, p string) (File, error) {
 		return fail(err)
 	}
 	return f, nil
+}
+
+// syncDirInGroupLocked makes the slot directory durable through a group
+// fsync (flush: the flusher's next one; periodic: one run here), which
+// fsyncs every written segment before the directory. A directory fsync of
+// its own could make the entry of a segment just renamed from the spare
+// durable before the segment's header, and a power loss then would leave a
+// newest segment with a torn header, which recovery must set aside.
+func (q *Queue) syncDirInGroupLocked() error {
+	q.dirDirty = true
+	if q.flushReq == nil {
+		for q.syncing {
+			q.syncDone.Wait()
+		}
+		q.syncLocked()
+	} else {
+		if q.pending == nil {
+			q.pending = &syncEpoch{done: make(chan struct{})}
+		}
+		ep := q.pending // not a waiter: q.joining counts appends only
+		select {
+		case q.flushReq <- struct{}{}:
+		default:
+		}
+		q.mu.Unlock()
+		select {
+		case <-ep.done:
+		case <-q.stop: // the flusher may stop before this epoch's fsync
+		}
+		q.mu.Lock()
+	}
+	if err := q.usableLocked(); err != nil {
+		return err
+	}
+	return nil
 }
 
 // spareSegmentLocked turns the ready spare into the segment base: rename
