@@ -2,9 +2,7 @@ package questdbexporter
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 // TestNewerSlotFormatRefusedAtStart: a slot a newer release wrote (its
@@ -37,15 +36,7 @@ func TestNewerSlotFormatRefusedAtStart(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
 	}
-	b, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary.LittleEndian.PutUint32(b[4:], sfqueue.FormatVersion+1) // the header: magic, version, base, reserved, CRC
-	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
-	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sfqueuetest.SetSegmentVersion(t, segs[0], sfqueue.FormatVersion+1)
 	before := slotListing(t, dir, segs[0])
 
 	cfg := testConfig(t, closedPort(t))

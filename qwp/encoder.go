@@ -812,7 +812,7 @@ func (r *SymbolRun) AddString(c Col, v string) {
 func (t *Table) Symbols(run *SymbolRun) {
 	ents := run.ents
 	i := 0
-	if run.t == t && run.frame == t.e.frame && run.epoch == t.epoch && run.small {
+	if run.t == t && run.frame == t.frame && run.epoch == t.epoch && run.small { // t.frame: see notInFrame
 		// A loop that calls nothing, so keeps its state in registers; a
 		// value it cannot take (its column set earlier in the row, or
 		// full) goes to the general path with the rest.

@@ -2,9 +2,7 @@ package sender
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 // orphan leaves a slot with n frames of rows starting at id first, as a
@@ -217,15 +216,7 @@ func TestDrainOrphanOfANewerFormatIsLeftInPlace(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("segments %v, want one", segs)
 	}
-	b, err := os.ReadFile(segs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	binary.LittleEndian.PutUint32(b[4:], sfqueue.FormatVersion+1) // the header: magic, version, base, reserved, CRC
-	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
-	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	sfqueuetest.SetSegmentVersion(t, segs[0], sfqueue.FormatVersion+1)
 	before := slotFiles(t, filepath.Join(dir, "newer"))
 
 	srv := newServer(t, qwptest.Options{})

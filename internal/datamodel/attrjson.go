@@ -81,11 +81,48 @@ func (w *jsonWriter) renderSorted(dst []byte, start int) []byte {
 // its keys. The keys are copied: a layout keeps no batch reachable.
 type keyLayout struct {
 	keys     []byte      // the keys in map order, concatenated
-	mapKeys  [][]byte    // each map position's key, within keys
+	mapKeys  []layoutKey // each map position's key
 	prefixes []byte      // the output entries' prefixes, concatenated
 	out      []layoutOut // the output entries in order, repeated keys dropped
 
 	order, ends []int // build's scratch: map positions by key, prefix ends
+}
+
+// layoutKey is a key of a keyLayout: its bytes, within keys, and for a
+// key of 4 to 16 bytes (most attribute keys) its first and last words (of
+// 8 bytes, or of 4 for a key under 8), which together cover it: a map's
+// key is checked against those two words without a call of memequal.
+type layoutKey struct {
+	key    []byte
+	words  int // 8 or 4: lo and hi hold the key's first and last words of that size; 0: none
+	lo, hi uint64
+}
+
+// set makes lk the layout key whose bytes key holds.
+func (lk *layoutKey) set(key []byte) {
+	le := binary.LittleEndian
+	*lk = layoutKey{key: key}
+	switch n := len(key); {
+	case n >= 8 && n <= 16:
+		lk.words, lk.lo, lk.hi = 8, le.Uint64(key), le.Uint64(key[n-8:])
+	case n >= 4 && n < 8:
+		lk.words, lk.lo, lk.hi = 4, uint64(le.Uint32(key)), uint64(le.Uint32(key[n-4:]))
+	}
+}
+
+// is reports whether k is the layout's key.
+func (lk *layoutKey) is(k string) bool {
+	if len(k) != len(lk.key) {
+		return false
+	}
+	le, b := binary.LittleEndian, stringBytes(k)
+	switch lk.words {
+	case 8:
+		return le.Uint64(b) == lk.lo && le.Uint64(b[len(b)-8:]) == lk.hi
+	case 4:
+		return uint64(le.Uint32(b)) == lk.lo && uint64(le.Uint32(b[len(b)-4:])) == lk.hi
+	}
+	return k == string(lk.key)
 }
 
 // layoutOut is an output entry of a keyLayout: where its value is in the
@@ -103,7 +140,7 @@ func (l *keyLayout) matches(kvs []keyValue) bool {
 		return false
 	}
 	for i, kv := range kvs {
-		if kv.key != string(l.mapKeys[i]) {
+		if !l.mapKeys[i].is(kv.key) {
 			return false
 		}
 	}
@@ -116,12 +153,12 @@ func (l *keyLayout) build(kvs []keyValue) {
 	l.keys, l.mapKeys, l.order = l.keys[:0], l.mapKeys[:0], l.order[:0]
 	for i, kv := range kvs {
 		l.keys = append(l.keys, kv.key...)
-		l.mapKeys = append(l.mapKeys, nil)
+		l.mapKeys = append(l.mapKeys, layoutKey{})
 		l.order = append(l.order, i)
 	}
 	from := 0
 	for i, kv := range kvs { // keys has its final array now
-		l.mapKeys[i] = l.keys[from : from+len(kv.key) : from+len(kv.key)]
+		l.mapKeys[i].set(l.keys[from : from+len(kv.key) : from+len(kv.key)])
 		from += len(kv.key)
 	}
 	slices.SortStableFunc(l.order, func(a, b int) int { return strings.Compare(kvs[a].key, kvs[b].key) })
@@ -162,7 +199,7 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	keys := l.mapKeys[:n]
 	i := 0
 	for k, v := range m.All() {
-		if k != string(keys[i]) {
+		if !keys[i].is(k) {
 			return w.appendMapRebuild(dst, m, l)
 		}
 		vals[i&(layoutStack-1)] = v
@@ -274,20 +311,20 @@ func appendJSONString(dst []byte, s string) []byte {
 // overlaps the one before (four to seven bytes as two overlapping 32-bit
 // halves), not one at a time: attribute values are mostly short.
 func appendJSONStringBody(dst []byte, s string) []byte {
-	le := binary.LittleEndian
+	le, b := binary.LittleEndian, stringBytes(s)
 	n := len(s)
 	var last uint64 // the word that covers s[from:]
 	from := 0
 	switch {
 	case n >= 8:
 		for ; from+8 < n; from += 8 {
-			if !plain8(le.Uint64([]byte(s[from : from+8]))) {
+			if !plain8(le.Uint64(b[from : from+8])) {
 				return appendJSONStringFrom(dst, s, from)
 			}
 		}
-		last = le.Uint64([]byte(s[n-8:]))
+		last = le.Uint64(b[n-8:])
 	case n >= 4:
-		last = uint64(le.Uint32([]byte(s[:4]))) | uint64(le.Uint32([]byte(s[n-4:])))<<32
+		last = uint64(le.Uint32(b)) | uint64(le.Uint32(b[n-4:]))<<32
 	default:
 		for i := range n {
 			if !jsonPlain[s[i]] {
@@ -356,16 +393,16 @@ var jsonPlain = func() (t [256]bool) {
 
 // plain8 reports that none of the 8 bytes of x (little-endian: x holds
 // s[i:i+8]) needs attention from appendJSONString: no control character,
-// '"', '\\' or non-ASCII byte. It tests all eight at once (SWAR); a false
-// "no" only sends the bytes through the byte-at-a-time path.
+// '"', '\\' or non-ASCII byte. It tests all eight at once (SWAR): for a
+// byte b below 0x80, b+0x60 has its top bit set unless b < 0x20, and
+// (b^c)+0x7F has it set unless b == c; no byte carries into the next
+// while all are below 0x80, and a word with a byte at or above 0x80 is
+// refused by its own top bit whatever the sums say. A false "no" would
+// only send the bytes through the byte-at-a-time path.
 func plain8(x uint64) bool {
 	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	q := x ^ (lsb * '"')
-	bs := x ^ (lsb * '\\')
-	control := (x - lsb*0x20) & ^x
-	quote := (q - lsb) & ^q
-	backslash := (bs - lsb) & ^bs
-	return (control|quote|backslash|x)&msb == 0
+	ok := (x + lsb*0x60) & ((x ^ lsb*'"') + lsb*0x7F) & ((x ^ lsb*'\\') + lsb*0x7F)
+	return (x|^ok)&msb == 0
 }
 
 // appendInt is strconv.AppendInt in base 10, with the small non-negative

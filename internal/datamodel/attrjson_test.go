@@ -1,6 +1,7 @@
 package datamodel
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -309,6 +310,63 @@ func TestJSONStringEveryPosition(t *testing.T) {
 				s := string(plain[:p]) + sp + string(plain[p+1:])
 				if got, want := appendJSONStringBody(nil, s), appendJSONStringFrom(nil, s, 0); string(got) != string(want) {
 					t.Fatalf("%q: %q, want %q", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPlain8EveryByte: plain8 agrees with jsonPlain for every byte value at
+// every position of a word of plain bytes, and refuses any word holding a
+// byte at or above 0x80 whatever the other bytes (the carries of its sums
+// must not hide one).
+func TestPlain8EveryByte(t *testing.T) {
+	for pos := range 8 {
+		for b := range 256 {
+			for _, fill := range []byte{'a', ' ', '~', '!', 0x7f} {
+				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				w[pos] = byte(b)
+				if got := plain8(binary.LittleEndian.Uint64(w[:])); got != jsonPlain[b] {
+					t.Fatalf("byte %#x at %d among %q: plain8 %v, want %v", b, pos, fill, got, jsonPlain[b])
+				}
+				for other := range 8 {
+					if other != pos {
+						w2 := w
+						w2[other] = 0x80 | byte(b)
+						if plain8(binary.LittleEndian.Uint64(w2[:])) {
+							t.Fatalf("word %x with a high byte at %d: plain8 true", w2, other)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestKeyLayoutKeyEveryByte: the layout's key check (two words for keys of
+// 4 to 16 bytes, memequal for others) must see a change of any one byte of
+// a key of any length, and a key one byte longer or shorter.
+func TestKeyLayoutKeyEveryByte(t *testing.T) {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	var w jsonWriter
+	var l keyLayout
+	for n := 1; n <= 20; n++ {
+		base := letters[:n]
+		var others []string
+		for p := range n {
+			others = append(others, base[:p]+"X"+base[p+1:])
+		}
+		others = append(others, letters[:n+1], base[:n-1]+"", base)
+		for _, other := range others {
+			if other == "" {
+				continue
+			}
+			for _, k := range []string{base, other} {
+				m := pcommon.NewMap()
+				m.PutStr(k, "v")
+				m.PutInt("zz", 1)
+				if got, want := string(w.appendMapLayout(nil, m, &l)), string(w.appendMap(nil, m)); got != want {
+					t.Fatalf("key %q after %q: %s, want %s", k, base, got, want)
 				}
 			}
 		}

@@ -193,16 +193,18 @@ func xxh64(seed uint64, b []byte) uint64 {
 		h = seed + xxPrime5
 	}
 	h += uint64(n)
-	for ; i <= n-8; i += 8 {
-		h ^= xxRound(0, le.Uint64(b[i:i+8:i+8]))
+	rest := b[i:] // the tail re-sliced as it is eaten: no bounds checks
+	for len(rest) >= 8 {
+		h ^= bits.RotateLeft64(le.Uint64(rest)*xxPrime2, 31) * xxPrime1 // xxRound(0, word)
 		h = bits.RotateLeft64(h, 27)*xxPrime1 + xxPrime4
+		rest = rest[8:]
 	}
-	if i <= n-4 {
-		h ^= uint64(le.Uint32(b[i:i+4:i+4])) * xxPrime1
+	if len(rest) >= 4 {
+		h ^= uint64(le.Uint32(rest)) * xxPrime1
 		h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
-		i += 4
+		rest = rest[4:]
 	}
-	for _, c := range b[i:] {
+	for _, c := range rest {
 		h ^= uint64(c) * xxPrime5
 		h = bits.RotateLeft64(h, 11) * xxPrime1
 	}

@@ -2,7 +2,6 @@ package datamodel
 
 import (
 	"encoding/binary"
-	"unsafe"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -131,7 +130,7 @@ func (r *Encoder) setServiceSeverity(tb *table, text string) {
 func (r *Encoder) bodyText(v pcommon.Value) ([]byte, bool) {
 	if v.Type() == pcommon.ValueTypeStr {
 		if s := v.Str(); validUTF8(s) {
-			return unsafe.Slice(unsafe.StringData(s), len(s)), true
+			return stringBytes(s), true
 		}
 	}
 	var ok bool

@@ -299,7 +299,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDrainersFailed, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_drainers_failed",
-		metric.WithDescription("Orphan-slot drainers that gave up and marked their slot .failed. [Alpha]"),
+		metric.WithDescription("Orphan-slot drainers that gave up and marked their slot .failed, or could not open it (left as it is). [Alpha]"),
 		metric.WithUnit("{drainers}"),
 	)
 	errs = errors.Join(errs, err)

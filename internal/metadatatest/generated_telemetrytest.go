@@ -159,7 +159,7 @@ func AssertEqualExporterQuestdbDrainersActive(t *testing.T, tt *componenttest.Te
 func AssertEqualExporterQuestdbDrainersFailed(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_drainers_failed",
-		Description: "Orphan-slot drainers that gave up and marked their slot .failed. [Alpha]",
+		Description: "Orphan-slot drainers that gave up and marked their slot .failed, or could not open it (left as it is). [Alpha]",
 		Unit:        "{drainers}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
