@@ -163,7 +163,9 @@ func latencyMetrics(b *testing.B, prefix string, lat []time.Duration, elapsed ti
 // concurrent appenders against serial appends that each wait for their own
 // fsync, in the same file setup (1 KiB frames written into 4 MiB segment
 // files preallocated as the queue's are, each deleted when the next one
-// starts, an fsync after every frame). The two alternate in phases of equal
+// starts, an fsync after every frame; the queue recycles its acked
+// segments instead, zeroed back to unwritten extents, the state a fresh
+// preallocated file's frames meet too). The two alternate in phases of equal
 // duration, flushPhases per run, so that the load of a shared machine and
 // its disk's slow spells fall on both alike; the latency of an append (or of
 // one write+fsync) is recorded for every frame. Targets at 64 appenders:
