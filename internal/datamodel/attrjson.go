@@ -208,9 +208,14 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	dst = append(dst, '{')
 	for _, o := range l.out {
 		v := vals[o.pos&(layoutStack-1)]
-		if v.Type() == pcommon.ValueTypeStr { // most attribute values: no appendValue dispatch, the quote in the prefix
+		// Most attribute values are strings (the quote is in the prefix)
+		// or ints: no appendValue call and type switch for those.
+		switch v.Type() {
+		case pcommon.ValueTypeStr:
 			dst = appendJSONStringBody(append(dst, o.prefix...), v.Str())
-		} else {
+		case pcommon.ValueTypeInt:
+			dst = appendInt(append(dst, o.prefix[:len(o.prefix)-1]...), v.Int())
+		default:
 			dst = w.appendValue(append(dst, o.prefix[:len(o.prefix)-1]...), v)
 		}
 	}
