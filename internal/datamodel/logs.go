@@ -52,8 +52,11 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		traceID:        lr.TraceID(),
 		spanID:         lr.SpanID(),
 		flags:          uint32(lr.Flags()),
-		eventName:      validString(lr.EventName()),
+		eventName:      lr.EventName(),
 		dropped:        lr.DroppedAttributesCount(),
+	}
+	if f.eventName != "" { // most records have none: no call
+		f.eventName = validString(f.eventName)
 	}
 	var attrs []byte
 	r.idBuf, attrs = r.appendRecordIdentity(r.idBuf[:0], &f)
