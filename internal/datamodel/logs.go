@@ -45,7 +45,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		time:           uint64(lr.Timestamp()),
 		observed:       uint64(lr.ObservedTimestamp()),
 		severityNumber: uint32(lr.SeverityNumber()),
-		severityText:   validString(lr.SeverityText()),
+		severityText:   lr.SeverityText(),
 		bodyKind:       bodyKind,
 		body:           body,
 		attributes:     lr.Attributes(),
@@ -54,6 +54,9 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 		flags:          uint32(lr.Flags()),
 		eventName:      lr.EventName(),
 		dropped:        lr.DroppedAttributesCount(),
+	}
+	if f.severityText != r.severityText { // the previous record's text is valid: no check again
+		f.severityText = validString(f.severityText)
 	}
 	if f.eventName != "" { // most records have none: no call
 		f.eventName = validString(f.eventName)

@@ -377,3 +377,29 @@ func TestLogTraceAndSpanIDsNullOnlyWhenZero(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSeverityTextRepairedOnRepeat: a severity text equal to the previous
+// record's skips the UTF-8 check; an invalid text (which never equals a
+// repaired one) must still be repaired, repeated or not, and a valid one
+// after it kept.
+func TestLogSeverityTextRepairedOnRepeat(t *testing.T) {
+	texts := []string{"INFO", "bad\xff", "bad\xff", "bad\uFFFD", "INFO", "INFO"}
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for _, s := range texts {
+		lr := lrs.AppendEmpty()
+		lr.SetTimestamp(pcommon.Timestamp(testT1))
+		lr.SetSeverityText(s)
+	}
+	h := newHarness(t, 0, EncoderConfig{})
+	h.logs(ld)
+	rows := h.table("otel_logs").rows
+	if len(rows) != len(texts) {
+		t.Fatalf("%d rows, want %d", len(rows), len(texts))
+	}
+	for i, s := range texts {
+		if got, want := rows[i]["severity_text"], validString(s); got != want {
+			t.Fatalf("row %d: severity_text %q, want %q", i, got, want)
+		}
+	}
+}
