@@ -67,17 +67,12 @@ const maxGather = 2 * time.Millisecond
 
 // gatherLocked lets the appends that are ready to run write and join the
 // pending epoch before its fsync starts: it yields the processor (with q.mu
-// released) for as long as each yield brings new waiters or appends are on
-// their way (q.joining: inside Append before registering, or released by
-// the last fsync and not yet returned), for at most the previous fsync's
-// duration (last) and maxGather. The appends an fsync just released are
-// runnable at that moment; without the gather the next fsync starts before
-// they have written, and in a steady stream every append waits for two
-// whole fsyncs (the one running when it writes, then its own) instead of
-// one. Stopping at the first yield that brought no waiter left 14-20 % of
-// the appends of 64 appenders on two busy cores waiting for two fsyncs;
-// waiting for those on their way too brought that to 11 % (traced, two runs
-// each; BENCHMARKS.md). The bound keeps the appends already waiting from paying
+// released) for as long as each yield brings new waiters, for at most the
+// previous fsync's duration (last) and maxGather. The appends an fsync just
+// released are runnable at that moment; without the gather the next fsync
+// starts before they have written, and in a steady stream every append
+// waits for two whole fsyncs (the one running when it writes, then its own)
+// instead of one. The bound keeps the appends already waiting from paying
 // more than an fsync for it; an append that finds the flusher idle costs
 // one yield.
 func (q *Queue) gatherLocked(last time.Duration) {
@@ -87,7 +82,7 @@ func (q *Queue) gatherLocked(last time.Duration) {
 		q.mu.Unlock()
 		runtime.Gosched()
 		q.mu.Lock()
-		if q.pending == nil || time.Now().After(end) || (q.pending.waiters == n && q.joining.Load() == 0) {
+		if q.pending == nil || q.pending.waiters == n || time.Now().After(end) {
 			return
 		}
 	}
@@ -171,7 +166,6 @@ func (q *Queue) completeLocked(ep *syncEpoch) {
 	if q.fatal != nil {
 		ep.err = q.fatal
 	}
-	q.joining.Add(int64(ep.waiters)) // each takes itself off as it returns
 	close(ep.done)
 }
 

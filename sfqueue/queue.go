@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,11 +85,6 @@ type Queue struct {
 	// the last one started wait for; nil: none waits.
 	pending  *syncEpoch
 	flushReq chan struct{} // wakes the flusher (capacity 1)
-	// joining counts flush-mode appends on their way to the pending epoch:
-	// between entering Append and registering (not while they wait for
-	// room), and released by an epoch but not yet returned. The flusher's
-	// gather waits for them (gatherLocked).
-	joining atomic.Int64
 
 	published chan struct{}
 	stop      chan struct{}
@@ -251,26 +245,18 @@ func (q *Queue) appendBatch(ctx context.Context, b Batch, setIndex bool) (uint64
 		deadline = d
 	}
 
-	flush := q.flushReq != nil
-	if flush {
-		q.joining.Add(1)
-	}
 	q.mu.Lock()
 	last, err := q.appendLocked(ctx, b, setIndex, frames, start, deadline)
 	var ep *syncEpoch
-	if err == nil && flush {
+	if err == nil && q.flushReq != nil {
 		ep = q.pendingEpochLocked()
 	}
 	q.mu.Unlock()
-	if flush {
-		q.joining.Add(-1)
-	}
 	if err != nil {
 		return 0, err
 	}
 	if ep != nil {
 		<-ep.done
-		q.joining.Add(-1) // released and returning (completeLocked counted it)
 		if ep.err != nil {
 			return 0, ep.err
 		}
@@ -449,10 +435,6 @@ func (q *Queue) waitSpaceLocked(ctx context.Context, deadline time.Time) error {
 	}
 	ch := q.space
 	q.waiters++
-	if q.flushReq != nil {
-		q.joining.Add(-1) // no gather should wait for room to appear
-		defer q.joining.Add(1)
-	}
 	q.mu.Unlock()
 	t := time.NewTimer(wait)
 	var err error

@@ -193,7 +193,7 @@ func (q *Queue) syncDirInGroupLocked() error {
 		if q.pending == nil {
 			q.pending = &syncEpoch{done: make(chan struct{})}
 		}
-		ep := q.pending // not a waiter: q.joining counts appends only
+		ep := q.pending // not a waiter: waiters counts appends only
 		select {
 		case q.flushReq <- struct{}{}:
 		default:
