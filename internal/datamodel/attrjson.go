@@ -200,10 +200,13 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	i := 0
 	for k, v := range m.All() {
 		if !keys[i].is(k) {
-			return w.appendMapRebuild(dst, m, l)
+			break // a break, not a return, out of the iterator: less bookkeeping in every step
 		}
 		vals[i&(layoutStack-1)] = v
 		i++
+	}
+	if i != n {
+		return w.appendMapRebuild(dst, m, l)
 	}
 	dst = append(dst, '{')
 	for _, o := range l.out {
