@@ -200,17 +200,25 @@ func (w *jsonWriter) appendMapLayout(dst []byte, m pcommon.Map, l *keyLayout) []
 	i := 0
 	for k, v := range m.All() {
 		if !keys[i].is(k) {
-			return w.appendMapRebuild(dst, m, l)
+			break // a break, not a return, out of the iterator: less bookkeeping in every step
 		}
 		vals[i&(layoutStack-1)] = v
 		i++
 	}
+	if i != n {
+		return w.appendMapRebuild(dst, m, l)
+	}
 	dst = append(dst, '{')
 	for _, o := range l.out {
 		v := vals[o.pos&(layoutStack-1)]
-		if v.Type() == pcommon.ValueTypeStr { // most attribute values: no appendValue dispatch, the quote in the prefix
+		// Most attribute values are strings (the quote is in the prefix)
+		// or ints: no appendValue call and type switch for those.
+		switch v.Type() {
+		case pcommon.ValueTypeStr:
 			dst = appendJSONStringBody(append(dst, o.prefix...), v.Str())
-		} else {
+		case pcommon.ValueTypeInt:
+			dst = appendInt(append(dst, o.prefix[:len(o.prefix)-1]...), v.Int())
+		default:
 			dst = w.appendValue(append(dst, o.prefix[:len(o.prefix)-1]...), v)
 		}
 	}

@@ -38,20 +38,28 @@ func (r *Encoder) EncodeLogs(ld plog.Logs, emit func(frame []byte) error) (Stats
 
 func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	tb := &r.tables[tableLogs]
-	body, hasBody := r.bodyText(lr.Body())
+	bodyValue := lr.Body()
+	bodyKind := bodyValue.Type()
+	body, hasBody := r.bodyText(bodyValue, bodyKind)
 	f := recordFields{
 		time:           uint64(lr.Timestamp()),
 		observed:       uint64(lr.ObservedTimestamp()),
 		severityNumber: uint32(lr.SeverityNumber()),
-		severityText:   validString(lr.SeverityText()),
-		bodyKind:       lr.Body().Type(),
+		severityText:   lr.SeverityText(),
+		bodyKind:       bodyKind,
 		body:           body,
 		attributes:     lr.Attributes(),
 		traceID:        lr.TraceID(),
 		spanID:         lr.SpanID(),
 		flags:          uint32(lr.Flags()),
-		eventName:      validString(lr.EventName()),
+		eventName:      lr.EventName(),
 		dropped:        lr.DroppedAttributesCount(),
+	}
+	if f.severityText != r.severityText { // the previous record's text is valid: no check again
+		f.severityText = validString(f.severityText)
+	}
+	if f.eventName != "" { // most records have none: no call
+		f.eventName = validString(f.eventName)
 	}
 	var attrs []byte
 	r.idBuf, attrs = r.appendRecordIdentity(r.idBuf[:0], &f)
@@ -59,13 +67,13 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	ordinal := r.ordinals.next(key)
 	id := recordID(key, ordinal)
 
-	ts, ok := timestampNanos(lr.Timestamp())
+	observed, hasObserved := timestampNanos(pcommon.Timestamp(f.observed))
+	ts, ok := timestampNanos(pcommon.Timestamp(f.time))
 	if !ok {
-		if ts, ok = timestampNanos(lr.ObservedTimestamp()); !ok {
+		if ts, ok = observed, hasObserved; !ok {
 			ts = r.nowNano
 		}
 	}
-	observed, hasObserved := timestampNanos(lr.ObservedTimestamp())
 	le := binary.LittleEndian // the ids as words: no comparison with a zero array in memory
 	hasTrace := le.Uint64(f.traceID[:8])|le.Uint64(f.traceID[8:]) != 0
 	hasSpan := le.Uint64(f.spanID[:]) != 0
@@ -73,7 +81,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 	encodeHex8(&r.spanHex, &f.spanID)
 
 	bound := tb.fixed + r.scopeBound + symbolBound(len(f.severityText)) + symbolBound(len(f.eventName)) +
-		4*varcharOverhead + len(body) + len(r.traceHex) + len(r.spanHex) + len(attrs) + r.pointPromoted(lr.Attributes())
+		4*varcharOverhead + len(body) + len(r.traceHex) + len(r.spanHex) + len(attrs) + r.pointPromoted(f.attributes)
 	if !r.fits(tb, bound, "log record") {
 		return nil
 	}
@@ -126,9 +134,9 @@ func (r *Encoder) setServiceSeverity(tb *table, text string) {
 
 // bodyText is the body column's text (see appendText): a valid string
 // body as it is, without a copy (it is only read), anything else rendered
-// into r.text.
-func (r *Encoder) bodyText(v pcommon.Value) ([]byte, bool) {
-	if v.Type() == pcommon.ValueTypeStr {
+// into r.text. kind is v.Type(), which the record identity needs too.
+func (r *Encoder) bodyText(v pcommon.Value, kind pcommon.ValueType) ([]byte, bool) {
+	if kind == pcommon.ValueTypeStr {
 		if s := v.Str(); validUTF8(s) {
 			return stringBytes(s), true
 		}

@@ -360,12 +360,7 @@ func TestLogTraceAndSpanIDsNullOnlyWhenZero(t *testing.T) {
 		lr.SetTraceID(c.trace)
 		lr.SetSpanID(c.span)
 	}
-	h := newHarness(t, 0, EncoderConfig{})
-	h.logs(ld)
-	rows := h.table("otel_logs").rows
-	if len(rows) != len(cases) {
-		t.Fatalf("%d rows, want %d", len(rows), len(cases))
-	}
+	rows := encodeLogRows(t, ld, len(cases))
 	for i, c := range cases {
 		trace, hasTrace := rows[i]["trace_id"]
 		if hasTrace != !c.trace.IsEmpty() || (hasTrace && trace != hex.EncodeToString(c.trace[:])) {
@@ -376,4 +371,38 @@ func TestLogTraceAndSpanIDsNullOnlyWhenZero(t *testing.T) {
 			t.Errorf("row %d: span_id %v (set %v) for %x", i, span, hasSpan, c.span)
 		}
 	}
+}
+
+// TestLogSeverityTextRepairedOnRepeat: a severity text equal to the previous
+// record's skips the UTF-8 check; an invalid text (which never equals a
+// repaired one) must still be repaired, repeated or not, and a valid one
+// after it kept.
+func TestLogSeverityTextRepairedOnRepeat(t *testing.T) {
+	texts := []string{"INFO", "bad\xff", "bad\xff", "bad\uFFFD", "INFO", "INFO"}
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for _, s := range texts {
+		lr := lrs.AppendEmpty()
+		lr.SetTimestamp(pcommon.Timestamp(testT1))
+		lr.SetSeverityText(s)
+	}
+	rows := encodeLogRows(t, ld, len(texts))
+	for i, s := range texts {
+		if got, want := rows[i]["severity_text"], validString(s); got != want {
+			t.Fatalf("row %d: severity_text %q, want %q", i, got, want)
+		}
+	}
+}
+
+// encodeLogRows encodes ld with the default configuration and returns the
+// otel_logs rows, failing the test unless there are want of them.
+func encodeLogRows(t *testing.T, ld plog.Logs, want int) []map[string]any {
+	t.Helper()
+	h := newHarness(t, 0, EncoderConfig{})
+	h.logs(ld)
+	rows := h.table("otel_logs").rows
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	return rows
 }
