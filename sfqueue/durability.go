@@ -120,7 +120,7 @@ func (q *Queue) syncLocked() {
 		q.completeLocked(ep)
 		return
 	}
-	q.syncing = true
+	q.syncing, q.syncingDir = true, dir
 	q.mu.Unlock()
 
 	start := time.Now()
@@ -140,7 +140,7 @@ func (q *Queue) syncLocked() {
 	elapsed := time.Since(start)
 
 	q.mu.Lock()
-	q.syncing = false
+	q.syncing, q.syncingDir = false, false
 	for _, s := range segs {
 		s.refs--
 		if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {

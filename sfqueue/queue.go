@@ -50,6 +50,9 @@ type Queue struct {
 	fatal   *FatalError
 	closed  bool
 	syncing bool
+	// syncingDir: the fsync under way (syncing) ends with a directory
+	// fsync; a batch that creates a segment waits for it (appendLocked).
+	syncingDir bool
 	// rotating: an append is fsyncing with q.mu released (the segment it
 	// seals, or its dictionary entries); other appends wait.
 	rotating bool
@@ -270,7 +273,12 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 	payloads := b.Payloads
 	var need int64
 	for {
-		for q.rotating && !q.closed {
+		// A new segment's name must not enter the directory while a
+		// directory fsync that will not fsync the segment first is under
+		// way (a group fsync's, or .ack-watermark's replace): a power loss
+		// could then keep the entry and a torn header, and recovery would
+		// set the slot aside.
+		for (q.rotating || ((q.syncingDir || q.wmWriting) && q.newSegments(payloads) > 0)) && !q.closed {
 			q.syncDone.Wait()
 		}
 		if err := q.usableLocked(); err != nil {

@@ -394,3 +394,35 @@ func TestZeroRangeOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNoNewSegmentDuringADirectoryFsync: a batch that needs a new segment
+// waits while a group fsync that ends with a directory fsync is under way,
+// so that directory fsync cannot make the new segment's entry durable
+// before its header (a power loss would leave a torn header in the newest
+// segment, which recovery sets aside).
+func TestNoNewSegmentDuringADirectoryFsync(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, spareOpts(cfs))
+	defer q.Close()
+	spareFrames(t, q, 1, 12, 0, nil) // segment 1 has room for one more frame
+	entered, release := blockingSyncs(cfs)
+	q.mu.Lock()
+	q.dirDirty = true // as after a rotation or a recycle
+	q.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { mustAppend(t, q, testPayload(13, 300)) }) // its group fsync blocks, dir pending
+	<-entered
+	wg.Go(func() { mustAppend(t, q, testPayload(14, 300)) }) // needs segment 14
+	next := "/d/s/" + segmentName(14)
+	time.Sleep(20 * time.Millisecond)
+	if slices.Contains(cfs.fileNames(), next) {
+		close(release)
+		wg.Wait()
+		t.Fatalf("segment %s was created while a directory fsync was under way", next)
+	}
+	close(release)
+	wg.Wait()
+	if !slices.Contains(cfs.fileNames(), next) {
+		t.Fatalf("segment %s missing after the append returned", next)
+	}
+}
