@@ -70,7 +70,9 @@ type Encoder struct {
 	dictBytes int // bytes of the entries [dictStart, dictEnd)
 	// dictLooked: a SYMBOL value was looked up in dict since the last
 	// ended row, so dict may have grown past dictEnd (only a lookup adds
-	// entries: EndRow skips the dictionary's Len otherwise).
+	// entries: EndRow skips the dictionary's Len otherwise). Finish and a
+	// rolled-back row keep it: the row written again may hit a cache and
+	// look nothing up, and the entry must still reach the next frame.
 	dictLooked bool
 
 	finishedRows int // rows of the frame the last Finish appended

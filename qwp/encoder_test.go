@@ -712,3 +712,34 @@ func TestIncrementalBlockSize(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupBeforeAFullFrameRidesWithTheRetry: a row whose SYMBOL lookup
+// added an entry and then did not fit (ErrFrameFull) is written again
+// after Finish; the second SymbolValidHashed hits its slot and looks
+// nothing up, so the entry the first lookup added must still enter the
+// next frame's delta section (dictLooked survives Finish).
+func TestLookupBeforeAFullFrameRidesWithTheRetry(t *testing.T) {
+	dict := NewMemDict()
+	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true, MaxFrameBytes: 70})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	v := mustCol(t, tb, "v", TypeVarchar)
+	tb.SymbolValidHashed(s, []byte("a"), 1)
+	tb.VarcharString(v, strings.Repeat("x", 30)) // leaves too little room for the next row
+	mustEndRow(t, tb)
+	long := []byte("a-longish-symbol-value")
+	tb.SymbolValidHashed(s, long, 77)
+	if err := tb.EndRow(); !errors.Is(err, ErrFrameFull) {
+		t.Fatalf("EndRow = %v, want ErrFrameFull (raise the row's size if the limit changed)", err)
+	}
+	first, err := decodeMessage(e.Finish(nil))
+	if err != nil || len(first.dict) != 1 {
+		t.Fatalf("first frame: %v, dictionary %q; want [a]", err, first.dict)
+	}
+	tb.SymbolValidHashed(s, long, 77)
+	mustEndRow(t, tb)
+	m, err := decodeMessage(e.Finish(nil))
+	if err != nil || len(m.dict) != 1 || string(m.dict[0]) != string(long) || m.dictStart != 1 {
+		t.Fatalf("retry frame: %v, start %d, dictionary %q; want start 1 with %q", err, m.dictStart, m.dict, long)
+	}
+}

@@ -277,7 +277,8 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		// directory fsync that will not fsync the segment first is under
 		// way (a group fsync's, or .ack-watermark's replace): a power loss
 		// could then keep the entry and a torn header, and recovery would
-		// set the slot aside.
+		// set the slot aside. Directory fsyncs that start later are
+		// covered by writeLocked, which fsyncs the header first.
 		for (q.rotating || ((q.syncingDir || q.wmWriting) && q.newSegments(payloads) > 0)) && !q.closed {
 			q.syncDone.Wait()
 		}
@@ -500,6 +501,18 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 			var err error
 			if ns == nil {
 				ns, err = createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
+			}
+			if err == nil && q.sf && q.o.Durability != DurabilityMemory {
+				// The header is made durable before q.mu is released: from
+				// then on a directory fsync (a group fsync's for another
+				// reason, the .ack-watermark's) may make the new name
+				// durable, and a power loss must not find it with a torn
+				// header, which recovery would have to set aside.
+				if err = ns.f.Sync(); err != nil {
+					ns.f.Close()
+					q.fs.Remove(ns.path)
+					ns = nil
+				}
 			}
 			if err != nil {
 				for _, s := range created {
@@ -761,11 +774,13 @@ func (q *Queue) Ack(fsn uint64) {
 	}
 	q.unlinking++ // Close waits for it
 	q.mu.Unlock()
-	if recycle != "" {
-		q.prepareSpare(recycle)
-	}
+	// The others first: the recycle waits for a group fsync, and the disk
+	// should not hold their room meanwhile.
 	for _, p := range gone {
 		q.unlink(p)
+	}
+	if recycle != "" {
+		q.prepareSpare(recycle)
 	}
 	q.mu.Lock()
 	q.unlinking--

@@ -33,16 +33,18 @@ const spareName = ".spare-segment"
 // is used, so a power loss after a rotation finds zeros, never the recycled
 // segment's old frames, after the new ones. The recycled segment's name is
 // durably gone before its content changes, so a power loss cannot bring it
-// back zeroed; that directory fsync is a group fsync's
-// (syncDirInGroupLocked), so it never makes a segment renamed from the
-// spare durable before its header. A spare left by a crash is deleted by recovery; one renamed
-// to a segment name holds nothing returned until the group fsync that also
-// fsyncs the directory. The spare's size counts against MaxTotalBytes
-// (admitLocked drops it before refusing or evicting for room), so the disk
-// bound is unchanged: the cap plus the active segment's preallocated tail.
-// A failure while preparing costs only the spare: the next rotation creates
-// its segment on the append path as before, where ENOSPC is a DiskFull
-// refusal before any frame of the batch is written.
+// back zeroed. A new segment's header, whether renamed from the spare or
+// created, is fsynced before q.mu is released (writeLocked): any directory
+// fsync after that (a group fsync's, the .ack-watermark's) may make its
+// name durable, never with a torn header. A spare left by a crash is
+// deleted by recovery. The spare's size counts against MaxTotalBytes
+// (admitLocked drops it before refusing or evicting for room), except
+// while one is prepared under on_full=evict_oldest (spareBytesLocked), so
+// the disk holds at most the cap plus the active segment's preallocated
+// tail, and then one segment more for milliseconds. A failure while
+// preparing costs only the spare: the next rotation creates its segment on
+// the append path as before, where ENOSPC is a DiskFull refusal before any
+// frame of the batch is written.
 
 // rangeZeroer is a File that can zero a range while keeping its blocks
 // allocated (fallocate FALLOC_FL_ZERO_RANGE on Linux). Files without it
@@ -205,10 +207,7 @@ func (q *Queue) syncDirInGroupLocked() error {
 		}
 		q.mu.Lock()
 	}
-	if err := q.usableLocked(); err != nil {
-		return err
-	}
-	return nil
+	return q.usableLocked()
 }
 
 // spareSegmentLocked turns the ready spare into the segment base: rename
