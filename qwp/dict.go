@@ -9,7 +9,9 @@ import "unsafe"
 //
 // An Encoder calls ID for every SYMBOL value and reads Len and Entry when it
 // writes a message's delta section. A dictionary must be used by at most one
-// Encoder at a time.
+// Encoder at a time, and between the Encoder's Resets only that Encoder may
+// add entries: it looks for new ones only after its own lookups, so an entry
+// added by anyone else would ride in a later frame than its first use.
 type SymbolDict interface {
 	// ID returns the id of sym, assigning the next id (equal to Len before
 	// the call) when sym is new. It must not retain sym.
