@@ -106,6 +106,14 @@
 // next rotation creates its segment as above. Where a range cannot be
 // zeroed (macOS, tmpfs) acked segments are deleted and spares are new files.
 //
+// A rotation fsyncs the new segment's header before q.mu is released, so a
+// directory fsync that is not a group fsync (the .ack-watermark's replace,
+// a recycling Ack's) never makes a segment's name durable before its
+// header. The first segment of an empty slot is not covered: until its
+// first fsync, such a directory fsync and a power loss can leave it with a
+// torn header, which recovery sets aside (loud DATA_LOSS, evidence kept).
+// In flush mode no append into it has returned by then.
+//
 // # Side files
 //
 // .ack-watermark is 24 bytes: magic u32 "SQW1" | acked FSN u64 | on-disk FSN

@@ -502,12 +502,14 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 			if ns == nil {
 				ns, err = createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
 			}
-			if err == nil && q.sf && q.o.Durability != DurabilityMemory {
-				// The header is made durable before q.mu is released: from
-				// then on a directory fsync (a group fsync's for another
-				// reason, the .ack-watermark's) may make the new name
-				// durable, and a power loss must not find it with a torn
-				// header, which recovery would have to set aside.
+			if err == nil && cur != nil && q.sf && q.o.Durability != DurabilityMemory {
+				// At a rotation the header is made durable before q.mu is
+				// released (rotationSyncLocked): from then on a directory
+				// fsync (a group fsync's for another reason, the
+				// .ack-watermark's) may make the new name durable, and a
+				// power loss must not find it with a torn header, which
+				// recovery would have to set aside. The first segment of an
+				// empty slot is not covered (see doc.go).
 				if err = ns.f.Sync(); err != nil {
 					ns.f.Close()
 					q.fs.Remove(ns.path)
