@@ -29,11 +29,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // blockingSyncs makes the first fsync of a segment block until release is
 // closed; entered is closed when it starts.
 func blockingSyncs(cfs *crashFS) (entered, release chan struct{}) {
+	return blockingSyncOf(cfs, segmentSuffix)
+}
+
+// blockingSyncOf makes the first fsync of a file whose name ends in suffix
+// block until release is closed; entered is closed when it starts.
+func blockingSyncOf(cfs *crashFS, suffix string) (entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	cfs.mu.Lock()
 	cfs.syncHook = func(name string) {
-		if strings.HasSuffix(name, segmentSuffix) {
+		if strings.HasSuffix(name, suffix) {
 			once.Do(func() {
 				close(entered)
 				<-release
@@ -483,7 +489,9 @@ func TestRotationFsyncDoesNotBlockTheConsumer(t *testing.T) {
 	for i := range 4 { // fills the first segment (24 + 4*frame200 bytes)
 		mustAppend(t, q, testPayload(uint64(i+1), 200))
 	}
-	entered, release := blockingSyncs(cfs)
+	// The sealed segment's fsync: the new one's header is fsynced first,
+	// under the lock (see writeLocked), and is not what this is about.
+	entered, release := blockingSyncOf(cfs, segmentName(1))
 	rotating := make(chan error, 1)
 	go func() {
 		_, err := q.Append(context.Background(), testPayload(5, 200))
