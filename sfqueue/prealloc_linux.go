@@ -37,9 +37,11 @@ func allocate(f *os.File, size int64) error {
 	return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
 }
 
-// zeroRange zeroes size bytes at off and keeps the blocks allocated (ext4
-// and XFS mark the extents unwritten: no data is written and no block is
-// freed). A file system without it returns errNoZeroRange.
+// zeroRange zeroes size bytes at off and keeps the file's space allocated.
+// ext4 marks the extents unwritten (no data written, no block freed); XFS
+// frees and reallocates the range, which a discard mount turns into
+// discards, so there recycling saves less. A file system without it
+// returns errNoZeroRange.
 func zeroRange(f *os.File, off, size int64) error {
 	err := fallocate(f, fallocZeroRange|fallocKeepSize, off, size)
 	switch {
