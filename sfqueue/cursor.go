@@ -38,7 +38,7 @@ func (c *Cursor) Next() (fsn uint64, payload []byte, ok bool, err error) {
 	if q.closed {
 		return 0, nil, false, ErrClosed
 	}
-	if len(q.segs) == 0 || c.next >= q.nextFSN {
+	if len(q.segs) == 0 || c.next > q.written {
 		return 0, nil, false, nil
 	}
 	if first := q.segs[0].base; c.next < first {

@@ -156,18 +156,25 @@
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
 //     started after its write; appends arriving while an fsync runs share
-//     the next one. No timer: the batch grows with load. A flusher
-//     goroutine runs the fsyncs and releases each one's appends through a
-//     channel; before starting the next it yields to the goroutines that
-//     are ready to run (the appends just released, appending again) for as
+//     the next one. No timer: the batch grows with load. An append only
+//     builds its frames in memory (a copy under the lock); a flusher
+//     goroutine writes the frames of all waiting appends with one call,
+//     publishes them to cursors, fsyncs, and releases the appends through
+//     a channel. Before each fsync it yields to the goroutines that are
+//     ready to run (the appends just released, appending again) for as
 //     long as they keep joining, at most the last fsync's time and 2 ms, so
-//     a steady stream shares one fsync instead of alternating two. Appends
-//     still waiting when the queue closes share Close's fsync and get its
-//     outcome: their frames stay on disk, so they are not told ErrClosed.
+//     a steady stream shares one fsync instead of alternating two. A write
+//     system call per append would serialize them under the lock for
+//     longer than the fsync (BENCHMARKS.md). Appends still waiting when the
+//     queue closes share Close's fsync and get its outcome: their frames
+//     stay on disk, so they are not told ErrClosed.
 //
 // In periodic and flush modes the previous segment is fsynced before the
-// first frame is written to a new one (with the lock released, so the
-// consumer keeps reading and acking; other appends wait), and the directory
+// first frame is written to a new one (periodic: at the rotation, with the
+// lock released, so the consumer keeps reading and acking while other
+// appends wait; flush: by the next group fsync, before it writes the new
+// segment's frames, while appends go on building theirs, and the
+// background goroutine starts that fsync at the rotation), and the directory
 // is fsynced after segments are created and after Open, so a power loss can
 // only cut the newest frames, never leave a hole or lose a side file. On
 // macOS, Go's File.Sync is fcntl(F_FULLFSYNC), which also empties the

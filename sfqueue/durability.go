@@ -90,12 +90,17 @@ func (q *Queue) gatherLocked(last time.Duration) {
 
 // syncLocked fsyncs every segment written since its last fsync, and the slot
 // directory if a segment was created, with q.mu released during the I/O, and
-// then completes the pending epoch it took at the start. On success
+// then completes the pending epoch it took at the start. In flush
+// durability it first fsyncs the segments sealed since the last one and
+// then writes the frames appends built (flushWritesLocked). On success
 // everything published before it started is durable; a failure latches the
 // queue fatal and is never retried (after a failed fsync Linux may report
 // later ones clean for data that never reached the disk), and nothing is
 // fsynced once the queue is latched.
 func (q *Queue) syncLocked() {
+	if q.flushReq != nil && q.syncSealedLocked(false) == nil {
+		q.flushWritesLocked() // a failure latches: handled below
+	}
 	ep := q.pending
 	q.pending = nil
 	if q.fatal != nil {
@@ -107,7 +112,6 @@ func (q *Queue) syncLocked() {
 	for _, s := range q.segs {
 		if s.dirty {
 			s.dirty = false
-			s.refs++
 			segs = append(segs, s)
 		}
 	}
@@ -121,8 +125,25 @@ func (q *Queue) syncLocked() {
 		return
 	}
 	q.syncing, q.syncingDir = true, dir
-	q.mu.Unlock()
+	op, err := q.fsyncUnlocked(segs, dir)
+	q.syncing, q.syncingDir = false, false
+	if err != nil {
+		q.latchLocked(op, err)
+	} else if target > q.durable {
+		q.durable = target
+	}
+	q.completeLocked(ep)
+	q.syncDone.Broadcast() // Close waits for q.syncing
+}
 
+// fsyncUnlocked fsyncs segs in order, then the slot directory if dir, with
+// q.mu released (the segments are held open meanwhile), records the time,
+// and returns the failed operation's name and error.
+func (q *Queue) fsyncUnlocked(segs []*segment, dir bool) (string, error) {
+	for _, s := range segs {
+		s.refs++
+	}
+	q.mu.Unlock()
 	start := time.Now()
 	var err error
 	var op string
@@ -138,23 +159,21 @@ func (q *Queue) syncLocked() {
 		}
 	}
 	elapsed := time.Since(start)
-
 	q.mu.Lock()
-	q.syncing, q.syncingDir = false, false
 	for _, s := range segs {
 		s.refs--
-		if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {
-			s.closeFile()
-		}
+		q.closeIdleLocked(s)
 	}
 	q.st.recordFsync(elapsed)
-	if err != nil {
-		q.latchLocked(op, err)
-	} else if target > q.durable {
-		q.durable = target
+	return op, err
+}
+
+// closeIdleLocked closes s's file unless it is still written or read (or
+// held by a ref).
+func (q *Queue) closeIdleLocked(s *segment) {
+	if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {
+		s.closeFile()
 	}
-	q.completeLocked(ep)
-	q.syncDone.Broadcast() // Close waits for q.syncing
 }
 
 // completeLocked releases the appends waiting on ep (nil: none) with the

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,7 +82,7 @@ func TestFlushGroupCommit(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "10 appends written behind the running fsync", func() bool { return q.PublishedFSN() == n+1 })
+	waitFor(t, "10 appends taken behind the running fsync", func() bool { return q.Stats().FramesAppended == n+1 })
 	if q.Stats().DurableFSN != 0 {
 		t.Fatalf("DurableFSN moved before any fsync completed")
 	}
@@ -135,7 +138,7 @@ func TestFlushWaitsForAnFsyncStartedAfterItsWrite(t *testing.T) {
 	first := appendAsync(1)
 	gate1 := <-gates // fsync 1 in flight, covering FSN 1
 	second := appendAsync(2)
-	waitFor(t, "the second append written", func() bool { return q.PublishedFSN() == 2 })
+	waitFor(t, "the second append taken", func() bool { return q.Stats().FramesAppended == 2 })
 	close(gate1)
 	if err := <-first; err != nil {
 		t.Fatal(err)
@@ -432,7 +435,7 @@ func TestCloseDuringGroupCommitWait(t *testing.T) {
 				_, err := q.Append(context.Background(), testPayload(2, 10))
 				second <- err
 			}()
-			waitFor(t, "second append written", func() bool { return q.PublishedFSN() == 2 })
+			waitFor(t, "second append taken", func() bool { return q.Stats().FramesAppended == 2 })
 			closed := make(chan error, 1)
 			go func() { closed <- q.Close() }()
 			waitFor(t, "Close started", func() bool {
@@ -574,5 +577,167 @@ func TestNewSegmentHeaderIsDurableBeforeItsName(t *testing.T) {
 		if rep.Unreplayable != nil {
 			t.Fatalf("seed %d: the slot was set aside after a power loss: %v", seed, rep.Unreplayable)
 		}
+	}
+}
+
+// TestFlushRotationWritesNoFrameBeforeTheSealedSegmentIsDurable: in flush
+// durability a rotation does not fsync the sealed segment on the append
+// path; appends go on being taken while that fsync runs, but no frame
+// reaches the new segment's file, and no append returns, until it has
+// ended, so a power loss cannot leave a hole between the segments.
+func TestFlushRotationWritesNoFrameBeforeTheSealedSegmentIsDurable(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	defer q.Close()
+	for i := range 3 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	entered, blocked := blockingSyncOf(cfs, segmentName(1))
+	release := sync.OnceFunc(func() { close(blocked) })
+	defer release() // before Close, if the test fails
+	// One batch: frame 4 ends segment 1, frame 5 starts segment 5.
+	rotating := make(chan error, 1)
+	go func() {
+		_, err := q.AppendBatch(context.Background(), [][]byte{testPayload(4, 200), testPayload(5, 200)})
+		rotating <- err
+	}()
+	<-entered // segment 1's fsync, with frame 4, is in flight
+	behind := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(6, 200))
+		behind <- err
+	}()
+	waitFor(t, "the append behind the rotation taken", func() bool { return q.Stats().FramesAppended == 6 })
+	if got := drain(t, q.NewCursor()); len(got) != 3 {
+		t.Fatalf("the consumer read %d frames while the sealed segment's fsync ran, want the 3 durable ones", len(got))
+	}
+	select {
+	case err := <-rotating:
+		t.Fatalf("the rotating batch returned (%v) before the sealed segment was durable", err)
+	case err := <-behind:
+		t.Fatalf("an append returned (%v) before the sealed segment was durable", err)
+	default:
+	}
+	cfs.mu.Lock()
+	ino := cfs.names[filepath.Join("/d", "s", segmentName(5))]
+	var written []byte
+	if ino != nil {
+		written = slices.Clone(ino.data)
+	}
+	cfs.mu.Unlock()
+	if nz := nonZeroExtent(written); nz > segmentHeaderSize {
+		t.Fatalf("segment 5 holds %d non-zero bytes while segment 1's fsync runs; want only its %d-byte header", nz, segmentHeaderSize)
+	}
+	release()
+	if err := <-rotating; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-behind; err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.DurableFSN != 6 || st.PublishedFSN != 6 {
+		t.Fatalf("after the rotation: durable %d, published %d; want 6 and 6", st.DurableFSN, st.PublishedFSN)
+	}
+	if got := drain(t, q.NewCursor()); len(got) != 6 {
+		t.Fatalf("read %d frames after the rotation, want 6", len(got))
+	}
+}
+
+// TestFlushWritesOncePerGroupFsync: in flush durability an append only
+// builds its frames; the flusher writes the frames of all the appends a
+// group fsync covers with one write, so concurrent appends cost one write
+// system call per fsync (plus one per new segment's header), not one each.
+func TestFlushWritesOncePerGroupFsync(t *testing.T) {
+	cfs := newCrashFS()
+	var writes atomic.Int64
+	cfs.failWrite = func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			writes.Add(1)
+		}
+		return nil
+	}
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 64 << 10})
+	defer q.Close()
+	const appenders, each = 16, 40
+	var wg sync.WaitGroup
+	for g := range appenders {
+		wg.Go(func() {
+			for i := range each {
+				if _, err := q.Append(context.Background(), testPayload(uint64(g*each+i), 300)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := q.Stats()
+	q.mu.Lock()
+	segments := int64(len(q.segs))
+	q.mu.Unlock()
+	if st.FramesAppended != appenders*each || st.DurableFSN != appenders*each {
+		t.Fatalf("appended %d, durable %d; want %d", st.FramesAppended, st.DurableFSN, appenders*each)
+	}
+	// Every group fsync writes once; a rotation adds the new segment's
+	// header and the sealed segment's last frames; each of those fsyncs
+	// counts too, so writes <= fsyncs + 2 per segment bounds it.
+	if w := writes.Load(); w > int64(st.Fsyncs)+2*segments {
+		t.Fatalf("%d segment writes for %d frames in %d fsyncs and %d segments; want at most one per fsync and two per segment", w, st.FramesAppended, st.Fsyncs, segments)
+	}
+	if st.Fsyncs >= st.FramesAppended {
+		t.Fatalf("%d fsyncs for %d frames from %d appenders: no grouping", st.Fsyncs, st.FramesAppended, appenders)
+	}
+}
+
+// TestFlushEvictionOfTheActiveSegmentWritesItsBuiltFramesFirst: under
+// evict_oldest in flush durability an append can evict the active segment
+// while frames of appends still waiting for a group fsync are only built:
+// the eviction writes them first, so it counts their items from the file
+// like any other, and the next segment starts clean.
+func TestFlushEvictionOfTheActiveSegmentWritesItsBuiltFramesFirst(t *testing.T) {
+	cfs := newCrashFS()
+	frame := frameSize(200)
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush,
+		OnFull: OnFullEvictOldest, MaxSegmentBytes: 1024, MaxTotalBytes: segmentHeaderSize + 3*frame})
+	defer q.Close()
+	appendItems(t, q, testPayload(1, 200), 1)
+	if got := drain(t, q.NewCursor()); len(got) != 1 {
+		t.Fatalf("read %d frames, want 1", len(got))
+	}
+	q.Ack(1)
+	entered, blocked := blockingSyncs(cfs)
+	release := sync.OnceFunc(func() { close(blocked) })
+	defer release()
+	async := func(k uint64) chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := q.AppendBatchItems(context.Background(), [][]byte{testPayload(k, 200)}, []uint32{uint32(k)})
+			ch <- err
+		}()
+		return ch
+	}
+	second := async(2)
+	<-entered // frame 2 is written, its group fsync blocked
+	third := async(3)
+	waitFor(t, "frame 3 built behind the fsync", func() bool { return q.Stats().FramesAppended == 3 })
+	fourth := async(4) // over the cap: evicts segment 1, frames 2 and 3 unacked
+	waitFor(t, "frame 4 taken", func() bool { return q.Stats().FramesAppended == 4 })
+	release()
+	for i, ch := range []chan error{second, third, fourth} {
+		if err := <-ch; err != nil {
+			t.Fatalf("append of frame %d: %v", i+2, err)
+		}
+	}
+	st := q.Stats()
+	if st.FramesEvicted != 2 || st.ItemsEvicted != 2+3 || st.FramesEvictedItemsUnknown != 0 {
+		t.Fatalf("evicting segment 1 with frame 1 acked: %d frames, %d items, %d unknown; want 2 frames, 5 items, 0 unknown",
+			st.FramesEvicted, st.ItemsEvicted, st.FramesEvictedItemsUnknown)
+	}
+	got := drain(t, q.NewCursor())
+	if len(got) != 1 || got[0].fsn != 4 {
+		t.Fatalf("after the eviction the cursor read %d frames; want frame 4 alone", len(got))
+	}
+	if id, err := checkTestPayload(got[0].payload); err != nil || id != 4 {
+		t.Fatalf("frame 4: id %d, %v", id, err)
 	}
 }

@@ -41,9 +41,13 @@ type Queue struct {
 	segs     []*segment // ascending base FSN; contiguous
 	active   *segment   // segment taking appends; nil: create one on demand
 	nextFSN  uint64
-	acked    uint64
-	durable  uint64 // highest FSN covered by a completed fsync
-	used     int64  // header and frame bytes of the retained segments
+	// written is the highest FSN whose frame is in its segment file (the
+	// page cache): what cursors see. It trails nextFSN-1 only in flush
+	// durability, between an append and the group fsync that writes it.
+	written uint64
+	acked   uint64
+	durable uint64 // highest FSN covered by a completed fsync
+	used    int64  // header and frame bytes of the retained segments
 	// atCap: the latest append found no room under the cap (it waited, was
 	// refused, or evicted); cleared by an append admitted without evicting.
 	atCap   bool
@@ -56,6 +60,9 @@ type Queue struct {
 	// rotating: an append is fsyncing with q.mu released (the segment it
 	// seals, or its dictionary entries); other appends wait.
 	rotating bool
+	// sealSyncing: sealed segments (segment.sealing) are being fsynced
+	// with q.mu released.
+	sealSyncing bool
 	// dictSyncs counts fsyncs of dictionary files running unlocked.
 	dictSyncs int
 	// index is the producer's index bytes (Batch.IndexBytes), memory-only
@@ -71,18 +78,34 @@ type Queue struct {
 	sparing   bool
 	noRecycle bool
 	spareWake chan struct{} // asks the background goroutine for a spare
-	consumer  ConsumerState
-	space     chan struct{} // closed and replaced when room may have appeared
-	waiters   int           // appends waiting on space
-	wbuf      []byte
-	readOpen  []*segment // sealed segments the cursor opened, oldest first
-	dict      *symbolDict
-	gens      genTracker
-	st        counters
-	recovery  RecoveryReport
-	wmSaved   watermark // last written to .ack-watermark
-	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
-	wmFailing bool      // the last background .ack-watermark write failed
+	// sealWake asks the background goroutine to fsync the sealed segments
+	// at once (flush durability), so the group fsync that must wait for
+	// them finds them durable or nearly.
+	sealWake chan struct{}
+	consumer ConsumerState
+	space    chan struct{} // closed and replaced when room may have appeared
+	waiters  int           // appends waiting on space
+	wbuf     []byte
+	// pend holds, in flush durability, the frames appended to the end of
+	// q.active since the last group fsync, built but not yet written:
+	// the flusher writes them with one call before its fsync
+	// (flushWritesLocked). An append then costs a copy under q.mu instead
+	// of a write system call, and the appends an fsync released can all
+	// join the next one before it starts (BENCHMARKS.md, #14 fifth pass).
+	// Only the active segment ever has built frames: a rotation writes
+	// them before the sealed segment's fsync.
+	pend []byte
+	// pendWrites counts flushWritesLocked's writes, so an undo can tell
+	// whether the batch's frames reached the file.
+	pendWrites uint64
+	readOpen   []*segment // sealed segments the cursor opened, oldest first
+	dict       *symbolDict
+	gens       genTracker
+	st         counters
+	recovery   RecoveryReport
+	wmSaved    watermark // last written to .ack-watermark
+	wmWriting  bool      // a .ack-watermark write is under way (q.mu released)
+	wmFailing  bool      // the last background .ack-watermark write failed
 
 	// pending is the group fsync (flush mode) that appends written since
 	// the last one started wait for; nil: none waits.
@@ -130,6 +153,9 @@ func Open(o Options) (*Queue, error) {
 	if q.segmentAlloc() > 0 {
 		q.spareWake = make(chan struct{}, 1)
 	}
+	if o.Durability == DurabilityFlush {
+		q.sealWake = make(chan struct{}, 1)
+	}
 	go q.background()
 	if o.Durability == DurabilityFlush {
 		q.flushReq = make(chan struct{}, 1)
@@ -154,7 +180,7 @@ func (q *Queue) Published() <-chan struct{} { return q.published }
 func (q *Queue) PublishedFSN() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.nextFSN - 1
+	return q.written
 }
 
 // AckedFSN is the highest FSN acknowledged (0: none).
@@ -217,11 +243,12 @@ type Batch struct {
 // and when the append fails neither stays. The entries are written first
 // and, in periodic and flush durability, fsynced before any frame is
 // written, so no frame reaches the disk ahead of the ids it needs. The
-// frames are published to cursors at once; in flush durability AppendWith
-// returns only after an fsync that started after they were written (all
+// frames are published to cursors at once, except in flush durability:
+// there they are built in memory and written, and published, by the next
+// group fsync, and AppendWith returns once that fsync has ended (all
 // appends that wait while an fsync runs share the next one). ctx bounds
 // only the wait for room; the wait for the fsync is not cancelable, because
-// by then the frames are published and will be sent.
+// by then the frames are taken and will be sent.
 func (q *Queue) AppendWith(ctx context.Context, b Batch) (uint64, error) {
 	return q.appendBatch(ctx, b, true)
 }
@@ -542,7 +569,13 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	for _, c := range chunks {
 		if c.seg != q.active {
 			if prev := q.active; prev != nil && prev.dirty && q.sf && q.o.Durability != DurabilityMemory {
-				if err := q.rotationSyncLocked(prev); err != nil {
+				var err error
+				if q.flushReq != nil {
+					err = q.sealLocked(prev)
+				} else {
+					err = q.rotationSyncLocked(prev)
+				}
+				if err != nil {
 					rollback.undo()
 					return err
 				}
@@ -576,7 +609,7 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 		c.seg.dirty = true
 	}
 	for _, s := range sealed {
-		s.closeFile()
+		s.closeFile() // a sealing one stays open for its fsync (a ref)
 	}
 	if cap(q.wbuf) > 4*directWrite {
 		q.wbuf = nil // do not pin a large buffer after a batch of many small frames
@@ -587,10 +620,43 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	}
 	q.nextFSN = fsn
 	q.wakeSpareLocked()
+	if q.flushReq == nil {
+		q.publishLocked()
+	}
+	return nil
+}
+
+// publishLocked shows cursors every frame appended so far, whose bytes are
+// in the segment files by now, and wakes the consumer.
+func (q *Queue) publishLocked() {
+	if q.written == q.nextFSN-1 {
+		return
+	}
+	q.written = q.nextFSN - 1
 	select {
 	case q.published <- struct{}{}:
 	default:
 	}
+}
+
+// flushWritesLocked writes the frames built in q.pend (flush durability)
+// at the end of the active segment and publishes them. A failed write
+// latches the queue, as a failed fsync does: the appends waiting for the
+// group fsync get the error, and nothing they built is published.
+func (q *Queue) flushWritesLocked() error {
+	if len(q.pend) > 0 {
+		s := q.active
+		_, err := s.f.WriteAt(q.pend, s.size-int64(len(q.pend)))
+		q.pend = q.pend[:0]
+		if cap(q.pend) > 4*directWrite {
+			q.pend = nil // do not pin the buffer of a burst of large frames
+		}
+		q.pendWrites++
+		if err != nil {
+			return q.latchLocked("write "+filepath.Base(s.path), err)
+		}
+	}
+	q.publishLocked()
 	return nil
 }
 
@@ -608,6 +674,18 @@ const directWrite = 64 << 10
 // and its CRC. A crash can tear the frame between those writes like inside
 // one: the CRC finds it.
 func (q *Queue) writeFramesLocked(s *segment, payloads [][]byte, items []uint32) (uint64, error) {
+	if q.flushReq != nil {
+		var total uint64
+		for i, p := range payloads {
+			var n uint32
+			if len(items) > 0 {
+				n = items[i]
+			}
+			total += uint64(n)
+			q.pend = appendFrame(q.pend, p, n)
+		}
+		return total, nil
+	}
 	buf, off := q.wbuf[:0], s.size
 	write := func(b []byte) error {
 		if len(b) == 0 {
@@ -670,10 +748,15 @@ type writeUndo struct {
 	items   uint64
 	added   int64 // bytes added to q.used so far
 	created []*segment
+	// pend and pendWrites are q.pend's length and q.pendWrites at the
+	// snapshot (flush durability): while no write happened since, the
+	// batch's frames are only built, and cutting q.pend undoes them.
+	pend       int
+	pendWrites uint64
 }
 
 func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
-	u := &writeUndo{q: q, active: q.active, created: created}
+	u := &writeUndo{q: q, active: q.active, created: created, pend: len(q.pend), pendWrites: q.pendWrites}
 	if u.active != nil {
 		u.size, u.frames, u.items = u.active.size, len(u.active.offsets), u.active.items
 	}
@@ -685,13 +768,92 @@ func (u *writeUndo) undo() {
 	q.segs = slices.DeleteFunc(q.segs, func(s *segment) bool { return slices.Contains(u.created, s) })
 	q.active = u.active
 	q.used -= u.added
+	written := u.pendWrites != q.pendWrites
+	if written {
+		q.pend = q.pend[:0] // frames of the batch only: the rest was written
+	} else {
+		q.pend = q.pend[:u.pend]
+	}
 	if a := u.active; a != nil {
 		a.size, a.offsets, a.items = u.size, a.offsets[:u.frames], u.items
-		a.f.WriteAt(make([]byte, 4), u.size)
+		a.unsealLocked() // active again
+		if written || q.flushReq == nil {
+			a.f.WriteAt(make([]byte, 4), u.size)
+		}
 	}
 	for _, s := range u.created {
 		s.f.Close()
 		q.fs.Remove(s.path)
+	}
+}
+
+// sealLocked seals prev at a rotation in flush durability: it writes the
+// frames built for prev and leaves prev's fsync to the next group fsync,
+// which runs it before it writes any frame of a later segment
+// (syncSealedLocked). Appends do not wait for that fsync, as they do at a
+// periodic-mode rotation (rotationSyncLocked); no frame reaches the next
+// segment's file before prev is durable either way, so a power loss cannot
+// leave a hole between them. A segment sealed before and not yet fsynced
+// (two rotations within one group fsync: a batch larger than a segment) is
+// fsynced first, here.
+func (q *Queue) sealLocked(prev *segment) error {
+	if err := q.syncSealedLocked(true); err != nil {
+		return err
+	}
+	if err := q.flushWritesLocked(); err != nil {
+		return err
+	}
+	prev.sealing = true
+	prev.refs++ // open until its fsync: syncSealedLocked drops it
+	select {
+	case q.sealWake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// syncSealedLocked fsyncs the sealed segments not yet durable
+// (segment.sealing), with q.mu released, and waits for such an fsync
+// already under way. It returns with none left. byAppend: on the append
+// path, where other appends wait meanwhile (q.rotating), and a queue that
+// closed meanwhile fails the append with ErrClosed.
+func (q *Queue) syncSealedLocked(byAppend bool) error {
+	for {
+		if q.fatal != nil {
+			return q.fatal
+		}
+		if q.sealSyncing {
+			q.syncDone.Wait()
+			continue
+		}
+		var segs []*segment
+		for _, s := range q.segs {
+			if s.sealing {
+				segs = append(segs, s)
+			}
+		}
+		if len(segs) == 0 {
+			if byAppend && q.closed {
+				return ErrClosed
+			}
+			return nil
+		}
+		q.sealSyncing = true
+		q.rotating = q.rotating || byAppend
+		op, err := q.fsyncUnlocked(segs, false)
+		q.sealSyncing = false
+		if byAppend {
+			q.rotating = false
+		}
+		q.syncDone.Broadcast()
+		if err != nil {
+			return q.latchLocked(op, err)
+		}
+		for _, s := range segs {
+			s.unsealLocked()
+			s.dirty = false
+			q.closeIdleLocked(s)
+		}
 	}
 }
 
@@ -749,7 +911,7 @@ func (q *Queue) Ack(fsn uint64) {
 		q.mu.Unlock()
 		return
 	}
-	if pub := q.nextFSN - 1; fsn > pub {
+	if pub := q.written; fsn > pub {
 		fsn = pub
 	}
 	if fsn <= q.acked {
@@ -834,6 +996,7 @@ func (q *Queue) detachFirstLocked() *segment {
 	q.atCap = false
 	s.removed = true
 	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })
+	s.unsealLocked() // acked or evicted: its fsync no longer matters
 	s.closeFile()
 	return s
 }
@@ -845,6 +1008,9 @@ func (q *Queue) evictOldestLocked() bool {
 		return false
 	}
 	s := q.segs[0]
+	if s == q.active && q.flushWritesLocked() != nil {
+		return false // latched: the append fails with it
+	}
 	var frames, bytes uint64
 	over := int64(overheadOf(s.version))
 	for i := range s.offsets {
@@ -932,7 +1098,7 @@ func (q *Queue) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.cancelSpareWakeLocked()
-	for q.syncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 || q.sparing {
+	for q.syncing || q.sealSyncing || q.rotating || q.dictSyncs > 0 || q.unlinking > 0 || q.sparing {
 		q.syncDone.Wait()
 	}
 	q.dropSpareLocked()
@@ -943,12 +1109,21 @@ func (q *Queue) Close() error {
 	q.pending = nil
 	var errs []error
 	drained := q.acked == q.nextFSN-1
-	// What a close leaves on disk: everything published (in memory
+	if q.fatal == nil && !drained {
+		err := q.syncSealedLocked(false)
+		if err == nil {
+			err = q.flushWritesLocked()
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// What a close leaves on disk: everything written (in memory
 	// durability, or after a latched fsync error, in the page cache only).
 	// Recording it all lets the next recovery report as DATA_LOSS any of
 	// these accepted frames that never reached the disk, instead of
 	// starting without them in silence.
-	onDisk := q.nextFSN - 1
+	onDisk := q.written
 	if q.sf && !drained && q.o.Durability != DurabilityMemory {
 		for _, s := range q.segs {
 			if q.fatal != nil {
@@ -1023,6 +1198,10 @@ func (q *Queue) background() {
 			if !q.syncing && q.fatal == nil {
 				q.syncLocked()
 			}
+			q.mu.Unlock()
+		case <-q.sealWake:
+			q.mu.Lock()
+			q.syncSealedLocked(false) // a failure latches
 			q.mu.Unlock()
 		case <-q.spareWake:
 			q.prepareSpare("")

@@ -366,6 +366,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		q.nextFSN = q.segs[len(q.segs)-1].end()
 	}
 	q.durable = q.nextFSN - 1
+	q.written = q.durable
 	rep.Segments = len(q.segs)
 	rep.PublishedFSN = q.nextFSN - 1
 	rep.TornBytes, rep.TornFrames, rep.TornFirstFSN = p.tornBytes, p.tornFrames, p.tornFirst

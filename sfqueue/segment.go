@@ -158,9 +158,13 @@ type segment struct {
 	offsets []uint32 // start of each frame in the file
 	// items is the sum of the frames' item counts (format 2; 0 in format
 	// 1): what evicting the segment whole drops, without reading it.
-	items   uint64
-	size    int64 // bytes written: header + frames
-	dirty   bool  // written since the last fsync
+	items uint64
+	size  int64 // bytes written: header + frames
+	dirty bool  // written since the last fsync
+	// sealing: sealed at a rotation in flush durability and not yet
+	// fsynced; no frame of a later segment is written before it is
+	// (Queue.syncSealedLocked).
+	sealing bool
 	refs    int
 	removed bool // unlinked; close when refs drops to 0
 }
@@ -224,6 +228,15 @@ func (s *segment) itemsFrom(first int) (uint64, error) {
 
 // closeFile closes the segment's file unless an fsync outside the lock
 // still uses it (that fsync's owner closes it).
+// unsealLocked ends the sealing state (Queue.sealLocked): the segment is
+// durable, active again, or gone. It drops the ref that kept its file open.
+func (s *segment) unsealLocked() {
+	if s.sealing {
+		s.sealing = false
+		s.refs--
+	}
+}
+
 func (s *segment) closeFile() {
 	if s.f != nil && s.refs == 0 {
 		s.f.Close()
