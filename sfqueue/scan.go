@@ -564,8 +564,8 @@ func (s *SlotScan) lastFSN() uint64 {
 
 // tornCreationCause describes the torn creation seg for a range and a log.
 func tornCreationCause(seg *SegmentScan) string {
-	return fmt.Sprintf("torn creation: the header is unusable (%v) and no frame of the segment was recorded as on disk, "+
-		"so a crash came before the file's first fsync; its %d bytes appear to hold %d frames, none of them durable",
+	return fmt.Sprintf("torn creation: the header is unusable (%v) and no frame of the segment was recorded as on disk: "+
+		"no fsync of the file completed before the crash; its %d written bytes appear to hold %d frames",
 		seg.HeaderErr, seg.NonZeroEnd, seg.HeadlessFrames)
 }
 
