@@ -206,16 +206,18 @@
 //     searched at every offset for valid frames ("stray" frames): their
 //     presence means the damage is in the middle of the written data, not
 //     at a torn tail.
-//  3. Decide, by one rule for every durability mode:
+//  3. Decide, by one rule for every durability mode. "The newest segment"
+//     is the newest one holding anything past its header: a batch creates
+//     every segment it needs (headers written) before its first frame and
+//     (periodic, flush) fsyncs each before the next one's first frame, so
+//     segments after it hold at most a header, no frame, and are deleted.
 //     - The newest segment's tail: a bad frame with nothing valid after it
 //     is cut, and the frames it appears to hold above the watermark are
 //     RecoveryReport.TornFrames from TornFirstFSN. In flush durability
 //     nothing after the last completed fsync was ever answered (seed 004),
 //     so the cut is logged at Info only. In periodic and memory durability
 //     the cut is the mode's documented loss window: logged at Error with
-//     its FSN range, and the caller counts it (torn_frames). A newest
-//     segment created but never written (empty or all zeros, even its
-//     header) held nothing and is deleted.
+//     its FSN range, and the caller counts it (torn_frames).
 //     - A torn creation is a torn tail too: the newest segment with an
 //     unusable header (not a newer format's) when .ack-watermark is absent
 //     or intact and records no FSN of it as on disk (on-disk FSN below its
@@ -261,7 +263,8 @@
 //     skip it, and Open returns the *DataLossError.
 //  5. A replayable slot is then repaired: interrupted *.tmp files removed,
 //     torn tails truncated (and fsynced in periodic and flush), torn
-//     creations, never-written and wholly acked segments deleted, .symbol-dict cut to
+//     creations, never-written and wholly acked segments deleted,
+//     .symbol-dict cut to
 //     its valid prefix and extended with the rebuilt entries.
 //  6. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
 //     last frame, or the watermark when no segment survives, so an FSN at or

@@ -16,8 +16,8 @@ type RecoveryReport struct {
 	Segments        int // segment files that survived
 	FramesRecovered int // frames in them above the ack watermark
 	// TornBytes counts the bytes cut from the newest segment's tail, or
-	// the written bytes of a newest segment deleted as a torn creation
-	// (doc.go, Recovery), which may hold no frame (TornFrames 0).
+	// the written bytes of a segment deleted as a torn creation (doc.go,
+	// Recovery), which may hold no frame (TornFrames 0).
 	TornBytes       int64
 	SymbolTornBytes int64 // bytes cut from the .symbol-dict tail
 	// TornFrames is the number of frames above the ack watermark that the
@@ -99,19 +99,27 @@ func (s *SlotScan) plan() recoveryPlan {
 	}
 	var prevEnd uint64 // FSN after the previous kept segment; 0: none yet
 	var prevName string
+	// The newest segment holding anything past its header is the one a
+	// crash can have torn; the segments after it were created, never
+	// written, and hold no frame.
+	tail := s.tail()
 	for i := range segs {
 		seg := &segs[i]
 		path := filepath.Join(s.Dir, seg.Name)
-		newest := i == len(segs)-1
+		newest := i == tail
 		var next uint64
-		if !newest {
+		if i < tail {
 			next = segs[i+1].Base
 		}
 		switch {
-		case seg.HeaderErr != nil && newest && !seg.written():
-			p.remove = append(p.remove, path) // created, never written
+		case i > tail || seg.HeaderErr != nil && newest && !seg.written():
+			// Created, nothing written past the header (if that much).
+			if seg.HeaderErr != nil {
+				p.tornBytes += seg.NonZeroEnd
+			}
+			p.remove = append(p.remove, path)
 			continue
-		case seg.HeaderErr != nil && newest && s.TornCreation():
+		case s.tornCreation(i, tail):
 			// No fsync of the file completed: all of it is the torn tail.
 			p.tornBytes += seg.NonZeroEnd
 			p.tornCreation = seg

@@ -113,23 +113,36 @@ type FrameDamage struct {
 	Stray []int64
 }
 
-// TornCreation reports whether the slot's newest segment is a torn
-// creation (doc.go, Recovery): its header is unusable (not of a newer
-// format) and no FSN of it was recorded as on disk, by an intact
-// .ack-watermark whose on-disk FSN is below the segment's base, or by none
-// at all. Every fsync of a segment file covers its header, which is
-// written before any frame, so no fsync of this file completed: its frames
-// are the durability mode's loss window, a torn tail that recovery deletes
-// whole instead of setting the slot aside. An older segment, or one the
-// watermark recorded frames of, or any segment when .ack-watermark is
-// present but unreadable, is damage.
-func (s *SlotScan) TornCreation() bool {
-	n := len(s.Segments)
-	if n == 0 {
-		return false
+// tail is the index of the newest segment that holds anything past its
+// header (0 when none does): the newest one a crash can have torn. The
+// segments after it hold at most a header, so no frame was ever written
+// into them: a batch creates (and writes the header of) every segment it
+// needs before its first frame, and fsyncs each segment before the next
+// one's first frame. Recovery deletes them.
+func (s *SlotScan) tail() int {
+	for i := len(s.Segments) - 1; i > 0; i-- {
+		if s.Segments[i].NonZeroEnd > segmentHeaderSize {
+			return i
+		}
 	}
-	seg := &s.Segments[n-1]
-	return seg.HeaderErr != nil && s.WatermarkErr == nil && (!s.WatermarkOK || s.Watermark.Durable < seg.Base)
+	return 0
+}
+
+// TornCreation reports whether segment i is a torn creation (doc.go,
+// Recovery): the newest segment holding anything past its header, with
+// an unusable header (not of a newer format), and no FSN of it recorded
+// as on disk, by an intact .ack-watermark whose on-disk FSN is below the
+// segment's base, or by none at all. Every fsync of a segment file covers
+// its header, which is written before any frame, so no fsync of this file
+// completed: its frames are the durability mode's loss window, a torn
+// tail that recovery deletes whole instead of setting the slot aside. An
+// older segment, or one the watermark recorded frames of, or any segment
+// when .ack-watermark is present but unreadable, is damage.
+func (s *SlotScan) TornCreation(i int) bool { return s.tornCreation(i, s.tail()) }
+
+func (s *SlotScan) tornCreation(i, tail int) bool {
+	seg := &s.Segments[i]
+	return i == tail && seg.HeaderErr != nil && s.WatermarkErr == nil && (!s.WatermarkOK || s.Watermark.Durable < seg.Base)
 }
 
 // End is the FSN after the segment's last valid frame.
@@ -477,20 +490,23 @@ func (r FSNRange) String() string {
 
 // Ranges lists the slot's FSNs in order as readable and unreadable runs:
 // each segment's valid frames, each damaged region with the file and offset
-// of its first bad byte (Torn when it is the newest segment's torn tail or
-// torn creation, which recovery cuts), each hole between segments, and the
-// frames the watermark recorded as on disk past the last one found. Runs at
-// or below the watermark are included; compare with Watermark.Acked.
+// of its first bad byte (Torn when it is the torn tail or torn creation of
+// the newest segment holding anything past its header, which recovery
+// cuts; the segments after that one hold no FSN), each hole between
+// segments, and the frames the watermark recorded as on disk past the last
+// one found. Runs at or below the watermark are included; compare with
+// Watermark.Acked.
 func (s *SlotScan) Ranges() []FSNRange {
 	var out []FSNRange
-	for i := range s.Segments {
+	tail := s.tail()
+	for i := 0; i < len(s.Segments) && i <= tail; i++ { // those after the tail hold nothing
 		seg := &s.Segments[i]
-		var next uint64 // first FSN of the next segment; 0 for the newest
-		if i+1 < len(s.Segments) {
+		var next uint64 // first FSN of the next segment; 0 for the tail
+		if i < tail {
 			next = s.Segments[i+1].Base
 		}
 		switch {
-		case seg.HeaderErr != nil && next == 0 && s.TornCreation():
+		case s.tornCreation(i, tail):
 			if n := uint64(seg.HeadlessFrames); n > 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: seg.Base + n - 1, Torn: true, File: seg.Name,
 					Cause: tornCreationCause(seg)})
@@ -540,19 +556,20 @@ func (s *SlotScan) Ranges() []FSNRange {
 }
 
 // lastFSN is the highest FSN the slot's segments account for (readable or
-// damaged), or the watermark when it has no segment.
+// damaged, up to the tail), or the watermark when it has no segment.
 func (s *SlotScan) lastFSN() uint64 {
 	last := uint64(0)
 	if s.WatermarkOK {
 		last = s.Watermark.Acked
 	}
-	if n := len(s.Segments); n > 0 {
-		seg := &s.Segments[n-1]
+	if len(s.Segments) > 0 {
+		tail := s.tail()
+		seg := &s.Segments[tail]
 		end := seg.End()
 		if d := seg.Damage; d != nil {
 			end = d.FSN + uint64(d.Frames)
 		}
-		if s.TornCreation() {
+		if s.tornCreation(tail, tail) {
 			end += uint64(seg.HeadlessFrames)
 		}
 		if seg.HeaderErr == nil || seg.written() {

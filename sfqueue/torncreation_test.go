@@ -1,6 +1,7 @@
 package sfqueue
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -31,6 +32,35 @@ func tornSegment(headerBytes, frames, lastBytes int) []byte {
 	return b
 }
 
+// headerOnly is a 512-byte segment holding its header and nothing else.
+func headerOnly(base uint64) []byte {
+	return append(encodeSegmentHeader(base), make([]byte, 512-segmentHeaderSize)...)
+}
+
+// TestTornTailBeforeHeaderOnlySegments: a batch creates every segment it
+// needs, headers included, before its first frame, so a power loss can
+// leave a torn tail in a segment followed by segments holding a header
+// (whole or torn) and nothing else. Those were never written: the tail is
+// cut as the newest segment's would be, and they are deleted.
+func TestTornTailBeforeHeaderOnlySegments(t *testing.T) {
+	s := newRuleSlot(t, DurabilityPeriodic, 0)
+	slot := filepath.Join(s.o.Dir, s.o.SenderID)
+	s.edit(t, -1, func(b []byte, o []uint32) []byte { flipPayload(b, o[len(o)-1]); return b }) // FSN 40
+	created := []string{filepath.Join(slot, segmentName(41)), filepath.Join(slot, segmentName(44))}
+	os.WriteFile(created[0], headerOnly(41), 0o600)
+	os.WriteFile(created[1], encodeSegmentHeader(44)[:11], 0o600)
+	q, rep, got, _ := s.open(t)
+	defer q.Close()
+	if rep.Unreplayable != nil || len(got) != 39 || rep.TornFirstFSN != 40 || rep.TornFrames != 1 || rep.LostFrames != 0 {
+		t.Fatalf("replayed %d frames, report %+v; want FSN 40 cut as the torn tail, 39 replayed", len(got), rep)
+	}
+	for _, p := range created {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s was kept: %v", p, err)
+		}
+	}
+}
+
 // TestTornCreation checks the recovery rule for a newest segment with an
 // unusable header (doc.go, Recovery): when no FSN of it was recorded as on
 // disk it is a torn creation, deleted and counted as a torn tail; when the
@@ -48,6 +78,7 @@ func TestTornCreation(t *testing.T) {
 	cases := []struct {
 		name      string
 		seg       []byte                          // segment 41's content; nil: none
+		after     []byte                          // segment 44's content (created by the same batch); nil: none
 		watermark func(t *testing.T, slot string) // nil: as Close wrote it (on disk FSN 40)
 		older     func(t *testing.T, s *ruleSlot) // damage to an older segment
 		torn      uint64                          // frames counted torn from FSN 41 (torn creation)
@@ -58,6 +89,7 @@ func TestTornCreation(t *testing.T) {
 		{name: "header lost, frames kept", seg: tornSegment(0, 3, 0), torn: 3},
 		{name: "torn header, frames kept, the last one torn", seg: tornSegment(17, 2, 30), torn: 3},
 		{name: "header lost, frames kept, no watermark", seg: tornSegment(0, 3, 0), watermark: noWatermark, torn: 3},
+		{name: "header lost, frames kept, the next segment's header written", seg: tornSegment(0, 3, 0), after: headerOnly(44), torn: 3},
 		{name: "a hole before it, recorded as on disk", seg: tornSegment(0, 3, 0), torn: 3, lost: 1,
 			older: func(t *testing.T, s *ruleSlot) { // FSN 40, the older segment's last frame, vanished
 				s.edit(t, -1, func(b []byte, o []uint32) []byte { return b[:o[len(o)-1]] })
@@ -87,6 +119,12 @@ func TestTornCreation(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				next := filepath.Join(slot, segmentName(44))
+				if tc.after != nil {
+					if err := os.WriteFile(next, tc.after, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if tc.watermark != nil {
 					tc.watermark(t, slot)
 				}
@@ -113,8 +151,10 @@ func TestTornCreation(t *testing.T) {
 				if rep.Unreplayable != nil {
 					t.Fatalf("a torn creation set the slot aside: %v", rep.Unreplayable)
 				}
-				if _, err := os.Stat(torn); !errors.Is(err, os.ErrNotExist) {
-					t.Fatalf("the torn creation %s was kept: %v", torn, err)
+				for _, p := range []string{torn, next} {
+					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+						t.Fatalf("%s was kept: %v", p, err)
+					}
 				}
 				// Every written byte of the file is torn.
 				end := 40 - tc.lost
@@ -136,8 +176,10 @@ func TestTornCreation(t *testing.T) {
 				if wantErr := tc.torn > 0 && d != DurabilityFlush || tc.lost > 0; (errorLogs > 0) != wantErr {
 					t.Fatalf("%d error logs in %s durability; want them: %v", errorLogs, d, wantErr)
 				}
-				if logs.FilterMessageSnippet("a torn creation").Len() != 1 {
-					t.Fatal("the deletion of the torn creation was not logged")
+				// A segment holding no more than a (torn) header was never
+				// written: deleted as such, without a log line.
+				if wantLog := nonZeroExtent(tc.seg) > segmentHeaderSize; (logs.FilterMessageSnippet("a torn creation").Len() == 1) != wantLog {
+					t.Fatalf("the deletion of the torn creation logged: %v, want %v", !wantLog, wantLog)
 				}
 				if fsn := mustAppend(t, q, testPayload(41, 40)); fsn != end+1 {
 					t.Fatalf("the next append got FSN %d, want %d", fsn, end+1)
@@ -153,15 +195,16 @@ func TestTornCreation(t *testing.T) {
 func TestTornCreationRanges(t *testing.T) {
 	seg := segmentName(41)
 	for _, tc := range []struct {
-		name    string
-		seg     []byte
-		durable uint64
-		want    []FSNRange // the runs from FSN 41 on (Cause: its start)
-		last    uint64     // lastFSN
+		name     string
+		seg      []byte
+		durable  uint64
+		creation bool       // TornCreation of segment 41
+		want     []FSNRange // the runs from FSN 41 on (Cause: its start)
+		last     uint64     // lastFSN
 	}{
-		{"frames", tornSegment(0, 3, 0), 40, []FSNRange{{First: 41, Last: 43, Torn: true, File: seg, Cause: "torn creation: "}}, 43},
-		{"no frame", tornSegment(9, 0, 0), 40, nil, 40},
-		{"recorded on disk", tornSegment(0, 3, 0), 41, []FSNRange{
+		{"frames", tornSegment(0, 3, 0), 40, true, []FSNRange{{First: 41, Last: 43, Torn: true, File: seg, Cause: "torn creation: "}}, 43},
+		{"a torn header only", tornSegment(9, 0, 0), 40, false, nil, 40}, // never written: holds no FSN
+		{"recorded on disk", tornSegment(0, 3, 0), 41, false, []FSNRange{
 			{First: 41, Last: 0, File: seg, Cause: "unusable segment header: "},
 			{First: 41, Last: 41, Cause: "vanished: "},
 		}, 40},
@@ -175,8 +218,8 @@ func TestTornCreationRanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := scan.TornCreation(); got != (tc.durable < 41) {
-				t.Fatalf("TornCreation() = %v with on-disk FSN %d", got, tc.durable)
+			if got := scan.TornCreation(len(scan.Segments) - 1); got != tc.creation {
+				t.Fatalf("TornCreation = %v; want %v", got, tc.creation)
 			}
 			var got []FSNRange
 			for _, r := range scan.Ranges() {
@@ -239,9 +282,11 @@ func TestNewSegmentTornCreationAfterPowerLoss(t *testing.T) {
 		name    string
 		maxSeg  int64
 		durable uint64 // FSNs fsynced before the power loss
-		write   func(t *testing.T, q *Queue, cfs *crashFS)
+		// write appends; it returns what a power loss left when it took
+		// the snapshot itself (nil: after it, the loop does)
+		write func(t *testing.T, q *Queue, cfs *crashFS, r *rand.Rand) *crashFS
 	}{
-		{"rotation", segmentHeaderSize + frames*frameSize(100), frames, func(t *testing.T, q *Queue, cfs *crashFS) {
+		{"rotation", segmentHeaderSize + frames*frameSize(100), frames, func(t *testing.T, q *Queue, cfs *crashFS, _ *rand.Rand) *crashFS {
 			for i := range frames {
 				mustAppend(t, q, testPayload(uint64(i+1), 100))
 			}
@@ -257,36 +302,70 @@ func TestNewSegmentTornCreationAfterPowerLoss(t *testing.T) {
 			mustAppend(t, q, testPayload(frames+1, 100)) // the rotation
 			mustAppend(t, q, testPayload(frames+2, 100))
 			skip(nil)
+			return nil
 		}},
-		{"first segment", 4096, 0, func(t *testing.T, q *Queue, _ *crashFS) {
+		{"first segment", 4096, 0, func(t *testing.T, q *Queue, _ *crashFS, _ *rand.Rand) *crashFS {
 			for i := range 3 {
 				mustAppend(t, q, testPayload(uint64(i+1), 100))
 			}
+			return nil
+		}},
+		{"a batch across segments", segmentHeaderSize + 3*frameSize(100), 0, func(t *testing.T, q *Queue, cfs *crashFS, r *rand.Rand) *crashFS {
+			// The batch creates segments 1, 4 and 7 (headers written) and
+			// then writes their frames, fsyncing segment 1 before segment
+			// 4's first frame. A directory fsync while that fsync runs (the
+			// .ack-watermark's replace) and a power loss can leave segment
+			// 1 torn, its frames kept or not, and 4 and 7 with headers only.
+			var snap *crashFS
+			first := "/d/s/" + segmentName(1)
+			cfs.mu.Lock()
+			cfs.syncHook = func(name string) {
+				if name == first && snap == nil {
+					if err := cfs.SyncDir("/d/s"); err != nil {
+						t.Error(err)
+					}
+					snap = cfs.PowerLoss(keepSomeWrites, r)
+				}
+			}
+			cfs.mu.Unlock()
+			var batch [][]byte
+			for i := range 8 {
+				batch = append(batch, testPayload(uint64(i+1), 100))
+			}
+			if _, err := q.AppendBatch(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			return snap
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			met := 0 // seeds that left the newest segment with a torn header and written bytes
+			met := 0 // seeds that left a segment with a torn header and written bytes
 			for seed := range uint64(iterations(40, 200)) {
 				cfs := newCrashFS()
 				q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
 					SyncInterval: time.Hour, MaxSegmentBytes: tc.maxSeg})
-				tc.write(t, q, cfs)
-				q.Ack(2)
-				q.mu.Lock()
-				err := q.saveWatermarkLocked(q.durable, true) // its directory fsync
-				q.mu.Unlock()
-				if err != nil {
-					t.Fatal(err)
+				r := rand.New(rand.NewPCG(seed, 7))
+				snap := tc.write(t, q, cfs, r)
+				if snap == nil {
+					q.Ack(2)
+					q.mu.Lock()
+					err := q.saveWatermarkLocked(q.durable, true) // its directory fsync
+					q.mu.Unlock()
+					if err != nil {
+						t.Fatal(err)
+					}
+					snap = cfs.PowerLoss(keepSomeWrites, r)
 				}
-				snap := cfs.PowerLoss(keepSomeWrites, rand.New(rand.NewPCG(seed, 7)))
 				q.Close()
 
 				scan, err := scanSlot(snap, "/d/s", nil, false)
 				if err != nil {
 					t.Fatal(err)
 				}
-				newest := scan.Segments[len(scan.Segments)-1]
-				torn := newest.HeaderErr != nil && newest.written()
+				torn := false
+				for _, seg := range scan.Segments {
+					torn = torn || seg.HeaderErr != nil && seg.written()
+				}
 				if torn {
 					met++
 				}
@@ -301,7 +380,7 @@ func TestNewSegmentTornCreationAfterPowerLoss(t *testing.T) {
 				}
 			}
 			if met == 0 {
-				t.Fatal("no seed left the new segment with a torn header and written bytes")
+				t.Fatal("no seed left a segment with a torn header and written bytes")
 			}
 		})
 	}

@@ -226,7 +226,7 @@ func inspect(dir string, w io.Writer) error {
 		seg := &s.Segments[i]
 		fmt.Fprintf(w, "  %s  ", seg.Name)
 		switch {
-		case seg.HeaderErr != nil && i == len(s.Segments)-1 && s.TornCreation():
+		case s.TornCreation(i):
 			what := "it holds no frame"
 			if seg.HeadlessFrames > 0 {
 				what = fmt.Sprintf("its %d frames are a torn tail", seg.HeadlessFrames)
