@@ -109,10 +109,9 @@
 // A rotation fsyncs the new segment's header before q.mu is released, so a
 // directory fsync that is not a group fsync (the .ack-watermark's replace,
 // a recycling Ack's) never makes a segment's name durable before its
-// header. The first segment of an empty slot is not covered: until its
-// first fsync, such a directory fsync and a power loss can leave it with a
-// torn header, which recovery sets aside (loud DATA_LOSS, evidence kept).
-// In flush mode no append into it has returned by then.
+// header. Where it does all the same (the first segment of an empty slot,
+// until its first fsync), a power loss leaves a newest segment with a torn
+// header, which recovery deletes as a torn creation (Recovery, 3.).
 //
 // # Side files
 //
@@ -214,20 +213,36 @@
 //     searched at every offset for valid frames ("stray" frames): their
 //     presence means the damage is in the middle of the written data, not
 //     at a torn tail.
-//  3. Decide, by one rule for every durability mode:
+//  3. Decide, by one rule for every durability mode. "The newest segment"
+//     is the newest one holding anything past its header: a batch creates
+//     every segment it needs (headers written) before its first frame and
+//     (periodic, flush) fsyncs each before the next one's first frame, so
+//     segments after it hold at most a header, no frame, and are deleted.
 //     - The newest segment's tail: a bad frame with nothing valid after it
 //     is cut, and the frames it appears to hold above the watermark are
 //     RecoveryReport.TornFrames from TornFirstFSN. In flush durability
 //     nothing after the last completed fsync was ever answered (seed 004),
 //     so the cut is logged at Info only. In periodic and memory durability
 //     the cut is the mode's documented loss window: logged at Error with
-//     its FSN range, and the caller counts it (torn_frames). A newest
-//     segment created but never written (empty or all zeros, even its
-//     header) held nothing and is deleted.
+//     its FSN range, and the caller counts it (torn_frames).
+//     - A torn creation is a torn tail too: the newest segment with an
+//     unusable header (not a newer format's) when .ack-watermark is absent
+//     or intact and records no FSN of it as on disk (on-disk FSN below its
+//     base). The header is written before any frame and every fsync of the
+//     file covers it, so no fsync of the file completed: all of it is the
+//     mode's loss window (a directory fsync made its name durable first).
+//     It is deleted, its written bytes counted in TornBytes and the frames
+//     a walk from a current-format header finds in it as torn frames
+//     (possibly none). The one limit: a header the medium damaged after
+//     it became durable, before .ack-watermark recorded a frame of the
+//     segment as on disk, is taken for a torn creation; .ack-watermark is
+//     rewritten only when acknowledgements move (at most every 250 ms) and
+//     at Close, so while none arrive that window stays open.
 //     - Frames at or below the ack watermark may be dropped silently: damage
 //     whose whole FSN range is acknowledged is cut or deleted.
 //     - Anything else that leaves accepted, unacknowledged frames unreadable
-//     makes the slot unreplayable: a bad header (written segment), a bad
+//     makes the slot unreplayable: a bad header (an older segment, or the
+//     newest when it is not a torn creation: media damage), a bad
 //     frame in an older segment or in the middle of the newest one, frame 0
 //     of the oldest segment, a gap or overlap between segments (prev.base +
 //     prev.frames != next.base). So does an unacknowledged frame using a
@@ -254,8 +269,9 @@
 //     adds .failed with the DATA_LOSS reason so that later orphan scans
 //     skip it, and Open returns the *DataLossError.
 //  5. A replayable slot is then repaired: interrupted *.tmp files removed,
-//     torn tails truncated (and fsynced in periodic and flush), unusable
-//     never-written and wholly acked segments deleted, .symbol-dict cut to
+//     torn tails truncated (and fsynced in periodic and flush), torn
+//     creations, never-written and wholly acked segments deleted,
+//     .symbol-dict cut to
 //     its valid prefix and extended with the rebuilt entries.
 //  6. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
 //     last frame, or the watermark when no segment survives, so an FSN at or

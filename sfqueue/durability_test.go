@@ -543,43 +543,6 @@ func TestSyncIntervalFloor(t *testing.T) {
 	}
 }
 
-// TestNewSegmentHeaderIsDurableBeforeItsName: a directory fsync that is
-// not a group fsync (the .ack-watermark's replace) can make a new
-// segment's name durable before the next sync would have fsynced its
-// header. The header is fsynced when the segment is made, so a power loss
-// then finds a whole header and a torn tail (periodic's loss window), never
-// a torn header that would set the slot aside with every fsynced frame.
-func TestNewSegmentHeaderIsDurableBeforeItsName(t *testing.T) {
-	const frames = 13 // fill the first segment exactly
-	for seed := range uint64(iterations(40, 200)) {
-		cfs := newCrashFS()
-		q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
-			SyncInterval: time.Hour, MaxSegmentBytes: segmentHeaderSize + frames*frameSize(100)})
-		for i := range frames {
-			mustAppend(t, q, testPayload(uint64(i+1), 100))
-		}
-		q.mu.Lock()
-		q.syncLocked()
-		q.mu.Unlock()
-		mustAppend(t, q, testPayload(frames+1, 100)) // the rotation
-		q.Ack(2)
-		q.mu.Lock()
-		err := q.saveWatermarkLocked(q.durable, true) // its directory fsync
-		q.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap := cfs.PowerLoss(keepSomeWrites, rand.New(rand.NewPCG(seed, 7)))
-		q.Close()
-		q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: snap, Durability: DurabilityPeriodic})
-		rep := q2.Recovery()
-		q2.Close()
-		if rep.Unreplayable != nil {
-			t.Fatalf("seed %d: the slot was set aside after a power loss: %v", seed, rep.Unreplayable)
-		}
-	}
-}
-
 // TestFlushRotationWritesNoFrameBeforeTheSealedSegmentIsDurable: in flush
 // durability a rotation does not fsync the sealed segment on the append
 // path; appends go on being taken while that fsync runs, but no frame

@@ -13,16 +13,19 @@ import (
 
 // RecoveryReport says what Open found in the slot (SF mode).
 type RecoveryReport struct {
-	Segments        int   // segment files that survived
-	FramesRecovered int   // frames in them above the ack watermark
-	TornBytes       int64 // bytes cut from the newest segment's tail
+	Segments        int // segment files that survived
+	FramesRecovered int // frames in them above the ack watermark
+	// TornBytes counts the bytes cut from the newest segment's tail, or
+	// the written bytes of a segment deleted as a torn creation (doc.go,
+	// Recovery), which may hold no frame (TornFrames 0).
+	TornBytes       int64
 	SymbolTornBytes int64 // bytes cut from the .symbol-dict tail
 	// TornFrames is the number of frames above the ack watermark that the
 	// tail cut removed, starting at TornFirstFSN (an estimate that follows
-	// the damaged length fields; at least 1 when TornBytes > 0 above the
-	// watermark). In flush durability they were never answered (seed 004);
-	// in periodic and memory durability they are the mode's loss window,
-	// which the caller must log and count.
+	// the damaged length fields; at least 1 when a torn tail's bytes lie
+	// above the watermark). In flush durability they were never answered
+	// (seed 004); in periodic and memory durability they are the mode's
+	// loss window, which the caller must log and count.
 	TornFrames   uint64
 	TornFirstFSN uint64
 	// SymbolsRebuilt counts dictionary entries .symbol-dict had lost and
@@ -65,6 +68,7 @@ type recoveryPlan struct {
 	tornBytes        int64
 	tornFirst        uint64
 	tornFrames       uint64
+	tornCreation     *SegmentScan // the newest segment, deleted as a torn creation
 	lost             []FSNRange
 	unreadable       []FSNRange // non-empty: set the slot aside
 }
@@ -95,17 +99,35 @@ func (s *SlotScan) plan() recoveryPlan {
 	}
 	var prevEnd uint64 // FSN after the previous kept segment; 0: none yet
 	var prevName string
+	// The newest segment holding anything past its header is the one a
+	// crash can have torn; the segments after it were created, never
+	// written, and hold no frame.
+	tail := s.tail()
 	for i := range segs {
 		seg := &segs[i]
 		path := filepath.Join(s.Dir, seg.Name)
-		newest := i == len(segs)-1
+		newest := i == tail
 		var next uint64
-		if !newest {
+		if i < tail {
 			next = segs[i+1].Base
 		}
 		switch {
-		case seg.HeaderErr != nil && newest && !seg.written():
-			p.remove = append(p.remove, path) // created, never written
+		case i > tail || seg.HeaderErr != nil && newest && !seg.written():
+			// Created, nothing written past the header (if that much).
+			if seg.HeaderErr != nil {
+				p.tornBytes += seg.NonZeroEnd
+			}
+			p.remove = append(p.remove, path)
+			continue
+		case s.tornCreation(i, tail):
+			// No fsync of the file completed: all of it is the torn tail.
+			p.tornBytes += seg.NonZeroEnd
+			p.tornCreation = seg
+			if last := seg.Base + uint64(seg.HeadlessFrames) - 1; seg.HeadlessFrames > 0 && last > p.wm {
+				p.tornFirst = max(seg.Base, p.wm+1)
+				p.tornFrames = last - p.tornFirst + 1
+			}
+			p.remove = append(p.remove, path)
 			continue
 		case seg.HeaderErr != nil:
 			unreadable(FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
@@ -151,7 +173,10 @@ func (s *SlotScan) plan() recoveryPlan {
 	if n := len(p.keep); n > 0 {
 		last = max(last, p.keep[n-1].End()-1)
 	}
-	if p.tornFrames > 0 {
+	if p.tornFrames > 0 && p.tornFirst <= last+1 {
+		// Torn frames account for the FSNs they continue; not for a hole
+		// before a torn creation (frames of the segment before it that
+		// never reached the disk).
 		last = max(last, p.tornFirst+p.tornFrames-1)
 	}
 	if s.WatermarkOK && s.Watermark.Durable > last {
@@ -405,6 +430,10 @@ func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][
 	// A spare segment (spare.go) of the process that crashed: it holds no
 	// frame, and whether its zeroing was durable is unknown.
 	q.fs.Remove(filepath.Join(q.slot, spareName))
+	if seg := p.tornCreation; seg != nil {
+		q.log.Warn("sfqueue: deleting the newest segment, a torn creation", zap.String("path", filepath.Join(q.slot, seg.Name)),
+			zap.Int64("torn_bytes", seg.NonZeroEnd), zap.Int("frames", seg.HeadlessFrames), zap.String("cause", tornCreationCause(seg)))
+	}
 	for _, path := range p.remove {
 		if err := q.fs.Remove(path); err != nil && !os.IsNotExist(err) {
 			return err

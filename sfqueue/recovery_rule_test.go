@@ -81,6 +81,24 @@ func newRuleSlot(t *testing.T, d Durability, ack uint64) *ruleSlot {
 	return s
 }
 
+// open opens the slot with its logs observed (Info and up) and reads
+// what it replays, checking each frame against what was appended.
+func (s *ruleSlot) open(t *testing.T) (*Queue, RecoveryReport, []frame, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	o := s.o
+	o.Logger = zap.New(core)
+	q := mustOpen(t, o)
+	got := drain(t, q.NewCursor())
+	for _, f := range got {
+		if !bytes.Equal(f.payload, s.payloads[f.fsn-1]) {
+			q.Close()
+			t.Fatalf("FSN %d replays other bytes than were appended", f.fsn)
+		}
+	}
+	return q, q.Recovery(), got, logs
+}
+
 // edit rewrites segment i (negative: from the end) with f.
 func (s *ruleSlot) edit(t *testing.T, i int, f func(b []byte, offs []uint32) []byte) {
 	t.Helper()
@@ -195,21 +213,8 @@ func TestRecoveryRule(t *testing.T) {
 				slot := filepath.Join(s.o.Dir, s.o.SenderID)
 				os.WriteFile(filepath.Join(slot, watermarkFile+".tmp"), []byte("interrupted"), 0o600)
 				before := slotFiles(t, slot)
-				core, logs := observer.New(zapcore.InfoLevel)
-				o := s.o
-				o.Logger = zap.New(core)
-				q, err := Open(o)
-				if err != nil {
-					t.Fatal(err)
-				}
+				q, rep, got, logs := s.open(t)
 				defer q.Close()
-				rep := q.Recovery()
-				got := drain(t, q.NewCursor())
-				for _, f := range got {
-					if !bytes.Equal(f.payload, s.payloads[f.fsn-1]) {
-						t.Fatalf("FSN %d replays other bytes than were appended", f.fsn)
-					}
-				}
 				errorLogs := logs.FilterLevelExact(zapcore.ErrorLevel).Len()
 				if tc.want != setAside && rep.Unreplayable != nil {
 					t.Fatalf("set aside: %v", rep.Unreplayable)

@@ -85,6 +85,13 @@ type SegmentScan struct {
 	// Damage is the first bad frame; nil when the walk reached the end of
 	// the file or never-written space.
 	Damage *FrameDamage
+	// HeadlessFrames is set only with HeaderErr: the frames the file
+	// appears to hold when walked as if its header were an intact header
+	// of the current format with the name's base FSN (its valid frames,
+	// then the damaged region's FrameDamage.Frames estimate when written
+	// bytes follow them). Recovery counts them as torn when the segment
+	// is a torn creation (SlotScan.TornCreation).
+	HeadlessFrames int
 
 	needs []symbolNeed // per frame, when symbol use was asked for
 }
@@ -104,6 +111,38 @@ type FrameDamage struct {
 	// led to them is damaged), so recovery cannot replay them; a slot
 	// with stray frames was not torn at its tail but damaged in the middle.
 	Stray []int64
+}
+
+// tail is the index of the newest segment that holds anything past its
+// header (0 when none does): the newest one a crash can have torn. The
+// segments after it hold at most a header, so no frame was ever written
+// into them: a batch creates (and writes the header of) every segment it
+// needs before its first frame, and fsyncs each segment before the next
+// one's first frame. Recovery deletes them.
+func (s *SlotScan) tail() int {
+	for i := len(s.Segments) - 1; i > 0; i-- {
+		if s.Segments[i].NonZeroEnd > segmentHeaderSize {
+			return i
+		}
+	}
+	return 0
+}
+
+// TornCreation reports whether segment i is a torn creation (doc.go,
+// Recovery): the newest segment holding anything past its header, with
+// an unusable header (not of a newer format), and no FSN of it recorded
+// as on disk, by an intact .ack-watermark whose on-disk FSN is below the
+// segment's base, or by none at all. Every fsync of a segment file covers
+// its header, which is written before any frame, so no fsync of this file
+// completed: its frames are the durability mode's loss window, a torn
+// tail that recovery deletes whole instead of setting the slot aside. An
+// older segment, or one the watermark recorded frames of, or any segment
+// when .ack-watermark is present but unreadable, is damage.
+func (s *SlotScan) TornCreation(i int) bool { return s.tornCreation(i, s.tail()) }
+
+func (s *SlotScan) tornCreation(i, tail int) bool {
+	seg := &s.Segments[i]
+	return i == tail && seg.HeaderErr != nil && s.WatermarkErr == nil && (!s.WatermarkOK || s.Watermark.Durable < seg.Base)
 }
 
 // End is the FSN after the segment's last valid frame.
@@ -217,9 +256,31 @@ func walkSegment(seg *SegmentScan, data []byte) {
 	v, err := checkSegmentHeader(data, seg.Base)
 	if err != nil {
 		seg.HeaderErr = err
+		if newer := (*FormatError)(nil); !errors.As(err, &newer) && seg.written() {
+			seg.HeadlessFrames = headlessFrames(seg, data)
+		}
 		return
 	}
 	seg.Version = v
+	walkFrames(seg, data, v)
+}
+
+// headlessFrames walks the frames of a segment whose header is unusable as
+// if the header were intact, of the current format (the newest segment,
+// the only one this matters for, was written by this release), and counts
+// what the walk finds: valid frames and the damaged region's estimate.
+func headlessFrames(seg *SegmentScan, data []byte) int {
+	w := SegmentScan{Base: seg.Base, NonZeroEnd: seg.NonZeroEnd}
+	walkFrames(&w, data, segmentVersion)
+	n := len(w.Frames)
+	if w.Damage != nil {
+		n += w.Damage.Frames
+	}
+	return n
+}
+
+// walkFrames walks the frames of format v that follow the header in data.
+func walkFrames(seg *SegmentScan, data []byte, v uint32) {
 	pos := segmentHeaderSize
 	for pos < len(data) {
 		_, items, size, ok := parseFrame(data[pos:], v)
@@ -395,6 +456,10 @@ type FSNRange struct {
 	File        string // the segment file ("" for a gap between files)
 	Offset      int64  // where in File the run starts (readable: first frame; damaged: first bad byte)
 	Cause       string // why it is unreadable ("" when readable)
+	// Torn marks the newest segment's torn tail (or torn creation): writes
+	// a crash cut short before their fsync, which recovery cuts (the
+	// durability mode's loss window) instead of setting the slot aside.
+	Torn bool
 }
 
 // Frames is the number of FSNs in the range (0 when its end is unknown).
@@ -425,23 +490,33 @@ func (r FSNRange) String() string {
 
 // Ranges lists the slot's FSNs in order as readable and unreadable runs:
 // each segment's valid frames, each damaged region with the file and offset
-// of its first bad byte, each hole between segments, and the frames the
-// watermark recorded as on disk past the last one found. Runs at or below
-// the watermark are included; compare with Watermark.Acked.
+// of its first bad byte (Torn when it is the torn tail or torn creation of
+// the newest segment holding anything past its header, which recovery
+// cuts; the segments after that one hold no FSN), each hole between
+// segments, and the frames the watermark recorded as on disk past the last
+// one found. Runs at or below the watermark are included; compare with
+// Watermark.Acked.
 func (s *SlotScan) Ranges() []FSNRange {
 	var out []FSNRange
-	for i := range s.Segments {
+	tail := s.tail()
+	for i := 0; i < len(s.Segments) && i <= tail; i++ { // those after the tail hold nothing
 		seg := &s.Segments[i]
-		var next uint64 // first FSN of the next segment; 0 for the newest
-		if i+1 < len(s.Segments) {
+		var next uint64 // first FSN of the next segment; 0 for the tail
+		if i < tail {
 			next = s.Segments[i+1].Base
 		}
-		if seg.HeaderErr != nil {
+		switch {
+		case s.tornCreation(i, tail):
+			if n := uint64(seg.HeadlessFrames); n > 0 {
+				out = append(out, FSNRange{First: seg.Base, Last: seg.Base + n - 1, Torn: true, File: seg.Name,
+					Cause: tornCreationCause(seg)})
+			}
+		case seg.HeaderErr != nil:
 			if seg.written() || next != 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
 					Cause: "unusable segment header: " + seg.HeaderErr.Error()})
 			}
-		} else {
+		default:
 			if len(seg.Frames) > 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: seg.End() - 1, Readable: true, File: seg.Name,
 					Offset: int64(seg.Frames[0])})
@@ -449,7 +524,7 @@ func (s *SlotScan) Ranges() []FSNRange {
 			if d := seg.Damage; d != nil {
 				r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
 				if next == 0 && len(d.Stray) == 0 {
-					r.Last = d.FSN + uint64(d.Frames) - 1
+					r.Last, r.Torn = d.FSN+uint64(d.Frames)-1, true
 				}
 				if len(d.Stray) > 0 {
 					r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
@@ -481,23 +556,34 @@ func (s *SlotScan) Ranges() []FSNRange {
 }
 
 // lastFSN is the highest FSN the slot's segments account for (readable or
-// damaged), or the watermark when it has no segment.
+// damaged, up to the tail), or the watermark when it has no segment.
 func (s *SlotScan) lastFSN() uint64 {
 	last := uint64(0)
 	if s.WatermarkOK {
 		last = s.Watermark.Acked
 	}
-	if n := len(s.Segments); n > 0 {
-		seg := &s.Segments[n-1]
+	if len(s.Segments) > 0 {
+		tail := s.tail()
+		seg := &s.Segments[tail]
 		end := seg.End()
 		if d := seg.Damage; d != nil {
 			end = d.FSN + uint64(d.Frames)
+		}
+		if s.tornCreation(tail, tail) {
+			end += uint64(seg.HeadlessFrames)
 		}
 		if seg.HeaderErr == nil || seg.written() {
 			last = max(last, end-1)
 		}
 	}
 	return last
+}
+
+// tornCreationCause describes the torn creation seg for a range and a log.
+func tornCreationCause(seg *SegmentScan) string {
+	return fmt.Sprintf("torn creation: the header is unusable (%v) and no frame of the segment was recorded as on disk: "+
+		"no fsync of the file completed before the crash; its %d written bytes appear to hold %d frames",
+		seg.HeaderErr, seg.NonZeroEnd, seg.HeadlessFrames)
 }
 
 func lastBefore(next uint64) uint64 {

@@ -81,9 +81,9 @@ func readSlot(dir string) (*view, error) {
 // liveCause says why the unreadable range r of a slot a live process holds
 // is that process's work, or "" when it is damage. Nothing guarantees a
 // consistent picture without the lock, which inspect never takes:
-//   - the newest segment's tail may hold a frame being written (stray
-//     valid frames after the bad bytes would be damage: a write in progress
-//     has nothing valid after it);
+//   - the newest segment's tail may hold a frame being written (a torn
+//     run in the scan's terms; stray valid frames after the bad bytes
+//     would be damage: a write in progress has nothing valid after it);
 //   - frames may be published past what the listing saw;
 //   - acknowledgements delete segments, oldest first, while they are read:
 //     a segment listed and then gone leaves a hole after segments read
@@ -102,18 +102,10 @@ func liveCause(dir string, scan *sfqueue.SlotScan, r sfqueue.FSNRange) string {
 				return "acknowledged and deleted by the live holder while inspect read: not corruption"
 			}
 		}
-	case atTail(scan, r):
+	case r.Torn:
 		return "being written by the live holder: not corruption"
 	}
 	return ""
-}
-
-// atTail reports whether the unreadable range r is the newest segment's
-// tail with no valid frame after it: a frame being written, or one whose
-// write a crash cut short. Valid frames after bad bytes are damage.
-func atTail(scan *sfqueue.SlotScan, r sfqueue.FSNRange) bool {
-	return !r.Readable && r.File != "" && len(scan.Segments) > 0 &&
-		r.File == scan.Segments[len(scan.Segments)-1].Name && !strings.Contains(r.Cause, "valid frames follow")
 }
 
 // frameInfo summarises one decoded frame.
@@ -234,6 +226,13 @@ func inspect(dir string, w io.Writer) error {
 		seg := &s.Segments[i]
 		fmt.Fprintf(w, "  %s  ", seg.Name)
 		switch {
+		case s.TornCreation(i):
+			what := "it holds no frame"
+			if seg.HeadlessFrames > 0 {
+				what = fmt.Sprintf("its %d frames are a torn tail", seg.HeadlessFrames)
+			}
+			fmt.Fprintf(w, "base FSN %d, header unusable: %v; a torn creation (no frame of it was recorded on disk), "+
+				"which recovery deletes: %s", seg.Base, seg.HeaderErr, what)
 		case seg.HeaderErr != nil:
 			fmt.Fprintf(w, "base FSN %d, header unusable: %v", seg.Base, seg.HeaderErr)
 		case len(seg.Frames) == 0:
@@ -251,6 +250,8 @@ func inspect(dir string, w io.Writer) error {
 		switch {
 		case r.live != "":
 			note = "  [" + r.live + "]"
+		case r.Torn:
+			note = "  [torn tail: writes a crash cut short before their fsync, which recovery cuts]"
 		case r.Last != 0 && r.Last <= v.acked:
 			note = "  [acknowledged]"
 		case r.First <= v.acked:

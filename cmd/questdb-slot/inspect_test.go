@@ -81,6 +81,19 @@ func flip(t *testing.T, file string, off int64) {
 	}
 }
 
+// zero overwrites the first n bytes of file with zeros.
+func zero(t *testing.T, file string, n int) {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, n), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // damage is one way to damage a slot of several segments.
 type damage struct {
 	name string
@@ -121,6 +134,31 @@ var damageClasses = []damage{
 		n := len(s.Segments[1].Frames) - 1
 		flip(t, segPath(dir, s, 1), int64(s.Segments[1].Frames[n])+30)
 		return []string{frameRange(s, 1, n, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
+	}},
+	{"newest header torn at its creation", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		// The header's write lost, the frames' kept, and no .ack-watermark
+		// recorded a frame of the segment as on disk: no fsync of it ran.
+		i := len(s.Segments) - 1
+		sg := s.Segments[i]
+		zero(t, segPath(dir, s, i), 24)
+		if err := os.Remove(filepath.Join(dir, ".ack-watermark")); err != nil {
+			t.Fatal(err)
+		}
+		return []string{
+			fmt.Sprintf("%s  base FSN %d, header unusable: header CRC mismatch; a torn creation (no frame of it was recorded on disk), which recovery deletes: its %d frames are a torn tail",
+				sg.Name, sg.Base, len(sg.Frames)),
+			fmt.Sprintf("FSN %d..%d unreadable in %s at offset 0: torn creation: ", sg.Base, sg.End()-1, sg.Name),
+			"[torn tail: writes a crash cut short before their fsync, which recovery cuts]",
+			fmt.Sprintf("unreadable:  %d unacknowledged frames", len(sg.Frames)),
+		}
+	}},
+	{"newest header bit flip", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
+		// .ack-watermark recorded its frames as on disk: damage, not a
+		// torn creation.
+		i := len(s.Segments) - 1
+		flip(t, segPath(dir, s, i), 9)
+		return []string{fmt.Sprintf("FSN %d..? unreadable in %s at offset 0: unusable segment header: header CRC mismatch\n",
+			s.Segments[i].Base, s.Segments[i].Name)}
 	}},
 	{"newest tail", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
 		i := len(s.Segments) - 1

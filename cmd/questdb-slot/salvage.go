@@ -212,14 +212,14 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	for _, r := range v.ranges {
 		switch {
 		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
-		case atTail(v.scan, r.FSNRange) && settings.Durability == "flush":
+		case r.Torn && settings.Durability == "flush":
 			// A flush-mode append returns after the fsync that covers its
 			// frame: a frame cut at the tail was answered to no caller.
 			rep.torn = append(rep.torn, r.String())
-		case atTail(v.scan, r.FSNRange) && settings.Durability == "":
+		case r.Torn && settings.Durability == "":
 			rep.unreadable = append(rep.unreadable, r.String()+
 				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
-		case atTail(v.scan, r.FSNRange):
+		case r.Torn:
 			rep.unreadable = append(rep.unreadable, r.String()+
 				" (a torn tail: accepted data the crash lost, the loss window of sf_durability: "+settings.Durability+")")
 		default:

@@ -321,7 +321,7 @@ func TestSalvageSetAsideCampaign(t *testing.T) {
 	if !testing.Short() {
 		modes = append(modes, sfqueue.DurabilityPeriodic, sfqueue.DurabilityMemory)
 	}
-	replayed := map[string]bool{"newest tail": true, "zeroed watermark": true, "torn dictionary": true}
+	replayed := map[string]bool{"newest tail": true, "newest header torn at its creation": true, "zeroed watermark": true, "torn dictionary": true}
 	salvaged := 0
 	for _, mode := range modes {
 		for _, c := range damageClasses {
@@ -517,22 +517,22 @@ func TestSalvageCredentials(t *testing.T) {
 	})
 }
 
-// TestSalvageTornTail: the newest segment's last frame torn by a crash is
-// lost accepted data, unless the exporter ran with sf_durability: flush,
-// where no caller was told it was stored: then the salvage is complete
-// (and --delete may remove the slot); without --config it is counted, with
-// a hint.
+// TestSalvageTornTail: the newest segment's last frame torn by a crash, or
+// the whole newest segment when a crash tore its header before its first
+// fsync (a torn creation), is lost accepted data, unless the exporter ran
+// with sf_durability: flush, where no caller was told it was stored: then
+// the salvage is complete (and --delete may remove the slot); without
+// --config it is counted, with a hint. A newest header damaged after the
+// watermark recorded its frames as on disk is damage, not a torn tail.
 func TestSalvageTornTail(t *testing.T) {
-	var tear damage
+	classes := map[string]damage{}
 	for _, d := range damageClasses {
-		if d.name == "newest tail" {
-			tear = d
-		}
+		classes[d.name] = d
 	}
 	srv := newServer(t)
-	torn := func(t *testing.T) *builtSlot {
+	damaged := func(t *testing.T, class string) *builtSlot {
 		b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
-		tear.apply(t, b.dir, scanOf(t, b.dir))
+		classes[class].apply(t, b.dir, scanOf(t, b.dir))
 		return b
 	}
 	config := func(t *testing.T, durability string) string {
@@ -543,35 +543,48 @@ func TestSalvageTornTail(t *testing.T) {
 		}
 		return cfg
 	}
-	t.Run("no config", func(t *testing.T) {
-		b := torn(t)
-		code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+	for _, tear := range []string{"newest tail", "newest header torn at its creation"} {
+		t.Run(tear+"/no config", func(t *testing.T) {
+			b := damaged(t, tear)
+			code, out, errOut := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
+			if code != 1 {
+				t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
+			}
+			mustContain(t, out, "unreadable:  FSN", "(a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush",
+				"INCOMPLETE", "not deleted")
+		})
+		t.Run(tear+"/periodic", func(t *testing.T) {
+			b := damaged(t, tear)
+			code, out, _ := runTool(t, "salvage", b.dir, "--config", config(t, "periodic"))
+			if code != 1 || strings.Contains(out, "torn tail:   FSN") {
+				t.Errorf("exit %d, want 1 with the tail counted unreadable\n%s", code, out)
+			}
+			mustContain(t, out, "(a torn tail: accepted data the crash lost, the loss window of sf_durability: periodic)")
+		})
+		t.Run(tear+"/flush", func(t *testing.T) {
+			b := damaged(t, tear)
+			code, out, errOut := runTool(t, "salvage", b.dir, "--config", config(t, "flush"), "--delete")
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			}
+			mustContain(t, out, "torn tail:   FSN", "nothing accepted is lost", "complete: every frame in scope was delivered")
+			if strings.Contains(out, "unreadable:") {
+				t.Errorf("a flush-mode torn tail counted unreadable:\n%s", out)
+			}
+			if _, err := os.Stat(b.dir); !os.IsNotExist(err) {
+				t.Errorf("slot not deleted after a complete salvage: %v", err)
+			}
+		})
+	}
+	t.Run("newest header damaged after it was on disk", func(t *testing.T) {
+		b := damaged(t, "newest header bit flip")
+		code, out, errOut := runTool(t, "salvage", b.dir, "--config", config(t, "flush"), "--delete")
 		if code != 1 {
 			t.Errorf("exit %d, want 1\n%s\n%s", code, out, errOut)
 		}
-		mustContain(t, out, "unreadable:  FSN", "(a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush",
-			"INCOMPLETE", "not deleted")
-	})
-	t.Run("periodic", func(t *testing.T) {
-		b := torn(t)
-		code, out, _ := runTool(t, "salvage", b.dir, "--config", config(t, "periodic"))
-		if code != 1 || strings.Contains(out, "torn tail:   FSN") {
-			t.Errorf("exit %d, want 1 with the tail counted unreadable\n%s", code, out)
-		}
-		mustContain(t, out, "(a torn tail: accepted data the crash lost, the loss window of sf_durability: periodic)")
-	})
-	t.Run("flush", func(t *testing.T) {
-		b := torn(t)
-		code, out, errOut := runTool(t, "salvage", b.dir, "--config", config(t, "flush"), "--delete")
-		if code != 0 {
-			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-		}
-		mustContain(t, out, "torn tail:   FSN", "nothing accepted is lost", "complete: every frame in scope was delivered")
-		if strings.Contains(out, "unreadable:") {
-			t.Errorf("a flush-mode torn tail counted unreadable:\n%s", out)
-		}
-		if _, err := os.Stat(b.dir); !os.IsNotExist(err) {
-			t.Errorf("slot not deleted after a complete salvage: %v", err)
+		mustContain(t, out, "unreadable:  FSN", "unusable segment header", "INCOMPLETE", "not deleted")
+		if strings.Contains(out, "torn tail") {
+			t.Errorf("a damaged header the watermark recorded frames of is called a torn tail:\n%s", out)
 		}
 	})
 }
