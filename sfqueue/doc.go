@@ -106,12 +106,13 @@
 // next rotation creates its segment as above. Where a range cannot be
 // zeroed (macOS, tmpfs) acked segments are deleted and spares are new files.
 //
-// A rotation fsyncs the new segment's header before q.mu is released, so a
-// directory fsync that is not a group fsync (the .ack-watermark's replace,
-// a recycling Ack's) never makes a segment's name durable before its
-// header. Where it does all the same (the first segment of an empty slot,
-// until its first fsync), a power loss leaves a newest segment with a torn
-// header, which recovery deletes as a torn creation (Recovery, 3.).
+// A new segment's header is made durable by the segment's first fsync, not
+// at the rotation: a directory fsync that is not a group fsync (the
+// .ack-watermark's replace, a dictionary file's creation) can make the
+// name durable first, and a power loss then leaves a newest segment with a
+// torn header, which recovery deletes as a torn creation (Recovery, 3.):
+// no fsync of it had completed, so nothing in it had been confirmed. A
+// rotation costs the appends no fsync of its own in flush durability.
 //
 // # Side files
 //

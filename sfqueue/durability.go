@@ -124,9 +124,9 @@ func (q *Queue) syncLocked() {
 		q.completeLocked(ep)
 		return
 	}
-	q.syncing, q.syncingDir = true, dir
+	q.syncing = true
 	op, err := q.fsyncUnlocked(segs, dir)
-	q.syncing, q.syncingDir = false, false
+	q.syncing = false
 	if err != nil {
 		q.latchLocked(op, err)
 	} else if target > q.durable {

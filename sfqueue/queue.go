@@ -54,9 +54,6 @@ type Queue struct {
 	fatal   *FatalError
 	closed  bool
 	syncing bool
-	// syncingDir: the fsync under way (syncing) ends with a directory
-	// fsync; a batch that creates a segment waits for it (appendLocked).
-	syncingDir bool
 	// rotating: an append is fsyncing with q.mu released (the segment it
 	// seals, or its dictionary entries); other appends wait.
 	rotating bool
@@ -300,13 +297,11 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 	payloads := b.Payloads
 	var need int64
 	for {
-		// A new segment's name must not enter the directory while a
-		// directory fsync that will not fsync the segment first is under
-		// way (a group fsync's, or .ack-watermark's replace): a power loss
-		// could then keep the entry and a torn header, and recovery would
-		// set the slot aside. Directory fsyncs that start later are
-		// covered by writeLocked, which fsyncs the header first.
-		for (q.rotating || ((q.syncingDir || q.wmWriting) && q.newSegments(payloads) > 0)) && !q.closed {
+		// A directory fsync may make a new segment's name durable before
+		// its header (the .ack-watermark's replace, a dictionary file's
+		// creation): a power loss then leaves a torn creation, which
+		// recovery deletes as the loss window it is (doc.go, Recovery).
+		for q.rotating && !q.closed {
 			q.syncDone.Wait()
 		}
 		if err := q.usableLocked(); err != nil {
@@ -528,20 +523,6 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 			var err error
 			if ns == nil {
 				ns, err = createSegment(q.fs, q.slot, fsn, q.segmentAlloc())
-			}
-			if err == nil && cur != nil && q.sf && q.o.Durability != DurabilityMemory {
-				// At a rotation the header is made durable before q.mu is
-				// released (rotationSyncLocked): from then on a directory
-				// fsync (a group fsync's for another reason, the
-				// .ack-watermark's) may make the new name durable, and a
-				// power loss must not find it with a torn header, which
-				// recovery would have to set aside. The first segment of an
-				// empty slot is not covered (see doc.go).
-				if err = ns.f.Sync(); err != nil {
-					ns.f.Close()
-					q.fs.Remove(ns.path)
-					ns = nil
-				}
 			}
 			if err != nil {
 				for _, s := range created {

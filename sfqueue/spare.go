@@ -33,10 +33,9 @@ const spareName = ".spare-segment"
 // is used, so a power loss after a rotation finds zeros, never the recycled
 // segment's old frames, after the new ones. The recycled segment's name is
 // durably gone before its content changes, so a power loss cannot bring it
-// back zeroed. A new segment's header, whether renamed from the spare or
-// created, is fsynced before q.mu is released (writeLocked): any directory
-// fsync after that (a group fsync's, the .ack-watermark's) may make its
-// name durable, never with a torn header. A spare left by a crash is
+// back zeroed. A directory fsync may make a new segment's name durable
+// before its header; a power loss then leaves a torn creation, which
+// recovery deletes (doc.go). A spare left by a crash is
 // deleted by recovery. The spare's size counts against MaxTotalBytes
 // (admitLocked drops it before refusing or evicting for room), except
 // while one is prepared under on_full=evict_oldest (spareBytesLocked), so
