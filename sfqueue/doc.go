@@ -236,9 +236,10 @@
 //     a walk from a current-format header finds in it as torn frames
 //     (possibly none). The one limit: a header the medium damaged after
 //     it became durable, before .ack-watermark recorded a frame of the
-//     segment as on disk, is taken for a torn creation; .ack-watermark is
-//     rewritten only when acknowledgements move (at most every 250 ms) and
-//     at Close, so while none arrive that window stays open.
+//     segment as on disk, is taken for a torn creation. .ack-watermark is
+//     rewritten (at most every 250 ms) when acknowledgements move, at Close,
+//     and once the first fsync of the newest segment has ended, so that
+//     window is the quarter second after a segment's first fsync.
 //     - Frames at or below the ack watermark may be dropped silently: damage
 //     whose whole FSN range is acknowledged is cut or deleted.
 //     - Anything else that leaves accepted, unacknowledged frames unreadable

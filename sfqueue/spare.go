@@ -179,10 +179,9 @@ func (q *Queue) recycle(from, p string) (File, error) {
 
 // syncDirInGroupLocked makes the slot directory durable through a group
 // fsync (flush: the flusher's next one; periodic: one run here), which
-// fsyncs every written segment before the directory. A directory fsync of
-// its own could make the entry of a segment just renamed from the spare
-// durable before the segment's header, and a power loss then would leave a
-// newest segment with a torn header, which recovery must set aside.
+// fsyncs every written segment before the directory: the rename shares a
+// journal commit the appends pay for anyway, and a segment renamed from
+// the spare meanwhile gets its header fsynced before its name.
 func (q *Queue) syncDirInGroupLocked() error {
 	q.dirDirty = true
 	if q.flushReq == nil {

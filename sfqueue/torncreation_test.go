@@ -385,3 +385,29 @@ func TestNewSegmentTornCreationAfterPowerLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestWatermarkRecordsEachNewSegmentOnDisk: without any acknowledgement,
+// the background rewrites .ack-watermark once the newest segment's first
+// fsync has ended, so a header the medium damages after that is not taken
+// for a torn creation (whose rule needs an on-disk FSN below the base).
+func TestWatermarkRecordsEachNewSegmentOnDisk(t *testing.T) {
+	for _, d := range []Durability{DurabilityPeriodic, DurabilityFlush} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfs := newCrashFS()
+			q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d,
+				SyncInterval: MinSyncInterval, MaxSegmentBytes: 1024})
+			defer q.Close()
+			for i := range 6 { // 4 frames fill segment 1; 5 and 6 start segment 5
+				mustAppend(t, q, testPayload(uint64(i+1), 200))
+			}
+			waitFor(t, ".ack-watermark recording segment 5 as on disk", func() bool {
+				w, ok, _ := readWatermark(cfs, "/d/s")
+				return ok && w.durable >= 5
+			})
+			w, _, _ := readWatermark(cfs, "/d/s")
+			if w.acked != 0 {
+				t.Fatalf("watermark acked %d with nothing acknowledged", w.acked)
+			}
+		})
+	}
+}

@@ -65,7 +65,12 @@ func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
 		q.syncDone.Wait()
 	}
 	w := watermark{acked: q.acked, durable: durable}
-	if w.acked == q.wmSaved.acked && (!force || w == q.wmSaved) {
+	// Once per segment, when its first fsync has ended, even without new
+	// acks: a watermark that records an FSN of the newest segment as on
+	// disk is what tells recovery a header the medium damaged later from a
+	// torn creation, which it would delete (doc.go, Recovery).
+	newSeg := q.active != nil && durable >= q.active.base && q.wmSaved.durable < q.active.base
+	if w.acked == q.wmSaved.acked && !newSeg && (!force || w == q.wmSaved) {
 		return nil
 	}
 	q.wmWriting = true
