@@ -704,3 +704,58 @@ func TestFlushEvictionOfTheActiveSegmentWritesItsBuiltFramesFirst(t *testing.T) 
 		t.Fatalf("frame 4: id %d, %v", id, err)
 	}
 }
+
+// TestFlushBatchAcrossSegmentsWaitsAloneForTheSealedFsync: a batch whose
+// second rotation must wait for the first sealed segment's fsync (already
+// under way) keeps every other append out meanwhile, as it holds state
+// computed under the lock: the frames land in order, each holding the
+// payload appended with its FSN.
+func TestFlushBatchAcrossSegmentsWaitsAloneForTheSealedFsync(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	defer q.Close()
+	for i := range 3 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	entered, blocked := blockingSyncOf(cfs, segmentName(1))
+	release := sync.OnceFunc(func() { close(blocked) })
+	defer release()
+	// Frame 4 ends segment 1, 5..8 fill segment 5, 9 starts segment 9.
+	var batch [][]byte
+	for k := uint64(4); k <= 9; k++ {
+		batch = append(batch, testPayload(k, 200))
+	}
+	big := make(chan error, 1)
+	go func() {
+		_, err := q.AppendBatch(context.Background(), batch)
+		big <- err
+	}()
+	<-entered // segment 1's fsync is under way; the batch waits for it at its second rotation
+	waitFor(t, "the batch waiting at its second rotation", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.sealSyncing && len(q.segs) == 2 && slices.Contains(cfs.fileNames(), "/d/s/"+segmentName(9))
+	})
+	other := make(chan uint64, 1)
+	go func() {
+		fsn, _ := q.Append(context.Background(), testPayload(10, 200))
+		other <- fsn
+	}()
+	time.Sleep(20 * time.Millisecond) // room for the other append to run, if it could
+	release()
+	if err := <-big; err != nil {
+		t.Fatal(err)
+	}
+	if fsn := <-other; fsn != 10 {
+		t.Fatalf("the append behind the batch got FSN %d, want 10", fsn)
+	}
+	got := drain(t, q.NewCursor())
+	if len(got) != 10 {
+		t.Fatalf("read %d frames, want 10", len(got))
+	}
+	for _, f := range got {
+		if id, err := checkTestPayload(f.payload); err != nil || id != f.fsn {
+			t.Fatalf("FSN %d holds payload %d (%v)", f.fsn, id, err)
+		}
+	}
+}

@@ -799,6 +799,17 @@ func (q *Queue) sealLocked(prev *segment) error {
 // path, where other appends wait meanwhile (q.rotating), and a queue that
 // closed meanwhile fails the append with ErrClosed.
 func (q *Queue) syncSealedLocked(byAppend bool) error {
+	if byAppend {
+		// The batch being written holds state computed under the lock
+		// (its chunks, the segments it created): no other append may run
+		// while this one waits with the lock released, for its own fsync
+		// or for one already under way.
+		q.rotating = true
+		defer func() {
+			q.rotating = false
+			q.syncDone.Broadcast()
+		}()
+	}
 	for {
 		if q.fatal != nil {
 			return q.fatal
@@ -820,12 +831,8 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 			return nil
 		}
 		q.sealSyncing = true
-		q.rotating = q.rotating || byAppend
 		op, err := q.fsyncUnlocked(segs, false)
 		q.sealSyncing = false
-		if byAppend {
-			q.rotating = false
-		}
 		q.syncDone.Broadcast()
 		if err != nil {
 			return q.latchLocked(op, err)
