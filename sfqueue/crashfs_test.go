@@ -35,6 +35,8 @@ type crashFS struct {
 	failZero  func(name string) error
 	failRead  func(name string) error
 	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
+	// removeHook runs (unlocked) before Remove changes anything.
+	removeHook func(name string)
 	// skipSync makes File.Sync of a file succeed without making anything
 	// durable: an fsync the code under test does not make.
 	skipSync  func(name string) bool
@@ -209,6 +211,11 @@ func (c *crashFS) IsDir(name string) bool {
 func (c *crashFS) Remove(name string) error {
 	name = clean(name)
 	c.mu.Lock()
+	if h := c.removeHook; h != nil {
+		c.mu.Unlock()
+		h(name)
+		c.mu.Lock()
+	}
 	defer c.mu.Unlock()
 	if _, ok := c.names[name]; !ok {
 		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}

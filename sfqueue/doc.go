@@ -68,7 +68,8 @@
 // not reach the disk fails its check, and because it covers the length an
 // all-zero (preallocated, never written) region is never a valid frame; it
 // covers the item count too, so a damaged count is a damaged frame. Frames
-// are written with pwrite (one write per segment per batch). A frame must
+// are written with pwrite (one write per segment per batch; in flush
+// durability one per group fsync, by the flusher). A frame must
 // fit one segment; a larger one is refused.
 //
 // The queue keeps each segment's item sum in RAM (8 bytes a segment, no
@@ -111,8 +112,10 @@
 // .ack-watermark's replace, a dictionary file's creation) can make the
 // name durable first, and a power loss then leaves a newest segment with a
 // torn header, which recovery deletes as a torn creation (Recovery, 3.):
-// no fsync of it had completed, so nothing in it had been confirmed. A
-// rotation costs the appends no fsync of its own in flush durability.
+// no fsync of it had completed, so nothing in it had been confirmed. In
+// flush durability a rotation makes no append wait for an fsync of its
+// own, except a batch that rotates again before the segment sealed
+// first is durable.
 //
 // # Side files
 //
@@ -191,7 +194,12 @@
 // that a recovery that does not find some of them reports them as DATA_LOSS
 // (vanished) instead of starting without them in silence. ENOSPC is not
 // latched: the append is undone and refused as a full queue (DiskFull),
-// and appends succeed again once there is room. A failed .ack-watermark
+// and appends succeed again once there is room. The exception is flush
+// durability's group write (the flusher writes frames appends built): a
+// failure there, ENOSPC included, latches, as the appends it covers have
+// been taken. Segments there are preallocated, so a frame write finds its
+// blocks reserved; a file system without fallocate (where preallocation
+// falls back to setting the size) can still refuse it. A failed .ack-watermark
 // write is retried every 250 ms and logged at Error once per failure
 // streak: it costs duplicates after a restart, never data.
 //
@@ -215,10 +223,14 @@
 //     presence means the damage is in the middle of the written data, not
 //     at a torn tail.
 //  3. Decide, by one rule for every durability mode. "The newest segment"
-//     is the newest one holding anything past its header: a batch creates
-//     every segment it needs (headers written) before its first frame and
-//     (periodic, flush) fsyncs each before the next one's first frame, so
-//     segments after it hold at most a header, no frame, and are deleted.
+//     is the newest one holding a valid frame (or the last file, when it
+//     holds damage past an intact header and .ack-watermark recorded an
+//     FSN of it as on disk): a batch creates every segment it needs
+//     (headers written) before its first frame, and (periodic, flush) a
+//     segment's frames are written only once the one before is durable,
+//     so no frame of the segments after it reached the disk: they hold a
+//     header, torn or not, and what a power loss left of unsynced writes,
+//     and are deleted (what they held counted in TornBytes).
 //     - The newest segment's tail: a bad frame with nothing valid after it
 //     is cut, and the frames it appears to hold above the watermark are
 //     RecoveryReport.TornFrames from TornFirstFSN. In flush durability

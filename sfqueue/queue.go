@@ -173,7 +173,9 @@ func (q *Queue) Recovery() RecoveryReport {
 // published, so a consumer that found Next empty can wait without polling.
 func (q *Queue) Published() <-chan struct{} { return q.published }
 
-// PublishedFSN is the FSN of the last appended frame (0: none yet).
+// PublishedFSN is the FSN of the last frame cursors can read: the last
+// appended, except in flush durability, where frames are published when
+// the group fsync that covers them writes them (0: none yet).
 func (q *Queue) PublishedFSN() uint64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -499,9 +501,12 @@ func (q *Queue) notifySpaceLocked() {
 // writeLocked writes payloads as frames, frame i carrying items[i] (0 when
 // items is nil). It first creates every segment the
 // batch needs (so a full disk is found before any frame is written), then
-// writes them in order. Before the first write into a new segment the
-// previous one is fsynced (periodic and flush modes), so a power loss can cut
-// only the newest data and never leave a hole between segments. Any error
+// writes them in order (flush durability: builds them, writeFramesLocked).
+// Before the first write into a new segment the previous one is fsynced
+// (periodic: here; flush: sealLocked leaves it to the next group fsync,
+// which runs it before it writes the new segment's frames), so a power
+// loss can cut only the newest data and never leave a hole between
+// segments. Any error
 // undoes the whole batch; errors other than ENOSPC latch the queue fatal.
 func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	type chunk struct {
@@ -549,7 +554,10 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	var sealed []*segment // closed once the batch is in: no more writes
 	for _, c := range chunks {
 		if c.seg != q.active {
-			if prev := q.active; prev != nil && prev.dirty && q.sf && q.o.Durability != DurabilityMemory {
+			// In flush durability a group fsync under way may be
+			// fsyncing prev (its dirty flag already cleared): it is not
+			// durable yet, so it is sealed too.
+			if prev := q.active; prev != nil && (prev.dirty || q.flushReq != nil && q.syncing) && q.sf && q.o.Durability != DurabilityMemory {
 				var err error
 				if q.flushReq != nil {
 					err = q.sealLocked(prev)
@@ -763,7 +771,8 @@ func (u *writeUndo) undo() {
 		}
 	}
 	for _, s := range u.created {
-		s.f.Close()
+		s.removed = true
+		s.closeFile() // or the fsync holding it does (a ref), when it ends
 		q.fs.Remove(s.path)
 	}
 }
@@ -910,7 +919,11 @@ func (q *Queue) Ack(fsn uint64) {
 	q.st.bytesAcked += q.payloadBytesLocked(q.acked+1, fsn)
 	q.acked = fsn
 	var gone []string
-	for len(q.segs) > 0 && q.segs[0] != q.active && q.segs[0].end()-1 <= q.acked {
+	// A sealed segment not yet fsynced stays, acked or not, until its
+	// fsync ends: deleted earlier, a power loss could keep the deletion
+	// undone and its unsynced tail torn, before a later segment's durable
+	// frames (a hole recovery must set aside). The next Ack deletes it.
+	for len(q.segs) > 0 && q.segs[0] != q.active && !q.segs[0].sealing && q.segs[0].end()-1 <= q.acked {
 		gone = append(gone, q.detachFirstLocked().path)
 	}
 	q.notifySpaceLocked()
@@ -1142,6 +1155,7 @@ func (q *Queue) Close() error {
 			q.removeFirstLocked()
 			continue
 		}
+		q.segs[0].unsealLocked() // never fsynced (latched): its ref goes with the queue
 		q.segs[0].closeFile()
 		q.segs = q.segs[1:]
 	}

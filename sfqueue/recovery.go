@@ -113,9 +113,12 @@ func (s *SlotScan) plan() recoveryPlan {
 		}
 		switch {
 		case i > tail || seg.HeaderErr != nil && newest && !seg.written():
-			// Created, nothing written past the header (if that much).
+			// Created, no frame of it written (SlotScan.tail): a torn
+			// header's bytes, or what follows an intact one, are torn.
 			if seg.HeaderErr != nil {
 				p.tornBytes += seg.NonZeroEnd
+			} else if seg.NonZeroEnd > segmentHeaderSize {
+				p.tornBytes += seg.NonZeroEnd - segmentHeaderSize
 			}
 			p.remove = append(p.remove, path)
 			continue

@@ -93,6 +93,9 @@ type SegmentScan struct {
 	// is a torn creation (SlotScan.TornCreation).
 	HeadlessFrames int
 
+	// holds: a valid frame was found in the file, walked from the header
+	// (past an unusable one, as for HeadlessFrames) or stray after damage.
+	holds bool
 	needs []symbolNeed // per frame, when symbol use was asked for
 }
 
@@ -113,15 +116,28 @@ type FrameDamage struct {
 	Stray []int64
 }
 
-// tail is the index of the newest segment that holds anything past its
-// header (0 when none does): the newest one a crash can have torn. The
-// segments after it hold at most a header, so no frame was ever written
-// into them: a batch creates (and writes the header of) every segment it
-// needs before its first frame, and fsyncs each segment before the next
-// one's first frame. Recovery deletes them.
+// tail is the index of the newest segment holding a valid frame
+// (SegmentScan.holds), or of the last one with damage past an intact
+// header that .ack-watermark recorded (0 when none): the newest one a
+// crash can have torn. No frame of
+// the segments after it reached the disk: a segment's frames are written
+// only once the one before is durable (periodic: the rotation fsyncs it;
+// flush: the group fsync does, before it writes the next segment's
+// frames), and a batch creates (and writes the header of) every segment
+// it needs before its first frame. What they hold is a header, torn or
+// not, and what a power loss leaves of unsynced writes; recovery deletes
+// them.
 func (s *SlotScan) tail() int {
-	for i := len(s.Segments) - 1; i > 0; i-- {
-		if s.Segments[i].NonZeroEnd > segmentHeaderSize {
+	n := len(s.Segments)
+	for i := n - 1; i > 0; i-- {
+		seg := &s.Segments[i]
+		// The last file's damage past an intact header, with no valid
+		// frame, is still the tail when .ack-watermark recorded an FSN of
+		// it as on disk (or cannot be read): a frame of it reached the
+		// disk and was damaged since. Otherwise it is what a power loss
+		// left of writes no fsync completed.
+		if seg.holds || i == n-1 && seg.HeaderErr == nil && seg.NonZeroEnd > segmentHeaderSize &&
+			(s.WatermarkErr != nil || s.WatermarkOK && s.Watermark.Durable >= seg.Base) {
 			return i
 		}
 	}
@@ -257,26 +273,30 @@ func walkSegment(seg *SegmentScan, data []byte) {
 	if err != nil {
 		seg.HeaderErr = err
 		if newer := (*FormatError)(nil); !errors.As(err, &newer) && seg.written() {
-			seg.HeadlessFrames = headlessFrames(seg, data)
+			seg.HeadlessFrames, seg.holds = headlessFrames(seg, data)
 		}
 		return
 	}
 	seg.Version = v
 	walkFrames(seg, data, v)
+	seg.holds = len(seg.Frames) > 0 || seg.Damage != nil && len(seg.Damage.Stray) > 0
 }
 
 // headlessFrames walks the frames of a segment whose header is unusable as
 // if the header were intact, of the current format (the newest segment,
 // the only one this matters for, was written by this release), and counts
-// what the walk finds: valid frames and the damaged region's estimate.
-func headlessFrames(seg *SegmentScan, data []byte) int {
+// what the walk finds: valid frames and the damaged region's estimate,
+// and whether any of them is a valid frame.
+func headlessFrames(seg *SegmentScan, data []byte) (n int, valid bool) {
 	w := SegmentScan{Base: seg.Base, NonZeroEnd: seg.NonZeroEnd}
 	walkFrames(&w, data, segmentVersion)
-	n := len(w.Frames)
+	n = len(w.Frames)
+	valid = n > 0
 	if w.Damage != nil {
 		n += w.Damage.Frames
+		valid = valid || len(w.Damage.Stray) > 0
 	}
-	return n
+	return n, valid
 }
 
 // walkFrames walks the frames of format v that follow the header in data.

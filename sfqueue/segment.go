@@ -226,8 +226,6 @@ func (s *segment) itemsFrom(first int) (uint64, error) {
 	return items, nil
 }
 
-// closeFile closes the segment's file unless an fsync outside the lock
-// still uses it (that fsync's owner closes it).
 // unsealLocked ends the sealing state (Queue.sealLocked): the segment is
 // durable, active again, or gone. It drops the ref that kept its file open.
 func (s *segment) unsealLocked() {
@@ -237,6 +235,8 @@ func (s *segment) unsealLocked() {
 	}
 }
 
+// closeFile closes the segment's file unless an fsync outside the lock
+// still uses it (that fsync's owner closes it).
 func (s *segment) closeFile() {
 	if s.f != nil && s.refs == 0 {
 		s.f.Close()
