@@ -549,14 +549,9 @@ func TestSyncIntervalFloor(t *testing.T) {
 // reaches the new segment's file, and no append returns, until it has
 // ended, so a power loss cannot leave a hole between the segments.
 func TestFlushRotationWritesNoFrameBeforeTheSealedSegmentIsDurable(t *testing.T) {
-	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	cfs, q := flushSealQueue(t, 3)
 	defer q.Close()
-	for i := range 3 {
-		mustAppend(t, q, testPayload(uint64(i+1), 200))
-	}
-	entered, blocked := blockingSyncOf(cfs, segmentName(1))
-	release := sync.OnceFunc(func() { close(blocked) })
+	entered, release := blockSegment1Sync(cfs)
 	defer release() // before Close, if the test fails
 	// One batch: frame 4 ends segment 1, frame 5 starts segment 5.
 	rotating := make(chan error, 1)
@@ -711,14 +706,9 @@ func TestFlushEvictionOfTheActiveSegmentWritesItsBuiltFramesFirst(t *testing.T) 
 // computed under the lock: the frames land in order, each holding the
 // payload appended with its FSN.
 func TestFlushBatchAcrossSegmentsWaitsAloneForTheSealedFsync(t *testing.T) {
-	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	cfs, q := flushSealQueue(t, 3)
 	defer q.Close()
-	for i := range 3 {
-		mustAppend(t, q, testPayload(uint64(i+1), 200))
-	}
-	entered, blocked := blockingSyncOf(cfs, segmentName(1))
-	release := sync.OnceFunc(func() { close(blocked) })
+	entered, release := blockSegment1Sync(cfs)
 	defer release()
 	// Frame 4 ends segment 1, 5..8 fill segment 5, 9 starts segment 9.
 	var batch [][]byte

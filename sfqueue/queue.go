@@ -666,10 +666,7 @@ func (q *Queue) writeFramesLocked(s *segment, payloads [][]byte, items []uint32)
 	if q.flushReq != nil {
 		var total uint64
 		for i, p := range payloads {
-			var n uint32
-			if len(items) > 0 {
-				n = items[i]
-			}
+			n := itemCount(items, i)
 			total += uint64(n)
 			q.pend = appendFrame(q.pend, p, n)
 		}
@@ -686,10 +683,7 @@ func (q *Queue) writeFramesLocked(s *segment, payloads [][]byte, items []uint32)
 	}
 	var total uint64
 	for i, p := range payloads {
-		var n uint32
-		if len(items) > 0 {
-			n = items[i]
-		}
+		n := itemCount(items, i)
 		total += uint64(n)
 		if len(p) < directWrite {
 			buf = appendFrame(buf, p, n)
@@ -708,6 +702,15 @@ func (q *Queue) writeFramesLocked(s *segment, payloads [][]byte, items []uint32)
 	}
 	q.wbuf = buf[:0]
 	return total, write(buf)
+}
+
+// itemCount is payload i's item count: items[i], or 0 when no counts
+// were given.
+func itemCount(items []uint32, i int) uint32 {
+	if len(items) > 0 {
+		return items[i]
+	}
+	return 0
 }
 
 // segmentAlloc is the preallocation of a new segment. Memory durability in

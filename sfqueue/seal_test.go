@@ -17,11 +17,7 @@ import (
 // held open by a ref until its fsync succeeds; when that fsync fails and
 // latches the queue, Close still closes it.
 func TestFlushFailedSealFsyncClosesTheSegmentFile(t *testing.T) {
-	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
-	for i := range 3 {
-		mustAppend(t, q, testPayload(uint64(i+1), 200))
-	}
+	cfs, q := flushSealQueue(t, 3)
 	cfs.mu.Lock()
 	cfs.failSync = func(name string) error {
 		if strings.HasSuffix(name, segmentName(1)) {
@@ -34,12 +30,7 @@ func TestFlushFailedSealFsyncClosesTheSegmentFile(t *testing.T) {
 		t.Fatal("the batch whose sealed segment failed its fsync succeeded")
 	}
 	q.Close()
-	cfs.mu.Lock()
-	n := cfs.openFiles
-	cfs.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d files still open after Close", n)
-	}
+	noOpenFiles(t, cfs)
 }
 
 // TestFlushAckKeepsASealedSegmentUntilItsFsync: the consumer can read and
@@ -178,12 +169,8 @@ func TestTornCreationWithGarbageAfterPowerLoss(t *testing.T) {
 // rounds, as the order of Close and the parked batch varies).
 func TestFlushCloseWhileABatchWaitsInItsSeal(t *testing.T) {
 	for range 30 {
-		cfs := newCrashFS()
-		q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
-		for i := range 3 {
-			mustAppend(t, q, testPayload(uint64(i+1), 200))
-		}
-		entered, blocked := blockingSyncOf(cfs, segmentName(1))
+		cfs, q := flushSealQueue(t, 3)
+		entered, release := blockSegment1Sync(cfs)
 		rot := make(chan error, 1)
 		go func() {
 			_, err := q.AppendBatch(context.Background(), [][]byte{testPayload(4, 200), testPayload(5, 200)})
@@ -207,16 +194,11 @@ func TestFlushCloseWhileABatchWaitsInItsSeal(t *testing.T) {
 			defer q.mu.Unlock()
 			return q.closed
 		})
-		close(blocked)
+		release()
 		<-rot
 		<-a
 		<-closed
-		cfs.mu.Lock()
-		n := cfs.openFiles
-		cfs.mu.Unlock()
-		if n != 0 {
-			t.Fatalf("%d files open after Close", n)
-		}
+		noOpenFiles(t, cfs)
 	}
 }
 
@@ -284,5 +266,37 @@ func TestFlushSealsASegmentItsGroupFsyncIsStillFsyncing(t *testing.T) {
 	defer q2.Close()
 	if rep := q2.Recovery(); rep.Unreplayable != nil {
 		t.Fatalf("frames 1 and 2 were confirmed; after a power loss the slot was set aside: %v", rep.Unreplayable)
+	}
+}
+
+// flushSealQueue opens a flush-durability queue of 1 KiB segments (four
+// 200-byte frames each) on a crash file system and appends frames
+// 1..frames.
+func flushSealQueue(t *testing.T, frames int) (*crashFS, *Queue) {
+	t.Helper()
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	for i := range frames {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	return cfs, q
+}
+
+// blockSegment1Sync blocks the next fsync of segment 1: entered is closed
+// when it starts; release (idempotent) lets it go, and is deferred before
+// the queue's Close so that a failing test does not hang.
+func blockSegment1Sync(cfs *crashFS) (entered <-chan struct{}, release func()) {
+	e, blocked := blockingSyncOf(cfs, segmentName(1))
+	return e, sync.OnceFunc(func() { close(blocked) })
+}
+
+// noOpenFiles fails the test if a file of cfs is still open.
+func noOpenFiles(t *testing.T, cfs *crashFS) {
+	t.Helper()
+	cfs.mu.Lock()
+	n := cfs.openFiles
+	cfs.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d files still open after Close", n)
 	}
 }
