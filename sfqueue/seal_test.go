@@ -127,26 +127,7 @@ func TestTornCreationWithGarbageAfterPowerLoss(t *testing.T) {
 				cfs := newCrashFS()
 				q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d,
 					SyncInterval: time.Hour, MaxSegmentBytes: segmentHeaderSize + 3*frameSize(100)})
-				r := rand.New(rand.NewPCG(seed, 7))
-				var snap *crashFS
-				first := "/d/s/" + segmentName(1)
-				cfs.mu.Lock()
-				cfs.syncHook = func(name string) {
-					if name == first && snap == nil {
-						if err := cfs.SyncDir("/d/s"); err != nil { // e.g. the .ack-watermark's replace
-							t.Error(err)
-						}
-						snap = cfs.PowerLoss(keepAndGarbage, r)
-					}
-				}
-				cfs.mu.Unlock()
-				var batch [][]byte
-				for i := range 8 {
-					batch = append(batch, testPayload(uint64(i+1), 100))
-				}
-				if _, err := q.AppendBatch(context.Background(), batch); err != nil {
-					t.Fatal(err)
-				}
+				snap := batchAcrossSegmentsPowerLoss(t, q, cfs, keepAndGarbage, rand.New(rand.NewPCG(seed, 7)))
 				q.Close()
 				q = mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: snap, Durability: d})
 				rep := q.Recovery()

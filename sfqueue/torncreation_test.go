@@ -243,6 +243,35 @@ func TestTornCreationRanges(t *testing.T) {
 	}
 }
 
+// batchAcrossSegmentsPowerLoss appends 8 frames of 100 bytes as one batch
+// (segments of 3 frames: 1, 4 and 7) and returns the state a power loss
+// (mode) leaves when it strikes as segment 1's first fsync starts, right
+// after a directory fsync (the .ack-watermark's replace) made the new
+// names durable.
+func batchAcrossSegmentsPowerLoss(t *testing.T, q *Queue, cfs *crashFS, mode crashMode, r *rand.Rand) *crashFS {
+	t.Helper()
+	var snap *crashFS
+	first := "/d/s/" + segmentName(1)
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if name == first && snap == nil {
+			if err := cfs.SyncDir("/d/s"); err != nil {
+				t.Error(err)
+			}
+			snap = cfs.PowerLoss(mode, r)
+		}
+	}
+	cfs.mu.Unlock()
+	var batch [][]byte
+	for i := range 8 {
+		batch = append(batch, testPayload(uint64(i+1), 100))
+	}
+	if _, err := q.AppendBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // TestTornCreationOfNewerFormatIsRefused: a newest segment of a newer
 // format is never taken for a torn creation, even where nothing recorded it
 // as on disk: Open refuses the slot and changes nothing.
@@ -316,26 +345,7 @@ func TestNewSegmentTornCreationAfterPowerLoss(t *testing.T) {
 			// 4's first frame. A directory fsync while that fsync runs (the
 			// .ack-watermark's replace) and a power loss can leave segment
 			// 1 torn, its frames kept or not, and 4 and 7 with headers only.
-			var snap *crashFS
-			first := "/d/s/" + segmentName(1)
-			cfs.mu.Lock()
-			cfs.syncHook = func(name string) {
-				if name == first && snap == nil {
-					if err := cfs.SyncDir("/d/s"); err != nil {
-						t.Error(err)
-					}
-					snap = cfs.PowerLoss(keepSomeWrites, r)
-				}
-			}
-			cfs.mu.Unlock()
-			var batch [][]byte
-			for i := range 8 {
-				batch = append(batch, testPayload(uint64(i+1), 100))
-			}
-			if _, err := q.AppendBatch(context.Background(), batch); err != nil {
-				t.Fatal(err)
-			}
-			return snap
+			return batchAcrossSegmentsPowerLoss(t, q, cfs, keepSomeWrites, r)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
