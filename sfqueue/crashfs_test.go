@@ -40,7 +40,6 @@ type crashFS struct {
 	// skipSync makes File.Sync of a file succeed without making anything
 	// durable: an fsync the code under test does not make.
 	skipSync  func(name string) bool
-	syncs     int
 	openFiles int // handles opened and not yet closed
 }
 
@@ -441,7 +440,6 @@ func (f *crashFile) Sync() error {
 	}
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	f.fs.syncs++
 	if f.fs.failSync != nil {
 		if err := f.fs.failSync(f.name); err != nil {
 			return &os.PathError{Op: "fsync", Path: f.name, Err: err}
