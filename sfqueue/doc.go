@@ -114,8 +114,7 @@
 // torn header, which recovery deletes as a torn creation (Recovery, 3.):
 // no fsync of it had completed, so nothing in it had been confirmed. In
 // flush durability a rotation makes no append wait for an fsync of its
-// own, except a batch that rotates again before the segment sealed
-// first is durable.
+// own, except one that finds an earlier sealed segment not yet durable.
 //
 // # Side files
 //

@@ -554,10 +554,10 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 	var sealed []*segment // closed once the batch is in: no more writes
 	for _, c := range chunks {
 		if c.seg != q.active {
-			// In flush durability a group fsync under way may be
-			// fsyncing prev (its dirty flag already cleared): it is not
-			// durable yet, so it is sealed too.
-			if prev := q.active; prev != nil && (prev.dirty || q.flushReq != nil && q.syncing) && q.sf && q.o.Durability != DurabilityMemory {
+			// A group or periodic fsync under way may be fsyncing prev
+			// (its dirty flag already cleared): it is not durable yet,
+			// so it is sealed (flush) or fsynced (periodic) too.
+			if prev := q.active; prev != nil && (prev.dirty || q.syncing) && q.sf && q.o.Durability != DurabilityMemory {
 				var err error
 				if q.flushReq != nil {
 					err = q.sealLocked(prev)
@@ -774,6 +774,7 @@ func (u *writeUndo) undo() {
 		}
 	}
 	for _, s := range u.created {
+		s.unsealLocked() // sealed by this batch, its fsync failed
 		s.removed = true
 		s.closeFile() // or the fsync holding it does (a ref), when it ends
 		q.fs.Remove(s.path)
@@ -786,9 +787,9 @@ func (u *writeUndo) undo() {
 // (syncSealedLocked). Appends do not wait for that fsync, as they do at a
 // periodic-mode rotation (rotationSyncLocked); no frame reaches the next
 // segment's file before prev is durable either way, so a power loss cannot
-// leave a hole between them. A segment sealed before and not yet fsynced
-// (two rotations within one group fsync: a batch larger than a segment) is
-// fsynced first, here.
+// leave a hole between them. A segment sealed before and not yet durable
+// (two rotations within one group fsync, a batch larger than a segment
+// among them) is fsynced first, here, other appends waiting.
 func (q *Queue) sealLocked(prev *segment) error {
 	if err := q.syncSealedLocked(true); err != nil {
 		return err
@@ -898,7 +899,8 @@ func (q *Queue) latchLocked(op string, err error) error {
 
 // Ack acknowledges every frame up to fsn (clamped to PublishedFSN; lower
 // values are ignored) and deletes the segments that are now fully acked,
-// except the one taking appends; the first of them becomes the spare
+// except the one taking appends and, in flush durability, one sealed and
+// not yet durable (and those after it); the first of them becomes the spare
 // segment when one is wanted (spare.go). The files are unlinked (or
 // recycled) with q.mu released: an unlink waits for the file system's
 // journal, as long as an fsync at times, and appends and the flusher need
@@ -925,7 +927,8 @@ func (q *Queue) Ack(fsn uint64) {
 	// A sealed segment not yet fsynced stays, acked or not, until its
 	// fsync ends: deleted earlier, a power loss could keep the deletion
 	// undone and its unsynced tail torn, before a later segment's durable
-	// frames (a hole recovery must set aside). The next Ack deletes it.
+	// frames (a hole recovery must set aside). The Ack of the frames
+	// behind it (published after that fsync) deletes it.
 	for len(q.segs) > 0 && q.segs[0] != q.active && !q.segs[0].sealing && q.segs[0].end()-1 <= q.acked {
 		gone = append(gone, q.detachFirstLocked().path)
 	}

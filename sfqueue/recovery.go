@@ -99,9 +99,8 @@ func (s *SlotScan) plan() recoveryPlan {
 	}
 	var prevEnd uint64 // FSN after the previous kept segment; 0: none yet
 	var prevName string
-	// The newest segment holding anything past its header is the one a
-	// crash can have torn; the segments after it were created, never
-	// written, and hold no frame.
+	// The tail (SlotScan.tail) is the newest segment a crash can have
+	// torn; no frame of the segments after it reached the disk.
 	tail := s.tail()
 	for i := range segs {
 		seg := &segs[i]

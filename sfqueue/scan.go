@@ -118,8 +118,8 @@ type FrameDamage struct {
 
 // tail is the index of the newest segment holding a valid frame
 // (SegmentScan.holds), or of the last one with damage past an intact
-// header that .ack-watermark recorded (0 when none): the newest one a
-// crash can have torn. No frame of
+// header after a whole segment or that .ack-watermark recorded (0 when
+// none): the newest one a crash can have torn. No frame of
 // the segments after it reached the disk: a segment's frames are written
 // only once the one before is durable (periodic: the rotation fsyncs it;
 // flush: the group fsync does, before it writes the next segment's
@@ -132,12 +132,16 @@ func (s *SlotScan) tail() int {
 	for i := n - 1; i > 0; i-- {
 		seg := &s.Segments[i]
 		// The last file's damage past an intact header, with no valid
-		// frame, is still the tail when .ack-watermark recorded an FSN of
-		// it as on disk (or cannot be read): a frame of it reached the
-		// disk and was damaged since. Otherwise it is what a power loss
-		// left of writes no fsync completed.
+		// frame, is still the tail when the segment before it is whole
+		// (its first frame may have been torn: a loss to count) or
+		// .ack-watermark recorded an FSN of it as on disk (or cannot be
+		// read). Otherwise (the segment before it is torn) it is what a
+		// power loss left of writes no fsync completed: a segment's
+		// frames are written only once the one before is durable.
+		prev := &s.Segments[i-1]
+		prevWhole := prev.HeaderErr == nil && prev.Damage == nil && prev.End() == seg.Base
 		if seg.holds || i == n-1 && seg.HeaderErr == nil && seg.NonZeroEnd > segmentHeaderSize &&
-			(s.WatermarkErr != nil || s.WatermarkOK && s.Watermark.Durable >= seg.Base) {
+			(prevWhole || s.WatermarkErr != nil || s.WatermarkOK && s.Watermark.Durable >= seg.Base) {
 			return i
 		}
 	}
@@ -145,7 +149,7 @@ func (s *SlotScan) tail() int {
 }
 
 // TornCreation reports whether segment i is a torn creation (doc.go,
-// Recovery): the newest segment holding anything past its header, with
+// Recovery): the tail segment (SlotScan.tail), with
 // an unusable header (not of a newer format), and no FSN of it recorded
 // as on disk, by an intact .ack-watermark whose on-disk FSN is below the
 // segment's base, or by none at all. Every fsync of a segment file covers
@@ -511,8 +515,8 @@ func (r FSNRange) String() string {
 // Ranges lists the slot's FSNs in order as readable and unreadable runs:
 // each segment's valid frames, each damaged region with the file and offset
 // of its first bad byte (Torn when it is the torn tail or torn creation of
-// the newest segment holding anything past its header, which recovery
-// cuts; the segments after that one hold no FSN), each hole between
+// the tail segment (SlotScan.tail), which recovery cuts; the segments
+// after that one hold no FSN), each hole between
 // segments, and the frames the watermark recorded as on disk past the last
 // one found. Runs at or below the watermark are included; compare with
 // Watermark.Acked.

@@ -281,3 +281,121 @@ func noOpenFiles(t *testing.T, cfs *crashFS) {
 		t.Fatalf("%d files still open after Close", n)
 	}
 }
+
+// TestPeriodicTornFirstFrameOfANewSegmentIsCounted: in periodic durability
+// frame 3 is accepted into a new segment and a power loss keeps the
+// segment's header and half of the frame: the new segment, after a whole
+// one, is the tail, and the frame is counted as torn (the mode's loss
+// window, logged at Error), not deleted unseen.
+func TestPeriodicTornFirstFrameOfANewSegmentIsCounted(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
+		SyncInterval: time.Hour, MaxSegmentBytes: segmentHeaderSize + 2*frameSize(200)}
+	q := mustOpen(t, o)
+	mustAppend(t, q, testPayload(1, 200))
+	mustAppend(t, q, testPayload(2, 200))
+	mustAppend(t, q, testPayload(3, 200)) // rotation: segment 1 fsynced, 3 created
+	if err := cfs.SyncDir("/d/s"); err != nil {
+		t.Fatal(err)
+	}
+	name := "/d/s/" + segmentName(3)
+	cfs.mu.Lock()
+	cur := append([]byte(nil), cfs.names[name].data[:segmentHeaderSize+frameSize(200)/2]...)
+	cfs.mu.Unlock()
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+	q.Close()
+	snap.mu.Lock()
+	ino := snap.names[name]
+	if ino == nil {
+		snap.mu.Unlock()
+		t.Fatal("segment 3's name not in the snapshot")
+	}
+	ino.data = writeAt(ino.data, cur, 0)
+	ino.synced = append([]byte(nil), ino.data...)
+	snap.mu.Unlock()
+	o.FS = snap
+	q2 := mustOpen(t, o)
+	defer q2.Close()
+	rep := q2.Recovery()
+	t.Logf("report: torn bytes %d, torn frames %d from %d, unreplayable %v", rep.TornBytes, rep.TornFrames, rep.TornFirstFSN, rep.Unreplayable)
+	if rep.TornFrames != 1 || rep.TornFirstFSN != 3 {
+		t.Fatalf("accepted frame 3 torn by the power loss: TornFrames %d from %d, want 1 from 3", rep.TornFrames, rep.TornFirstFSN)
+	}
+}
+
+// TestFlushFailedSealFsyncOfACreatedSegmentCloses: a batch spanning four
+// new segments whose second sealed segment fails its fsync is undone, and
+// the file of that segment (created by the batch, holding a sealing ref)
+// is closed all the same.
+func TestFlushFailedSealFsyncOfACreatedSegmentCloses(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	mustAppend(t, q, testPayload(1, 600))
+	// Segment 1 is over half full: wait for the spare, which segment 2
+	// then is (its file keeps the spare's name in the crash file system).
+	waitFor(t, "spare ready", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.spare != nil && !q.sparing
+	})
+	cfs.mu.Lock()
+	cfs.failSync = func(name string) error {
+		if strings.HasSuffix(name, segmentName(2)) || strings.HasSuffix(name, spareName) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	var batch [][]byte
+	for i := range 4 {
+		batch = append(batch, testPayload(uint64(i+2), 600))
+	}
+	if _, err := q.AppendBatch(context.Background(), batch); err == nil {
+		t.Fatal("batch succeeded")
+	}
+	q.Close()
+	cfs.mu.Lock()
+	n := cfs.openFiles
+	cfs.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d files still open after Close", n)
+	}
+}
+
+// TestPeriodicRotationDuringTheTickFsyncWaitsForIt: a rotation while the
+// periodic fsync of the active segment is in flight (its dirty flag
+// already cleared) fsyncs it before writing the next segment's frame.
+func TestPeriodicRotationDuringTheTickFsyncWaitsForIt(t *testing.T) {
+	cfs := newCrashFS()
+	entered, blocked := blockingSyncOf(cfs, segmentName(1))
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityPeriodic,
+		SyncInterval: 5 * time.Millisecond, MaxSegmentBytes: 1024})
+	mustAppend(t, q, testPayload(1, 200))
+	mustAppend(t, q, testPayload(2, 200))
+	<-entered // the periodic fsync of segment 1 is in flight
+	done := make(chan error, 1)
+	go func() { _, err := q.Append(context.Background(), testPayload(3, 600)); done <- err }()
+	returned := false
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		returned = true
+	case <-time.After(500 * time.Millisecond): // a rotation that waits for segment 1: fine
+	}
+	cfs.mu.Lock()
+	var nz int64
+	if seg := cfs.names["/d/s/"+segmentName(3)]; seg != nil {
+		nz = nonZeroExtent(seg.data)
+	}
+	cfs.mu.Unlock()
+	close(blocked)
+	if !returned {
+		<-done
+	}
+	q.Close()
+	if nz > segmentHeaderSize {
+		t.Fatalf("segment 3 holds %d written bytes while segment 1's fsync is still in flight; want its header only", nz)
+	}
+}
