@@ -354,12 +354,7 @@ func TestFlushFailedSealFsyncOfACreatedSegmentCloses(t *testing.T) {
 		t.Fatal("batch succeeded")
 	}
 	q.Close()
-	cfs.mu.Lock()
-	n := cfs.openFiles
-	cfs.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d files still open after Close", n)
-	}
+	noOpenFiles(t, cfs)
 }
 
 // TestPeriodicRotationDuringTheTickFsyncWaitsForIt: a rotation while the
