@@ -29,6 +29,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// closeAsync starts q.Close in a goroutine and returns its result's
+// channel once Close has marked the queue closed.
+func closeAsync(t *testing.T, q *Queue) <-chan error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	waitFor(t, "Close started", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.closed
+	})
+	return closed
+}
+
 // blockingSyncs makes the first fsync of a segment block until release is
 // closed; entered is closed when it starts.
 func blockingSyncs(cfs *crashFS) (entered, release chan struct{}) {
@@ -436,13 +450,7 @@ func TestCloseDuringGroupCommitWait(t *testing.T) {
 				second <- err
 			}()
 			waitFor(t, "second append taken", func() bool { return q.Stats().FramesAppended == 2 })
-			closed := make(chan error, 1)
-			go func() { closed <- q.Close() }()
-			waitFor(t, "Close started", func() bool {
-				q.mu.Lock()
-				defer q.mu.Unlock()
-				return q.closed
-			})
+			closed := closeAsync(t, q)
 			if fail {
 				cfs.mu.Lock()
 				segSyncs := 0

@@ -39,11 +39,7 @@ func TestFlushFailedSealFsyncClosesTheSegmentFile(t *testing.T) {
 // fsync's directory fsync, and a power loss would leave its torn tail
 // before a newer segment's confirmed frames (a gap recovery sets aside).
 func TestFlushAckKeepsASealedSegmentUntilItsFsync(t *testing.T) {
-	cfs := newCrashFS()
-	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024}
-	q := mustOpen(t, o)
-	mustAppend(t, q, testPayload(1, 200))
-	mustAppend(t, q, testPayload(2, 200))
+	cfs, q := flushSealQueue(t, 2)
 	seg1 := segmentName(1)
 	groupIn, groupGo := make(chan struct{}), make(chan struct{})
 	spareIn, spareGo := make(chan struct{}), make(chan struct{})
@@ -102,7 +98,7 @@ func TestFlushAckKeepsASealedSegmentUntilItsFsync(t *testing.T) {
 	relRm()
 	<-acked
 	q.Close()
-	q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: snap, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	q2 := mustOpen(t, flushSealOptions(snap))
 	defer q2.Close()
 	if rep := q2.Recovery(); rep.Unreplayable != nil {
 		t.Fatalf("frame 5's append returned after its group fsync, yet after a power loss the slot was set aside: %v", rep.Unreplayable)
@@ -168,13 +164,7 @@ func TestFlushCloseWhileABatchWaitsInItsSeal(t *testing.T) {
 			defer q.mu.Unlock()
 			return q.active != nil && q.active.base == 5 && q.active.size == segmentHeaderSize+2*frameSize(200)
 		})
-		closed := make(chan error, 1)
-		go func() { closed <- q.Close() }()
-		waitFor(t, "Close started", func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return q.closed
-		})
+		closed := closeAsync(t, q)
 		release()
 		<-rot
 		<-a
@@ -189,11 +179,7 @@ func TestFlushCloseWhileABatchWaitsInItsSeal(t *testing.T) {
 // next segment's frames before it is durable, and a power loss then keeps
 // the confirmed frames.
 func TestFlushSealsASegmentItsGroupFsyncIsStillFsyncing(t *testing.T) {
-	cfs := newCrashFS()
-	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024}
-	q := mustOpen(t, o)
-	mustAppend(t, q, testPayload(1, 200))
-	mustAppend(t, q, testPayload(2, 200))
+	cfs, q := flushSealQueue(t, 2)
 	entered, blocked := blockingSyncOf(cfs, segmentName(1))
 	release := sync.OnceFunc(func() { close(blocked) })
 	defer release()
@@ -243,11 +229,17 @@ func TestFlushSealsASegmentItsGroupFsyncIsStillFsyncing(t *testing.T) {
 	<-third
 	<-batch
 	q.Close()
-	q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: snap, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	q2 := mustOpen(t, flushSealOptions(snap))
 	defer q2.Close()
 	if rep := q2.Recovery(); rep.Unreplayable != nil {
 		t.Fatalf("frames 1 and 2 were confirmed; after a power loss the slot was set aside: %v", rep.Unreplayable)
 	}
+}
+
+// flushSealOptions are flushSealQueue's options on fsys (a power loss's
+// snapshot, to reopen).
+func flushSealOptions(fsys FS) Options {
+	return Options{Dir: "/d", SenderID: "s", FS: fsys, Durability: DurabilityFlush, MaxSegmentBytes: 1024}
 }
 
 // flushSealQueue opens a flush-durability queue of 1 KiB segments (four
@@ -256,7 +248,7 @@ func TestFlushSealsASegmentItsGroupFsyncIsStillFsyncing(t *testing.T) {
 func flushSealQueue(t *testing.T, frames int) (*crashFS, *Queue) {
 	t.Helper()
 	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1024})
+	q := mustOpen(t, flushSealOptions(cfs))
 	for i := range frames {
 		mustAppend(t, q, testPayload(uint64(i+1), 200))
 	}
