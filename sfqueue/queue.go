@@ -863,22 +863,12 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 // (q.rotating): nothing may reach the next segment before this one is
 // durable, or a power loss could leave a hole between them.
 func (q *Queue) rotationSyncLocked(prev *segment) error {
-	prev.refs++
 	q.rotating = true
-	q.mu.Unlock()
-	start := time.Now()
-	err := prev.f.Sync()
-	elapsed := time.Since(start)
-	q.mu.Lock()
+	op, err := q.fsyncUnlocked([]*segment{prev}, false)
 	q.rotating = false
-	prev.refs--
-	if prev.removed {
-		prev.closeFile()
-	}
-	q.st.recordFsync(elapsed)
 	q.syncDone.Broadcast()
 	if err != nil {
-		return q.latchLocked("fsync "+filepath.Base(prev.path), err)
+		return q.latchLocked(op, err)
 	}
 	if q.closed {
 		return ErrClosed
