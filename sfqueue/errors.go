@@ -104,8 +104,8 @@ type DataLossError struct {
 	// slot tool).
 	Frames int
 	// Unreadable lists every range that made the slot unreplayable, with
-	// file, offset and cause; UnreadableFrames counts the FSNs of those
-	// whose end is known.
+	// file, offset and cause; UnreadableFrames counts their FSNs above the
+	// ack watermark (of those whose end is known).
 	Unreadable       []FSNRange
 	UnreadableFrames uint64
 }

@@ -97,7 +97,7 @@ func (s *SlotScan) plan() recoveryPlan {
 		}
 		p.unreadable = append(p.unreadable, r)
 	}
-	var prevEnd uint64 // FSN after the previous kept segment; 0: none yet
+	var prevEnd uint64 // FSN the next segment must start at; 0: none yet
 	var prevName string
 	// The tail (SlotScan.tail) is the newest segment a crash can have
 	// torn; no frame of the segments after it reached the disk.
@@ -131,9 +131,24 @@ func (s *SlotScan) plan() recoveryPlan {
 			}
 			p.remove = append(p.remove, path)
 			continue
+		}
+		// The chain must be contiguous wherever it holds unacked frames: a
+		// hole whose missing FSNs are all at or below the watermark is
+		// harmless (a deletion of acked segments that a power loss partly
+		// undid).
+		if prevEnd != 0 && prevEnd != seg.Base && seg.Base-1 > p.wm {
+			unreadable(FSNRange{First: min(prevEnd, seg.Base), Last: max(prevEnd, seg.Base) - 1, Cause: fmt.Sprintf(
+				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
+				prevName, prevEnd-1, seg.Name, seg.Base, p.wm)})
+		}
+		// prevEnd: the FSN the next segment must start at, past what this
+		// one holds or what the ranges reported for it cover.
+		prevEnd, prevName = seg.End(), seg.Name
+		switch {
 		case seg.HeaderErr != nil:
 			unreadable(FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
 				Cause: "unusable segment header: " + seg.HeaderErr.Error()})
+			prevEnd = next
 			p.remove = append(p.remove, path)
 			continue
 		case seg.Damage != nil && newest && len(seg.Damage.Stray) == 0:
@@ -155,19 +170,19 @@ func (s *SlotScan) plan() recoveryPlan {
 			p.truncate = append(p.truncate, seg)
 		}
 		if len(seg.Frames) == 0 {
+			if i < tail && seg.Damage == nil {
+				// Truncated to its header: segments are deleted whole,
+				// never cut, so a segment before the tail holds its frames.
+				unreadable(FSNRange{First: seg.Base, Last: next - 1, File: seg.Name, Offset: segmentHeaderSize,
+					Cause: fmt.Sprintf("missing: the segment holds no frame, the next segment %s starts at FSN %d", segs[i+1].Name, next)})
+			}
+			prevEnd = max(prevEnd, next) // its FSNs are reported, or acked
 			p.remove = append(p.remove, path)
 			continue
 		}
-		// The chain must be contiguous wherever it holds unacked frames: a
-		// hole whose missing FSNs are all at or below the watermark is
-		// harmless (a deletion of acked segments that a power loss partly
-		// undid).
-		if prevEnd != 0 && prevEnd != seg.Base && seg.Base-1 > p.wm {
-			unreadable(FSNRange{First: min(prevEnd, seg.Base), Last: max(prevEnd, seg.Base) - 1, Cause: fmt.Sprintf(
-				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
-				prevName, prevEnd-1, seg.Name, seg.Base, p.wm)})
+		if seg.Damage != nil {
+			prevEnd = max(prevEnd, next) // the damage run covers up to next-1
 		}
-		prevEnd, prevName = seg.End(), seg.Name
 		p.keep = append(p.keep, seg)
 	}
 	// Frames the watermark recorded as on disk beyond everything found.
@@ -373,6 +388,9 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			}
 		}
 		for _, r := range p.unreadable {
+			if r.First <= p.wm {
+				r.First = p.wm + 1 // the range may start among acked FSNs
+			}
 			if !r.Readable {
 				dl.UnreadableFrames += r.Frames()
 			}

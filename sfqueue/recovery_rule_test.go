@@ -185,6 +185,12 @@ func TestRecoveryRule(t *testing.T) {
 		{"older segment truncated at a frame boundary", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, 1, func(b []byte, o []uint32) []byte { return b[:o[1]] })
 		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(1) + 1 }},
+		{"older segment truncated to its header", 0, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, 1, func(b []byte, o []uint32) []byte { return b[:segmentHeaderSize] })
+		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(1) }},
+		{"oldest segment truncated to its header", 0, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, 0, func(b []byte, o []uint32) []byte { return b[:segmentHeaderSize] })
+		}, setAside, func(s *ruleSlot) uint64 { return 1 }},
 		{"older segment truncated mid-frame", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, 1, func(b []byte, o []uint32) []byte { return b[:o[1]+5] })
 		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(1) + 1 }},
@@ -247,6 +253,18 @@ func TestRecoveryRule(t *testing.T) {
 					}
 					if dl.Unreadable[0].First != tc.first(s) || dl.Unreadable[0].Readable {
 						t.Fatalf("unreadable ranges %v; want the first at FSN %d", dl.Unreadable, tc.first(s))
+					}
+					seen := map[uint64]bool{}
+					for _, r := range dl.Unreadable {
+						for fsn := r.First; fsn <= r.Last; fsn++ {
+							if seen[fsn] {
+								t.Fatalf("FSN %d is in two unreadable ranges: %v", fsn, dl.Unreadable)
+							}
+							seen[fsn] = true
+						}
+					}
+					if dl.UnreadableFrames != uint64(len(seen)) {
+						t.Fatalf("DataLossError counts %d unreadable frames, its ranges %v hold %d", dl.UnreadableFrames, dl.Unreadable, len(seen))
 					}
 					if after := slotFiles(t, dl.Path); !sameFiles(before, after) {
 						t.Fatalf("the set-aside slot differs from what recovery found: %d files before, %d after", len(before), len(after))
