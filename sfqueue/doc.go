@@ -118,10 +118,13 @@
 //
 // # Side files
 //
-// .ack-watermark is 24 bytes: magic u32 "SQW1" | acked FSN u64 | on-disk FSN
+// .ack-watermark is 24 bytes: magic u32 | acked FSN u64 | on-disk FSN
 // u64 | CRC32C u32. The on-disk FSN is the highest frame its writer knew to be
 // durable (all published frames at a clean Close); recovery reports frames
-// up to it that it cannot find as DATA_LOSS (RecoveryReport.Lost). It
+// up to it that it cannot find as DATA_LOSS (RecoveryReport.Lost). The
+// magic is "SQW1" when completed fsyncs covered all of them, "SQWu" when
+// some were only written (Close in memory durability, or after a failed
+// fsync; Watermark.Unsynced). It
 // is replaced by write-temp, fsync, rename, fsync-directory, at most every
 // 250 ms and only when the acked FSN moved, and on Close.
 //
@@ -230,8 +233,11 @@
 //     so no frame of the segments after it reached the disk: they hold a
 //     header, torn or not, and what a power loss left of unsynced writes,
 //     and are deleted (what they held counted in TornBytes).
-//     - The newest segment's tail: a bad frame with nothing valid after it
-//     is cut, and the frames it appears to hold above the watermark are
+//     - The newest segment's tail: a bad frame with nothing valid after it,
+//     at an FSN .ack-watermark does not record as fsynced ("SQW1" and the
+//     on-disk FSN at or past it: the medium damaged it after a completed
+//     fsync, which is damage like any other, below), is
+//     cut, and the frames it appears to hold above the watermark are
 //     RecoveryReport.TornFrames from TornFirstFSN. In flush durability
 //     nothing after the last completed fsync was ever answered (seed 004),
 //     so the cut is logged at Info only. In periodic and memory durability
@@ -256,7 +262,8 @@
 //     - Anything else that leaves accepted, unacknowledged frames unreadable
 //     makes the slot unreplayable: a bad header (an older segment, or the
 //     newest when it is not a torn creation: media damage), a bad
-//     frame in an older segment or in the middle of the newest one, frame 0
+//     frame in an older segment, in the middle of the newest one or at an
+//     FSN the watermark records as fsynced, frame 0
 //     of the oldest segment, a gap or overlap between segments (prev.base +
 //     prev.frames != next.base). So does an unacknowledged frame using a
 //     symbol id that neither .symbol-dict's valid prefix nor the delta

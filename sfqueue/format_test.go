@@ -475,6 +475,7 @@ func TestItemCountDamage(t *testing.T) {
 		segs := segmentPaths(t, o)
 		newest := segs[len(segs)-1]
 		flip(t, newest, itemsField(newest, lastFrame(t, newest)))
+		crashedBefore(t, o, 20)
 		q := mustOpen(t, o)
 		defer q.Close()
 		rep := q.Recovery()
@@ -504,6 +505,7 @@ func TestItemCountDamage(t *testing.T) {
 		if err := os.Truncate(newest, itemsField(newest, n)+2); err != nil {
 			t.Fatal(err)
 		}
+		crashedBefore(t, o, 20)
 		q := mustOpen(t, o)
 		defer q.Close()
 		if rep := q.Recovery(); rep.Unreplayable != nil || rep.TornFrames != 1 || rep.TornFirstFSN != 20 || rep.TornBytes == 0 {

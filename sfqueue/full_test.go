@@ -427,6 +427,37 @@ func TestFatalFsyncLatches(t *testing.T) {
 	if err := q.Close(); !errors.As(err, &fatal) {
 		t.Fatalf("Close after the latch: %v, want the latched *FatalError again", err)
 	}
+	// Close records frame 2 as on disk, but not as fsynced: a torn FSN 2
+	// is then a torn write, not damage to fsynced data.
+	if w, ok, err := readWatermark(cfs, "/d/s"); !ok || err != nil || w.durable != 2 || !w.unsynced {
+		t.Fatalf(".ack-watermark after the latch: %+v (ok %v, %v); want on-disk FSN 2, unsynced", w, ok, err)
+	}
+}
+
+// TestCloseWatermarkSaysWhatWasFsynced: Close records every written frame
+// as on disk, and whether a completed fsync covered them (periodic and
+// flush) or not (memory), which decides whether recovery may take damage
+// to them for a torn write.
+func TestCloseWatermarkSaysWhatWasFsynced(t *testing.T) {
+	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic, DurabilityFlush} {
+		t.Run(d.String(), func(t *testing.T) {
+			o := Options{Dir: t.TempDir(), SenderID: "s", Durability: d}
+			q := mustOpen(t, o)
+			for i := range 3 {
+				mustAppend(t, q, testPayload(uint64(i+1), 100))
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			scan, err := ScanSlot(filepath.Join(o.Dir, o.SenderID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := scan.Watermark; !scan.WatermarkOK || w.Durable != 3 || w.Unsynced != (d == DurabilityMemory) {
+				t.Fatalf("watermark %+v (ok %v); want on-disk FSN 3, unsynced only in memory durability", w, scan.WatermarkOK)
+			}
+		})
+	}
 }
 
 func TestAddSymbolsOnAFullDisk(t *testing.T) {

@@ -1137,6 +1137,9 @@ func (q *Queue) Close() error {
 				errs = append(errs, q.latchLocked("fsync directory "+q.slot, err))
 			}
 		}
+		if q.fatal == nil {
+			q.durable = max(q.durable, onDisk) // the watermark records them as fsynced
+		}
 	}
 	q.completeLocked(ep) // with the latched error if an fsync failed
 	if q.sf {

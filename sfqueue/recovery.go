@@ -151,7 +151,7 @@ func (s *SlotScan) plan() recoveryPlan {
 			prevEnd = next
 			p.remove = append(p.remove, path)
 			continue
-		case seg.Damage != nil && newest && len(seg.Damage.Stray) == 0:
+		case newest && s.tornTail(seg):
 			// The torn tail: nothing after it was ever written whole.
 			d := seg.Damage
 			p.tornBytes += seg.NonZeroEnd - seg.ValidEnd
@@ -161,12 +161,7 @@ func (s *SlotScan) plan() recoveryPlan {
 			}
 			p.truncate = append(p.truncate, seg)
 		case seg.Damage != nil:
-			d := seg.Damage
-			r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
-			if len(d.Stray) > 0 {
-				r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
-			}
-			unreadable(r)
+			unreadable(s.damageRange(seg, next))
 			p.truncate = append(p.truncate, seg)
 		}
 		if len(seg.Frames) == 0 {
@@ -404,7 +399,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	q.acked = acked
 	q.wmSaved = watermark{}
 	if p.wmOK {
-		q.wmSaved = watermark{acked: scan.Watermark.Acked, durable: scan.Watermark.Durable}
+		q.wmSaved = watermark{acked: scan.Watermark.Acked, durable: scan.Watermark.Durable, unsynced: scan.Watermark.Unsynced}
 	}
 	q.nextFSN = acked + 1
 	if len(q.segs) > 0 {

@@ -128,10 +128,11 @@ func flipPayload(b []byte, off uint32) { b[off+10] ^= 0x20 } // length, item cou
 type ruleOutcome int
 
 const (
-	replayAll ruleOutcome = iota // every unacked frame replays
-	tailCut                      // the newest frames are cut and counted as torn
-	vanished                     // frames are missing, reported as lost; the rest replays
-	setAside                     // the slot is set aside unchanged, DATA_LOSS
+	replayAll        ruleOutcome = iota // every unacked frame replays
+	tailCut                             // the newest frames are cut and counted as torn
+	vanished                            // frames are missing, reported as lost; the rest replays
+	setAside                            // the slot is set aside unchanged, DATA_LOSS
+	setAsideIfSynced                    // setAside, but tailCut in memory durability (nothing was fsynced)
 )
 
 // TestRecoveryRule checks doc.go's recovery rule case by case, in each
@@ -151,10 +152,27 @@ func TestRecoveryRule(t *testing.T) {
 		{"undamaged", 0, func(t *testing.T, s *ruleSlot) {}, replayAll, nil},
 		{"bit flip in the newest tail", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { flipPayload(b, o[len(o)-1]); return b })
+			crashedBefore(t, s.o, 40)
 		}, tailCut, func(s *ruleSlot) uint64 { return 40 }},
 		{"newest segment truncated mid-frame", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { return b[:o[len(o)-1]+9] })
+			crashedBefore(t, s.o, 40)
 		}, tailCut, func(s *ruleSlot) uint64 { return 40 }},
+		{"newest segment truncated mid-frame, no watermark", 0, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, -1, func(b []byte, o []uint32) []byte { return b[:o[len(o)-2]+9] })
+			os.Remove(filepath.Join(filepath.Dir(s.segs[0]), watermarkFile))
+		}, tailCut, func(s *ruleSlot) uint64 { return 39 }},
+		// A completed fsync covered these frames (.ack-watermark says so;
+		// in memory durability Close records them as written only, and
+		// they stay the mode's loss window): the damage was done to the
+		// medium afterwards, and its evidence is kept.
+		{"bit flip in the newest tail, recorded as on disk", 0, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, -1, func(b []byte, o []uint32) []byte { flipPayload(b, o[len(o)-1]); return b })
+		}, setAsideIfSynced, func(s *ruleSlot) uint64 { return 40 }},
+		{"newest segment truncated mid-frame, recorded as on disk", 0, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, -1, func(b []byte, o []uint32) []byte { return b[:o[len(o)-2]+9] })
+			crashedBefore(t, s.o, 40)
+		}, setAsideIfSynced, func(s *ruleSlot) uint64 { return 39 }},
 		{"garbage after the newest frame", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { return append(b, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3) })
 		}, tailCut, func(s *ruleSlot) uint64 { return 41 }},
@@ -216,16 +234,23 @@ func TestRecoveryRule(t *testing.T) {
 			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
 				s := newRuleSlot(t, d, tc.ack)
 				tc.damage(t, s)
+				want := tc.want
+				if want == setAsideIfSynced {
+					want = setAside
+					if d == DurabilityMemory {
+						want = tailCut
+					}
+				}
 				slot := filepath.Join(s.o.Dir, s.o.SenderID)
 				os.WriteFile(filepath.Join(slot, watermarkFile+".tmp"), []byte("interrupted"), 0o600)
 				before := slotFiles(t, slot)
 				q, rep, got, logs := s.open(t)
 				defer q.Close()
 				errorLogs := logs.FilterLevelExact(zapcore.ErrorLevel).Len()
-				if tc.want != setAside && rep.Unreplayable != nil {
+				if want != setAside && rep.Unreplayable != nil {
 					t.Fatalf("set aside: %v", rep.Unreplayable)
 				}
-				switch tc.want {
+				switch want {
 				case replayAll:
 					if n := uint64(len(got)); n != 40-q.AckedFSN() || rep.TornFrames != 0 || rep.LostFrames != 0 || errorLogs != 0 {
 						t.Fatalf("replayed %d frames above %d, report %+v, %d error logs; want every frame, no loss", n, q.AckedFSN(), rep, errorLogs)
@@ -287,7 +312,7 @@ func TestRecoveryRule(t *testing.T) {
 						t.Fatalf("DataLossError %q", dl)
 					}
 				}
-				if tc.want != setAside {
+				if want != setAside {
 					if _, err := os.Stat(filepath.Join(slot, watermarkFile+".tmp")); !errors.Is(err, os.ErrNotExist) {
 						t.Fatalf("replayed slot kept the interrupted .tmp file: %v", err)
 					}

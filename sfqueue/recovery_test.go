@@ -12,6 +12,23 @@ import (
 
 // writeSlot appends n frames to a fresh slot with 512-byte segments and
 // closes it, returning the options and the payloads by FSN-1.
+// crashedBefore rewrites the slot's .ack-watermark as a crash before FSN
+// fsn's fsync leaves it (on-disk FSN fsn-1, the acked FSN kept): a slot
+// closed cleanly records every frame as on disk, so damage to its newest
+// frames is damage to written data, never a torn write.
+func crashedBefore(t *testing.T, o Options, fsn uint64) {
+	t.Helper()
+	slot := filepath.Join(o.Dir, o.SenderID)
+	w, _, err := readWatermark(OSFS(), slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.durable = fsn - 1
+	if err := os.WriteFile(filepath.Join(slot, watermarkFile), encodeWatermark(w), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func writeSlot(t *testing.T, n int, symbolUse func([]byte) (uint32, int64)) (Options, [][]byte) {
 	t.Helper()
 	o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 512, SymbolUse: symbolUse}

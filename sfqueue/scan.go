@@ -22,6 +22,10 @@ import (
 type Watermark struct {
 	Acked   uint64 // highest FSN the server acknowledged
 	Durable uint64 // highest FSN its writer knew to be on disk
+	// Unsynced: Durable counts frames written that no completed fsync was
+	// known to cover (a Close in memory durability, or after a failed
+	// fsync), which a power loss may still have torn.
+	Unsynced bool
 }
 
 // SlotScan is what a read-only walk of a slot directory found.
@@ -194,7 +198,7 @@ func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64), entries boo
 	}
 	s := &SlotScan{Dir: dir}
 	w, ok, err := readWatermark(fsys, dir)
-	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable}, ok, err
+	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable, Unsynced: w.unsynced}, ok, err
 	if s.Dict, err = scanSymbolDict(fsys, dir, names, entries); err != nil {
 		return nil, err
 	}
@@ -546,12 +550,9 @@ func (s *SlotScan) Ranges() []FSNRange {
 					Offset: int64(seg.Frames[0])})
 			}
 			if d := seg.Damage; d != nil {
-				r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
-				if next == 0 && len(d.Stray) == 0 {
+				r := s.damageRange(seg, next)
+				if next == 0 && s.tornTail(seg) {
 					r.Last, r.Torn = d.FSN+uint64(d.Frames)-1, true
-				}
-				if len(d.Stray) > 0 {
-					r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
 				}
 				out = append(out, r)
 			}
@@ -577,6 +578,38 @@ func (s *SlotScan) Ranges() []FSNRange {
 			Cause: fmt.Sprintf("vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", s.Watermark.Durable, last)})
 	}
 	return out
+}
+
+// tornTail reports whether seg's damage, were seg the tail segment
+// (SlotScan.tail), is a torn tail: nothing valid follows it, and
+// .ack-watermark does not record its first FSN as fsynced. Damage at an
+// FSN a completed fsync covered was done to the medium after the write,
+// not by a crash during it: it is kept as evidence like damage anywhere
+// else.
+func (s *SlotScan) tornTail(seg *SegmentScan) bool {
+	return seg.Damage != nil && len(seg.Damage.Stray) == 0 && !s.synced(seg.Damage.FSN)
+}
+
+// synced reports whether .ack-watermark records FSN fsn as covered by a
+// completed fsync.
+func (s *SlotScan) synced(fsn uint64) bool {
+	return s.WatermarkOK && !s.Watermark.Unsynced && s.Watermark.Durable >= fsn
+}
+
+// damageRange is the unreadable range of seg's damage, up to the FSN
+// before next (the next segment's base; 0 for the tail, whose range ends
+// where .ack-watermark's on-disk FSN, when it records the damage, says).
+func (s *SlotScan) damageRange(seg *SegmentScan, next uint64) FSNRange {
+	d := seg.Damage
+	r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
+	if len(d.Stray) > 0 {
+		r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
+	}
+	if next == 0 && s.synced(d.FSN) {
+		r.Last = max(s.Watermark.Durable, d.FSN+uint64(d.Frames)-1)
+		r.Cause += fmt.Sprintf("; .ack-watermark recorded FSNs up to %d as fsynced, so this is damage to written data, not a torn write", s.Watermark.Durable)
+	}
+	return r
 }
 
 // lastFSN is the highest FSN the slot's segments account for (readable or

@@ -46,6 +46,7 @@ func TestTornTailBeforeHeaderOnlySegments(t *testing.T) {
 	s := newRuleSlot(t, DurabilityPeriodic, 0)
 	slot := filepath.Join(s.o.Dir, s.o.SenderID)
 	s.edit(t, -1, func(b []byte, o []uint32) []byte { flipPayload(b, o[len(o)-1]); return b }) // FSN 40
+	crashedBefore(t, s.o, 40)
 	created := []string{filepath.Join(slot, segmentName(41)), filepath.Join(slot, segmentName(44))}
 	os.WriteFile(created[0], headerOnly(41), 0o600)
 	os.WriteFile(created[1], encodeSegmentHeader(44)[:11], 0o600)

@@ -11,19 +11,25 @@ import (
 	"path/filepath"
 )
 
-// .ack-watermark, 24 bytes: magic u32 "SQW1" | acked FSN u64 | durable FSN
-// u64 | CRC32C u32 of the first 20 bytes. Replaced atomically.
+// .ack-watermark, 24 bytes: magic u32 | acked FSN u64 | durable FSN u64 |
+// CRC32C u32 of the first 20 bytes. Replaced atomically. The magic is
+// "SQW1" when a completed fsync covered every frame up to the durable FSN,
+// "SQWu" when some were only written (a Close in memory durability or
+// after a failed fsync).
 const (
-	watermarkFile  = ".ack-watermark"
-	watermarkMagic = 0x31575153
-	watermarkSize  = 24
+	watermarkFile          = ".ack-watermark"
+	watermarkMagic         = 0x31575153 // "SQW1"
+	watermarkMagicUnsynced = 0x75575153 // "SQWu"
+	watermarkSize          = 24
 )
 
 // watermark is the content of .ack-watermark. durable is the highest FSN the
 // writer knew to be on disk (fsynced, or all published frames at a clean
-// Close), so recovery can tell when frames it was promised are missing.
+// Close), so recovery can tell when frames it was promised are missing;
+// unsynced says that no completed fsync was known to cover all of them.
 type watermark struct {
 	acked, durable uint64
+	unsynced       bool
 }
 
 // readWatermark returns the recorded watermark; ok is false when the file is
@@ -36,25 +42,35 @@ func readWatermark(fsys FS, dir string) (w watermark, ok bool, err error) {
 	if err != nil {
 		return w, false, err
 	}
-	if len(b) != watermarkSize || binary.LittleEndian.Uint32(b) != watermarkMagic ||
+	magic := uint32(0)
+	if len(b) >= 4 {
+		magic = binary.LittleEndian.Uint32(b)
+	}
+	if len(b) != watermarkSize || magic != watermarkMagic && magic != watermarkMagicUnsynced ||
 		binary.LittleEndian.Uint32(b[20:]) != crc32.Checksum(b[:20], castagnoli) {
 		return w, false, fmt.Errorf("sfqueue: %s is corrupt (%d bytes, bad magic or CRC); ignoring it", watermarkFile, len(b))
 	}
 	w.acked = binary.LittleEndian.Uint64(b[4:])
 	w.durable = binary.LittleEndian.Uint64(b[12:])
+	w.unsynced = magic == watermarkMagicUnsynced
 	return w, true, nil
 }
 
 func encodeWatermark(w watermark) []byte {
 	b := make([]byte, watermarkSize)
-	binary.LittleEndian.PutUint32(b, watermarkMagic)
+	magic := uint32(watermarkMagic)
+	if w.unsynced {
+		magic = watermarkMagicUnsynced
+	}
+	binary.LittleEndian.PutUint32(b, magic)
 	binary.LittleEndian.PutUint64(b[4:], w.acked)
 	binary.LittleEndian.PutUint64(b[12:], w.durable)
 	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
 	return b
 }
 
-// saveWatermarkLocked writes the acked FSN, with durable as the on-disk FSN,
+// saveWatermarkLocked writes the acked FSN, with durable as the on-disk FSN
+// (unsynced when it is past q.durable, what completed fsyncs covered),
 // if the acked FSN moved since the last write (or, with force, if anything
 // moved). q.mu is released during the I/O. Writers take turns (wmWriting),
 // and each reads q.acked only once it has its turn, so the file's acked FSN
@@ -64,7 +80,7 @@ func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
 	for q.wmWriting {
 		q.syncDone.Wait()
 	}
-	w := watermark{acked: q.acked, durable: durable}
+	w := watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable}
 	// Once per segment, when its first fsync has ended, even without new
 	// acks: a watermark that records an FSN of the newest segment as on
 	// disk is what tells recovery a header the medium damaged later from a

@@ -208,7 +208,11 @@ func inspect(dir string, w io.Writer) error {
 	fmt.Fprintf(w, "lock:        %s\n", v.holder)
 	switch {
 	case s.WatermarkOK:
-		fmt.Fprintf(w, "watermark:   acked FSN %d, on disk FSN %d (.ack-watermark)\n", s.Watermark.Acked, s.Watermark.Durable)
+		synced := "fsynced"
+		if s.Watermark.Unsynced {
+			synced = "written, not all fsynced"
+		}
+		fmt.Fprintf(w, "watermark:   acked FSN %d, on disk FSN %d, %s (.ack-watermark)\n", s.Watermark.Acked, s.Watermark.Durable, synced)
 	case s.WatermarkErr != nil:
 		fmt.Fprintf(w, "watermark:   unusable (%v): every readable frame counts as unacknowledged\n", s.WatermarkErr)
 	default:
