@@ -232,7 +232,9 @@
 //     segment's frames are written only once the one before is durable,
 //     so no frame of the segments after it reached the disk: they hold a
 //     header, torn or not, and what a power loss left of unsynced writes,
-//     and are deleted (what they held counted in TornBytes).
+//     and are deleted (what they held counted in TornBytes). When the
+//     newest segment holds no frame and such segments follow it, its FSNs
+//     up to the next one's base were written and lost: torn frames.
 //     - The newest segment's tail: a bad frame with nothing valid after it,
 //     at an FSN .ack-watermark does not record as fsynced ("SQW1" and the
 //     on-disk FSN at or past it: the medium damaged it after a completed
@@ -297,7 +299,12 @@
 //     last frame, or the watermark when no segment survives, so an FSN at or
 //     below a recorded watermark is never reused. A watermark past the last
 //     readable frame is ignored with a warning. Recovered segments are
-//     sealed; appends go to a new segment.
+//     sealed; appends go to a new segment. In periodic and flush
+//     durability the recovered segments holding frames .ack-watermark does
+//     not record as fsynced (the previous holder may have died before
+//     their fsync) are fsynced before the queue counts them durable, and
+//     a watermark recording FSNs past the last recovered frame as on disk
+//     (they were reported lost, and will be given again) is rewritten.
 //
 // A deleted oldest segment cannot be told from acknowledged segments that
 // Ack deleted before the watermark recorded them (the watermark is written

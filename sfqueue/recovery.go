@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -102,6 +103,10 @@ func (s *SlotScan) plan() recoveryPlan {
 	// The tail (SlotScan.tail) is the newest segment a crash can have
 	// torn; no frame of the segments after it reached the disk.
 	tail := s.tail()
+	if last, ok := s.emptyTail(tail); ok && last > p.wm {
+		p.tornFirst = max(segs[tail].Base, p.wm+1)
+		p.tornFrames = last - p.tornFirst + 1
+	}
 	for i := range segs {
 		seg := &segs[i]
 		path := filepath.Join(s.Dir, seg.Name)
@@ -405,8 +410,22 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	if len(q.segs) > 0 {
 		q.nextFSN = q.segs[len(q.segs)-1].end()
 	}
-	q.durable = q.nextFSN - 1
-	q.written = q.durable
+	end := q.nextFSN - 1
+	if err := q.syncRecovered(scan); err != nil {
+		return rep, err
+	}
+	q.durable = end
+	q.written = end
+	if scan.WatermarkOK && scan.Watermark.Durable > end {
+		// FSNs past end will be given again: a watermark recording them
+		// as on disk would take the new frames' torn tail after a crash
+		// for damage to fsynced ones, and report the lost ones again.
+		w := watermark{acked: q.acked, durable: end, unsynced: q.o.Durability == DurabilityMemory}
+		if err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(w)); err != nil {
+			return rep, err
+		}
+		q.wmSaved = w
+	}
 	rep.Segments = len(q.segs)
 	rep.PublishedFSN = q.nextFSN - 1
 	rep.TornBytes, rep.TornFrames, rep.TornFirstFSN = p.tornBytes, p.tornFrames, p.tornFirst
@@ -433,6 +452,37 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			zap.Uint64("acked_fsn", rep.AckedFSN), zap.Uint64("published_fsn", rep.PublishedFSN))
 	}
 	return rep, nil
+}
+
+// syncRecovered fsyncs, in periodic and flush durability, the recovered
+// segments holding frames that .ack-watermark does not record as fsynced:
+// the previous holder may have crashed before their fsync, and from here
+// on the queue counts them as durable (q.durable), which .ack-watermark
+// then records ("SQW1"), so that damage to them is taken for the medium's,
+// not a torn write. Without it they would stay in the page cache only.
+func (q *Queue) syncRecovered(scan *SlotScan) error {
+	if q.o.Durability == DurabilityMemory {
+		return nil
+	}
+	for _, s := range q.segs {
+		if scan.synced(s.end() - 1) {
+			continue
+		}
+		f, err := q.fs.OpenFile(s.path, os.O_RDWR)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		err = f.Sync()
+		q.st.recordFsync(time.Since(start))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("sfqueue: fsync recovered segment %s: %w", s.path, err)
+		}
+	}
+	return nil
 }
 
 // applyPlan makes the changes of a replayable plan: interrupted temporary

@@ -193,7 +193,10 @@ func TestRecoveryRule(t *testing.T) {
 		}, setAside, func(s *ruleSlot) uint64 { return 1 }},
 		{"bad header of the newest segment", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { b[0] ^= 1; return b })
-		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(-1) }},
+		}, setAsideIfSynced, func(s *ruleSlot) uint64 { return s.firstFSN(-1) }},
+		{"older segment truncated to its header, acks inside it", 8, func(t *testing.T, s *ruleSlot) {
+			s.edit(t, 1, func(b []byte, o []uint32) []byte { return b[:segmentHeaderSize] })
+		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(1) }},
 		{"newest segment never written", 0, func(t *testing.T, s *ruleSlot) {
 			os.WriteFile(filepath.Join(filepath.Dir(s.segs[0]), segmentName(41)), make([]byte, 512), 0o600)
 		}, replayAll, nil},
@@ -281,7 +284,7 @@ func TestRecoveryRule(t *testing.T) {
 					}
 					seen := map[uint64]bool{}
 					for _, r := range dl.Unreadable {
-						for fsn := r.First; fsn <= r.Last; fsn++ {
+						for fsn := max(r.First, tc.ack+1); fsn <= r.Last; fsn++ {
 							if seen[fsn] {
 								t.Fatalf("FSN %d is in two unreadable ranges: %v", fsn, dl.Unreadable)
 							}

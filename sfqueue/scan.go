@@ -152,21 +152,39 @@ func (s *SlotScan) tail() int {
 	return 0
 }
 
+// emptyTail returns, when the tail segment holds no frame (and is no torn
+// creation) and segments follow it, the last FSN of its range (the next
+// segment's base - 1): a batch created those before its first frame, so
+// the tail's FSNs were written, and no completed fsync kept them (in
+// periodic durability, the rotation's fsync of the tail did not finish).
+// They are its torn frames.
+func (s *SlotScan) emptyTail(tail int) (last uint64, ok bool) {
+	if tail+1 >= len(s.Segments) {
+		return 0, false
+	}
+	seg := &s.Segments[tail]
+	if len(seg.Frames) > 0 || seg.Damage != nil || s.tornCreation(tail, tail) || s.Segments[tail+1].Base <= seg.Base {
+		return 0, false
+	}
+	return s.Segments[tail+1].Base - 1, true
+}
+
 // TornCreation reports whether segment i is a torn creation (doc.go,
 // Recovery): the tail segment (SlotScan.tail), with
 // an unusable header (not of a newer format), and no FSN of it recorded
-// as on disk, by an intact .ack-watermark whose on-disk FSN is below the
-// segment's base, or by none at all. Every fsync of a segment file covers
+// as fsynced, by an intact .ack-watermark whose on-disk FSN is below the
+// segment's base or not known fsynced ("SQWu"), or by none at all. Every
+// fsync of a segment file covers
 // its header, which is written before any frame, so no fsync of this file
 // completed: its frames are the durability mode's loss window, a torn
 // tail that recovery deletes whole instead of setting the slot aside. An
-// older segment, or one the watermark recorded frames of, or any segment
+// older segment, or one the watermark recorded frames of as fsynced, or any segment
 // when .ack-watermark is present but unreadable, is damage.
 func (s *SlotScan) TornCreation(i int) bool { return s.tornCreation(i, s.tail()) }
 
 func (s *SlotScan) tornCreation(i, tail int) bool {
 	seg := &s.Segments[i]
-	return i == tail && seg.HeaderErr != nil && s.WatermarkErr == nil && (!s.WatermarkOK || s.Watermark.Durable < seg.Base)
+	return i == tail && seg.HeaderErr != nil && s.WatermarkErr == nil && !s.synced(seg.Base)
 }
 
 // End is the FSN after the segment's last valid frame.
@@ -545,6 +563,10 @@ func (s *SlotScan) Ranges() []FSNRange {
 					Cause: "unusable segment header: " + seg.HeaderErr.Error()})
 			}
 		default:
+			if last, ok := s.emptyTail(i); ok && i == tail {
+				out = append(out, FSNRange{First: seg.Base, Last: last, Torn: true, File: seg.Name, Offset: segmentHeaderSize,
+					Cause: fmt.Sprintf("no frame: the segment after it starts at FSN %d", last+1)})
+			}
 			if len(seg.Frames) > 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: seg.End() - 1, Readable: true, File: seg.Name,
 					Offset: int64(seg.Frames[0])})
@@ -625,9 +647,15 @@ func (s *SlotScan) lastFSN() uint64 {
 		end := seg.End()
 		if d := seg.Damage; d != nil {
 			end = d.FSN + uint64(d.Frames)
+			if s.synced(d.FSN) {
+				end = max(end, s.Watermark.Durable+1) // damageRange covers up to it
+			}
 		}
 		if s.tornCreation(tail, tail) {
 			end += uint64(seg.HeadlessFrames)
+		}
+		if l, ok := s.emptyTail(tail); ok {
+			end = l + 1
 		}
 		if seg.HeaderErr == nil || seg.written() {
 			last = max(last, end-1)

@@ -80,7 +80,9 @@ func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
 	for q.wmWriting {
 		q.syncDone.Wait()
 	}
-	w := watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable}
+	// Memory durability never fsyncs a segment: what it records is never
+	// known to be fsynced (q.durable there is what recovery found).
+	w := watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable || q.o.Durability == DurabilityMemory}
 	// Once per segment, when its first fsync has ended, even without new
 	// acks: a watermark that records an FSN of the newest segment as on
 	// disk is what tells recovery a header the medium damaged later from a

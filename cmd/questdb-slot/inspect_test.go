@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +114,24 @@ func frameRange(s *sfqueue.SlotScan, i, f int, tail string) string {
 	return fmt.Sprintf("FSN %d..%s unreadable in %s at offset %d: ", sg.Base+uint64(f), tail, sg.Name, sg.Frames[f])
 }
 
+// markFsynced rewrites .ack-watermark as a periodic or flush writer's
+// Close leaves it, recording its on-disk FSN as fsynced (magic "SQW1"):
+// the test slots are written in memory durability, whose watermark
+// ("SQWu") records frames written, never fsynced.
+func markFsynced(t *testing.T, dir string) {
+	t.Helper()
+	p := filepath.Join(dir, ".ack-watermark")
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) != 24 {
+		t.Fatalf("read %s: %d bytes, %v", p, len(b), err)
+	}
+	copy(b, "SQW1")
+	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // damageClasses are the campaign's classes of damage: bit flips in a
 // header, in frame 0, mid-segment, in the last frame of an older segment
 // and in the newest tail; a truncation; a deleted middle segment; a zeroed
@@ -153,10 +173,11 @@ var damageClasses = []damage{
 		}
 	}},
 	{"newest header bit flip", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
-		// .ack-watermark recorded its frames as on disk: damage, not a
+		// .ack-watermark recorded its frames as fsynced: damage, not a
 		// torn creation.
 		i := len(s.Segments) - 1
 		flip(t, segPath(dir, s, i), 9)
+		markFsynced(t, dir)
 		return []string{fmt.Sprintf("FSN %d..? unreadable in %s at offset 0: unusable segment header: header CRC mismatch\n",
 			s.Segments[i].Base, s.Segments[i].Name)}
 	}},
