@@ -141,7 +141,7 @@ func (s *SlotScan) plan() recoveryPlan {
 		// hole whose missing FSNs are all at or below the watermark is
 		// harmless (a deletion of acked segments that a power loss partly
 		// undid).
-		if prevEnd != 0 && prevEnd != seg.Base && seg.Base-1 > p.wm {
+		if prevEnd != 0 && prevEnd != seg.Base && max(prevEnd, seg.Base)-1 > p.wm {
 			unreadable(FSNRange{First: min(prevEnd, seg.Base), Last: max(prevEnd, seg.Base) - 1, Cause: fmt.Sprintf(
 				"FSN gap between segments: %s ends at FSN %d, the next segment %s starts at FSN %d (ack watermark %d)",
 				prevName, prevEnd-1, seg.Name, seg.Base, p.wm)})

@@ -212,6 +212,17 @@ func TestRecoveryRule(t *testing.T) {
 		{"oldest segment truncated to its header", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, 0, func(b []byte, o []uint32) []byte { return b[:segmentHeaderSize] })
 		}, setAside, func(s *ruleSlot) uint64 { return 1 }},
+		{"overlapping segments, acks inside the overlap", 10, func(t *testing.T, s *ruleSlot) {
+			// Segment 2 (FSN 12..) renamed, header and all, to start at
+			// FSN 10: FSN 10..11 are in two segments, and 11 is unacked.
+			if s.firstFSN(2) != 12 {
+				t.Fatalf("segment 2 starts at FSN %d", s.firstFSN(2))
+			}
+			s.edit(t, 2, func(b []byte, o []uint32) []byte { copy(b, encodeSegmentHeader(10)); return b })
+			if err := os.Rename(s.segs[2], filepath.Join(filepath.Dir(s.segs[2]), segmentName(10))); err != nil {
+				t.Fatal(err)
+			}
+		}, setAside, func(s *ruleSlot) uint64 { return 10 }},
 		{"older segment truncated mid-frame", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, 1, func(b []byte, o []uint32) []byte { return b[:o[1]+5] })
 		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(1) + 1 }},
@@ -303,7 +314,11 @@ func TestRecoveryRule(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, seg := range scan.Segments {
-						readable += len(seg.Frames)
+						for i := range seg.Frames {
+							if seg.Base+uint64(i) > tc.ack {
+								readable++
+							}
+						}
 						if seg.Damage != nil {
 							readable += len(seg.Damage.Stray)
 						}
