@@ -98,7 +98,10 @@ type Options struct {
 	// SenderID names the slot <Dir>/<SenderID>/. Required in SF mode.
 	SenderID string
 	// MaxTotalBytes caps the bytes of retained segments (headers and
-	// frames). 0 means 10 GiB in SF mode and 128 MiB in memory-only mode.
+	// frames, and in periodic and flush durability the preallocated tail
+	// a sealed segment leaves unused, which stays on disk with it) and
+	// dictionary files. 0 means 10 GiB in SF mode and 128 MiB in
+	// memory-only mode.
 	MaxTotalBytes int64
 	// MaxSegmentBytes is the size of one segment file (or RAM segment);
 	// 0 means 4 MiB. A frame must fit in one segment.

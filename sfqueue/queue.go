@@ -421,7 +421,7 @@ func (q *Queue) consumerReasonLocked() FullReason {
 // frame, cannot wedge it.
 func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	fits := func() bool {
-		total := need + int64(q.newSegments(payloads))*segmentHeaderSize
+		total := need + q.rotationBytes(payloads)
 		return len(q.segs) == 0 || q.usedLocked()+q.spareBytesLocked()+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
@@ -440,9 +440,11 @@ func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
 	return errNoRoom
 }
 
-// newSegments counts the segments writeLocked would create for payloads.
-func (q *Queue) newSegments(payloads [][]byte) int {
-	n := 0
+// rotationBytes is what the rotations writeLocked would make for payloads
+// add beside their frames: each new segment's header, and the unused tail
+// of each segment they seal (sealSlack).
+func (q *Queue) rotationBytes(payloads [][]byte) int64 {
+	var n int64
 	size := q.o.MaxSegmentBytes // forces a new segment when there is no active one
 	if q.active != nil {
 		size = q.active.size
@@ -450,12 +452,25 @@ func (q *Queue) newSegments(payloads [][]byte) int {
 	for _, p := range payloads {
 		fs := frameSize(len(p))
 		if size+fs > q.o.MaxSegmentBytes {
-			n++
+			n += q.sealSlack(size) + segmentHeaderSize // no active segment: size is the whole, no slack
 			size = segmentHeaderSize
 		}
 		size += fs
 	}
 	return n
+}
+
+// sealSlack is the unused tail a segment of size bytes keeps when it is
+// sealed: in periodic and flush durability its file was preallocated
+// whole (MaxSegmentBytes), and the disk holds it until the segment goes,
+// so the cap counts it like frames. Without it a queue of frames that
+// fill segments badly (two 2.1 MiB batches do not share a 4 MiB segment)
+// held up to twice the cap on disk.
+func (q *Queue) sealSlack(size int64) int64 {
+	if !q.sf || q.segmentAlloc() == 0 {
+		return 0
+	}
+	return max(0, q.o.MaxSegmentBytes-size)
 }
 
 // waitSpaceLocked waits (unlocked) until acks may have freed room, the
@@ -569,8 +584,11 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 					return err
 				}
 			}
-			if q.active != nil {
-				sealed = append(sealed, q.active)
+			if a := q.active; a != nil {
+				sealed = append(sealed, a)
+				a.slack = q.sealSlack(a.size)
+				q.used += a.slack
+				rollback.added += a.slack
 			}
 			q.segs = append(q.segs, c.seg)
 			q.active = c.seg
@@ -767,7 +785,7 @@ func (u *writeUndo) undo() {
 		q.pend = q.pend[:u.pend]
 	}
 	if a := u.active; a != nil {
-		a.size, a.offsets, a.items = u.size, a.offsets[:u.frames], u.items
+		a.size, a.offsets, a.items, a.slack = u.size, a.offsets[:u.frames], u.items, 0
 		a.unsealLocked() // active again
 		if written || q.flushReq == nil {
 			a.f.WriteAt(make([]byte, 4), u.size)
@@ -989,7 +1007,7 @@ func (q *Queue) detachFirstLocked() *segment {
 	if s == q.active {
 		q.active = nil
 	}
-	q.used -= s.size
+	q.used -= s.size + s.slack
 	q.atCap = false
 	s.removed = true
 	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -558,8 +559,11 @@ func (q *Queue) applyPlan(scan *SlotScan, p recoveryPlan, rebuilt map[uint32][][
 		for _, n := range seg.Items {
 			s.items += uint64(n)
 		}
+		if !slices.Contains(p.truncate, seg) {
+			s.slack = max(0, seg.Size-seg.ValidEnd) // a preallocated tail (sealSlack); a cut file has none
+		}
 		q.segs = append(q.segs, s)
-		q.used += s.size
+		q.used += s.size + s.slack
 	}
 	return nil
 }

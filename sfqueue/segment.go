@@ -160,7 +160,10 @@ type segment struct {
 	// 1): what evicting the segment whole drops, without reading it.
 	items uint64
 	size  int64 // bytes written: header + frames
-	dirty bool  // written since the last fsync
+	// slack is the unused tail counted against the cap once the segment
+	// was sealed (Queue.sealSlack); 0 while it takes appends.
+	slack int64
+	dirty bool // written since the last fsync
 	// sealing: sealed at a rotation in flush durability and not yet
 	// fsynced; no frame of a later segment is written before it is
 	// (Queue.syncSealedLocked).
