@@ -2,6 +2,7 @@ package questdbexporter
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -52,6 +53,7 @@ func TestExporterRetriesTransientDDLFailureBeforeAnyFrame(t *testing.T) {
 		// TABLE IF NOT EXISTS finds the table and that is success.
 		{Message: "timeout, query aborted [fd=17]", AfterRun: true},
 		{Message: "unexpected", Status: 500},
+		{Message: "cancelled by user [fd=17]"},
 	} {
 		t.Run(f.Message, func(t *testing.T) {
 			srv := newServer(t, qwptest.Options{})
@@ -90,6 +92,14 @@ func TestExporterRetriesTransientDDLFailureBeforeAnyFrame(t *testing.T) {
 func TestExporterReportsRefusedDDL(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	srv.FailExec(1, qwptest.ExecFailure{Message: "unexpected token [TTL]", Position: 374})
+	sendGaugesDespiteRefusal(t, srv, "CREATE TABLE otel_metrics_gauge refused", "unexpected token [TTL]")
+}
+
+// sendGaugesDespiteRefusal sends five gauge points and checks that they
+// reach an auto-created gauge table without dedup keys, that its refusal is
+// counted once, and that the component status reports it with each of want.
+func sendGaugesDespiteRefusal(t *testing.T, srv *qwptest.Server, want ...string) {
+	t.Helper()
 	e, host, tt := startDDLExporter(t, srv)
 	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
 		t.Fatal(err)
@@ -104,8 +114,49 @@ func TestExporterReportsRefusedDDL(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		ev := host.last()
-		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError &&
-			strings.Contains(ev.Err().Error(), "CREATE TABLE otel_metrics_gauge refused") &&
-			strings.Contains(ev.Err().Error(), "unexpected token [TTL]")
+		if ev == nil || ev.Status() != componentstatus.StatusRecoverableError {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(ev.Err().Error(), w) {
+				return false
+			}
+		}
+		return true
 	})
+}
+
+// QuestDB refuses some statements for good at position 0, where it also
+// reports passing engine failures: an account or instance that may not
+// create tables, a name the engine refuses. Such a refusal is final at once:
+// the sender does not wedge, rows flow into the tables QWP auto-creates, and
+// the refusal is counted and reported.
+func TestExporterRefusesPermanentPositionZeroDDL(t *testing.T) {
+	for _, f := range []qwptest.ExecFailure{
+		{Message: "permission denied"},
+		{Message: "Write permission denied", Status: 403},
+		{Message: "invalid table name [table=otel_metrics_gauge]"},
+	} {
+		t.Run(f.Message, func(t *testing.T) {
+			srv := newServer(t, qwptest.Options{})
+			srv.FailExec(1000, f)
+			sendGaugesDespiteRefusal(t, srv, f.Message)
+			if n := srv.Accepted(); n != 1 {
+				t.Fatalf("%d connections: a permanent refusal was retried", n)
+			}
+		})
+	}
+}
+
+// An answer that does not say whether the statement may succeed later (an
+// engine failure at position 0 that QuestDB's wording does not mark as
+// passing, here a full disk) holds the frames for maxUncertainRuns
+// connections, then is refused: rows flow, nothing waits forever.
+func TestExporterBoundsUncertainDDLFailure(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	srv.FailExec(1000, qwptest.ExecFailure{Message: "could not open read-write [file=/db/otel_metrics_gauge~1/_meta, errno=28]"})
+	sendGaugesDespiteRefusal(t, srv, fmt.Sprintf("no definite answer in %d runs", maxUncertainRuns), "errno=28")
+	if n := srv.Accepted(); n < maxUncertainRuns {
+		t.Fatalf("%d connections before the rows went out, want the bound of %d", n, maxUncertainRuns)
+	}
 }

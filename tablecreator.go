@@ -42,10 +42,20 @@ type tableCreator struct {
 	onRefused func(table string)
 	onOutcome func(error)
 
+	// maxUncertain is how many consecutive runs an uncertain failure may
+	// hold the frames (see bound).
+	maxUncertain int
+
 	mu      sync.Mutex
 	warned  map[string]bool // tables already reported as lacking dedup keys
 	refused map[string]bool // tables whose refusal was already logged at Error
+	// uncertainRuns counts the consecutive runs of ensure that met an
+	// uncertain failure.
+	uncertainRuns int
 }
+
+// maxUncertainRuns is tableCreator.maxUncertain.
+const maxUncertainRuns = 10
 
 // tableCreatorConfig is what newTableCreator needs from the exporter's
 // configuration.
@@ -78,7 +88,7 @@ func newTableCreator(c tableCreatorConfig) (*tableCreator, error) {
 	tc := &tableCreator{
 		username: c.Username, password: c.Password, token: c.Token,
 		ddl: ddl, logger: c.Logger, warned: map[string]bool{}, refused: map[string]bool{},
-		onRefused: c.OnRefused, onOutcome: c.OnOutcome,
+		onRefused: c.OnRefused, onOutcome: c.OnOutcome, maxUncertain: maxUncertainRuns,
 		client: &http.Client{
 			Timeout:   c.Timeout,
 			Transport: &http.Transport{TLSClientConfig: c.TLS, Proxy: http.ProxyFromEnvironment},
@@ -127,18 +137,24 @@ type execReply struct {
 	} `json:"columns"`
 }
 
-// transientDDLError is a statement that failed for the moment: no answer
-// (no connection, a timeout), a 5xx or 429, a reply that is not QuestDB's,
-// or QuestDB's error document for an engine failure rather than for the
-// statement. The statement may well succeed on the next connection.
-type transientDDLError struct{ err error }
+// transientDDLError is a statement that could not run now: no answer (no
+// connection, a timeout), a 5xx or 429, or QuestDB's error document for a
+// condition its source marks as passing. The statement may well succeed on
+// the next connection. An uncertain one is an answer that is neither (see
+// classify): it is retried only a bounded number of times (see bound).
+type transientDDLError struct {
+	err       error
+	uncertain bool
+	status    int // QuestDB's HTTP status, for an uncertain one
+}
 
 func (e *transientDDLError) Error() string { return e.err.Error() }
 func (e *transientDDLError) Unwrap() error { return e.err }
 
 // refusedDDLError is a statement QuestDB refused for what it says: a parse
-// or validation error pointing into the statement, or an authorization
-// failure. Sending it again gives the same answer.
+// or validation error pointing into the statement, an authorization
+// failure, or an answer that stayed uncertain past the bound. Sending it
+// again gives the same answer.
 type refusedDDLError struct {
 	status   int
 	msg      string
@@ -149,23 +165,67 @@ func (e *refusedDDLError) Error() string {
 	return fmt.Sprintf("QuestDB refused the statement (HTTP %d, at character %d): %s", e.status, e.position, e.msg)
 }
 
-// transientMarkers are the engine messages QuestDB's JSON query processor
-// sends for a statement that could not run now: the HTTP server's retry
-// queue for a busy table ("resource is busy and retry queue is full"), the
-// statement timeout ("timeout, query aborted", "Query timeout"), and a
-// table name locked by a concurrent CREATE ("table name is reserved",
-// "could not lock", "table already exists" racing IF NOT EXISTS). They
-// can point at the table name, so the position alone does not tell them
-// from a refusal.
-var transientMarkers = []string{"busy", "timeout", "is reserved", "could not lock", "already exists"}
+// refusedMarkers are QuestDB's messages for statements it refuses whatever
+// the position: its security contexts' "permission denied" / "Write
+// permission denied" (a read-only instance, or an account without the
+// right) and the engine's "invalid table name".
+var refusedMarkers = []string{"permission denied", "invalid table name"}
 
-// exec runs one statement and sorts QuestDB's answer the way its
-// JsonQueryProcessor gives it: a parse or validation error of the
-// statement (SqlException) is HTTP 400 with the position of the token
-// refused, always past 0 for the exporter's statements, which start with a
-// valid keyword; an engine failure (CairoException, the retry queue) is 400
-// with position 0 or one of transientMarkers; anything unexpected is 500.
-// A refusal is a *refusedDDLError, the rest a *transientDDLError.
+// transientMarkers are QuestDB's messages for a statement that could not
+// run now: the HTTP server's retry queue for a busy table ("resource is
+// busy and retry queue is full"), the statement timeout and circuit
+// breaker ("timeout, query aborted", "Query timeout"), a query cancelled
+// by an operator ("cancelled by user") and a table lock ("could not
+// lock"). They can come at any position.
+var transientMarkers = []string{"busy", "timeout", "cancelled by user", "could not lock"}
+
+// ambiguousMarkers are messages about something else holding the table's
+// name: a concurrent CREATE TABLE IF NOT EXISTS waits for the other one
+// and succeeds in current QuestDB (CairoEngine), so "already exists" or
+// "name is reserved" (a directory that is not a table) may never go away,
+// or may. They are uncertain at any position.
+var ambiguousMarkers = []string{"already exists", "is reserved"}
+
+// classify sorts QuestDB's error document r, answered with HTTP status,
+// into a refusal, a passing failure, or an uncertain one (transient, but
+// bounded). QuestDB's JsonQueryProcessor answers a SqlException with 400
+// at the position of the token refused, and a CairoException with 400, or
+// 403 when it is an authorization error, at the position it was given,
+// which is 0 unless the code set one; anything unexpected is 500 at 0. So
+// an engine's permanent refusal ("invalid table name", "permission
+// denied") comes at position 0 just like a passing failure ("timeout,
+// query aborted"): the position does not tell them apart, the message
+// does where QuestDB's wording is known. A position past 0 points into the
+// statement: a refusal. Position 0 or none with a message of no known kind
+// is uncertain (a full disk, an out-of-memory, an engine failure QuestDB
+// may or may not get over), as are ambiguousMarkers.
+func classify(status int, r *execReply) error {
+	msg := strings.ToLower(r.Error)
+	switch {
+	case containsAny(msg, refusedMarkers):
+		return &refusedDDLError{status: status, msg: r.Error, position: positionOf(r)}
+	case containsAny(msg, transientMarkers):
+		return &transientDDLError{err: fmt.Errorf("HTTP %d: QuestDB could not run it now: %s", status, r.Error)}
+	case r.Position != nil && *r.Position > 0 && !containsAny(msg, ambiguousMarkers):
+		return &refusedDDLError{status: status, msg: r.Error, position: *r.Position}
+	}
+	return &transientDDLError{uncertain: true, status: status,
+		err: fmt.Errorf("HTTP %d, at character %d: QuestDB's answer does not say whether the statement may succeed later: %s", status, positionOf(r), r.Error)}
+}
+
+func positionOf(r *execReply) int {
+	if r.Position == nil {
+		return 0
+	}
+	return *r.Position
+}
+
+// exec runs one statement and sorts QuestDB's answer: 401 and 403 (an
+// authorization error) are refusals, as is any other 4xx that is not
+// QuestDB's JSON (no /exec there); 5xx and 429 are passing; QuestDB's
+// error document is sorted by classify; a 200 that is not QuestDB's reply
+// (a proxy's page) is uncertain. A refusal is a *refusedDDLError, the rest
+// a *transientDDLError.
 func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*execReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"?query="+url.QueryEscape(query), nil)
 	if err != nil {
@@ -179,36 +239,73 @@ func (tc *tableCreator) exec(ctx context.Context, endpoint, query string) (*exec
 	}
 	resp, err := tc.client.Do(req)
 	if err != nil {
-		return nil, &transientDDLError{err}
+		return nil, &transientDDLError{err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, &transientDDLError{err}
+		return nil, &transientDDLError{err: err}
 	}
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
-		return nil, &transientDDLError{fmt.Errorf("HTTP %d: %.200q", resp.StatusCode, body)}
-	}
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("not authorized: %.200s", body)}
+		return nil, &transientDDLError{err: fmt.Errorf("HTTP %d: %.200q", resp.StatusCode, body)}
 	}
 	var r execReply
-	if err := json.Unmarshal(body, &r); err != nil {
-		if resp.StatusCode >= 400 { // no /exec here (404, 405): asking again will not help
-			return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("not a QuestDB /exec reply: %.200q", body)}
+	jsonErr := json.Unmarshal(body, &r)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		msg := r.Error
+		if jsonErr != nil || msg == "" {
+			msg = fmt.Sprintf("%.200s", body)
 		}
-		return nil, &transientDDLError{fmt.Errorf("HTTP %d, not a QuestDB /exec reply: %.200q", resp.StatusCode, body)}
-	}
-	if r.Error != "" {
-		if r.Position == nil || *r.Position <= 0 || containsAny(strings.ToLower(r.Error), transientMarkers) {
-			return nil, &transientDDLError{fmt.Errorf("HTTP %d: QuestDB could not run it now: %s", resp.StatusCode, r.Error)}
-		}
-		return nil, &refusedDDLError{status: resp.StatusCode, msg: r.Error, position: *r.Position}
-	}
-	if resp.StatusCode != http.StatusOK {
+		return nil, &refusedDDLError{status: resp.StatusCode, msg: "not authorized: " + msg}
+	case jsonErr != nil && resp.StatusCode >= 400: // no /exec here (404, 405): asking again will not help
+		return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("not a QuestDB /exec reply: %.200q", body)}
+	case jsonErr != nil:
+		return nil, &transientDDLError{uncertain: true, status: resp.StatusCode, err: fmt.Errorf("HTTP %d, not a QuestDB /exec reply: %.200q", resp.StatusCode, body)}
+	case r.Error != "":
+		return nil, classify(resp.StatusCode, &r)
+	case resp.StatusCode != http.StatusOK:
 		return nil, &refusedDDLError{status: resp.StatusCode, msg: fmt.Sprintf("unexpected reply: %.200q", body)}
 	}
 	return &r, nil
+}
+
+// bound lets uncertain failures hold the frames for at most maxUncertain
+// consecutive runs of ensure (with the sender's reconnect backoff between
+// them, 10 runs take about 20 s with the default backoff): in the run that
+// reaches it, every uncertain failure is a refusal, so the rows flow into
+// the tables QWP auto-creates instead of waiting in the queue until the
+// disk is full. Later runs keep refusing them at once until a run sees no
+// uncertain failure, which starts the count again. seen records that this
+// run had one.
+func (tc *tableCreator) bound(err error, seen *bool) error {
+	var te *transientDDLError
+	if !errors.As(err, &te) || !te.uncertain {
+		return err
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if !*seen {
+		*seen = true
+		tc.uncertainRuns++
+	}
+	if tc.uncertainRuns < tc.maxUncertain {
+		return err
+	}
+	return &refusedDDLError{status: te.status,
+		msg: fmt.Sprintf("no definite answer in %d runs, the last: %v", tc.uncertainRuns, te.err)}
+}
+
+// endRun starts the count of bound again after a run that went through
+// every statement without an uncertain failure (a run stopped by a passing
+// failure does not: alternating answers must not defeat the bound).
+func (tc *tableCreator) endRun(seen bool) {
+	if seen {
+		return
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.uncertainRuns = 0
 }
 
 func containsAny(s string, subs []string) bool {
@@ -228,7 +325,9 @@ func containsAny(s string, subs []string) bool {
 // failure is transient (see exec) ensure stops and returns it: the caller
 // holds the frames and tries again on a new connection, because a table
 // auto-created by the first frame would lack dedup keys for good. After such
-// a retry CREATE TABLE IF NOT EXISTS finding the table is success.
+// a retry CREATE TABLE IF NOT EXISTS finding the table is success. An
+// uncertain failure does so only maxUncertain times in a row (see bound),
+// then it is a refusal like any other.
 func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, err error) {
 	endpoint, err := execURL(wsURL)
 	if err != nil {
@@ -237,13 +336,16 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 		return 1, nil
 	}
 	var problems []error
+	var uncertain bool
 	for _, d := range tc.ddl {
 		_, err := tc.exec(ctx, endpoint, d.Create)
+		err = tc.bound(err, &uncertain)
 		var te *transientDDLError
 		switch {
 		case errors.As(err, &te):
 			tc.logger.Warn("CREATE TABLE failed for the moment; retrying on a new connection before any row is sent",
-				zap.String("table", d.Table), zap.String("statement", d.Create), zap.Error(err))
+				zap.String("table", d.Table), zap.String("statement", d.Create), zap.Error(err),
+				zap.Bool("uncertain", te.uncertain))
 			return refused, err
 		case err != nil:
 			refused++
@@ -260,6 +362,7 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 	}
 	const q = "SELECT table_name, dedup FROM tables()"
 	r, err := tc.exec(ctx, endpoint, q)
+	err = tc.bound(err, &uncertain)
 	var te *transientDDLError
 	switch {
 	case errors.As(err, &te):
@@ -269,6 +372,7 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 	case err != nil:
 		tc.logger.Warn("Cannot check the tables' dedup keys", zap.String("statement", q), zap.Error(err))
 		tc.onOutcome(errors.Join(problems...))
+		tc.endRun(uncertain)
 		return refused, nil
 	}
 	for _, row := range r.Dataset {
@@ -289,6 +393,7 @@ func (tc *tableCreator) ensure(ctx context.Context, wsURL string) (refused int, 
 		}
 	}
 	tc.onOutcome(errors.Join(problems...))
+	tc.endRun(uncertain)
 	return refused, nil
 }
 

@@ -142,30 +142,42 @@ func TestTableCreatorEnsure(t *testing.T) {
 }
 
 // TestTableCreatorClassifiesQuestDBAnswers sorts the answers QuestDB's
-// JsonQueryProcessor gives into refusals of the statement (final, loud)
-// and failures of the moment (retried on a new connection).
+// JsonQueryProcessor gives into refusals of the statement (final, loud),
+// failures of the moment (retried on a new connection) and uncertain ones
+// (retried a bounded number of times). The messages are QuestDB's own.
 func TestTableCreatorClassifiesQuestDBAnswers(t *testing.T) {
+	const (
+		refusal = iota
+		passing
+		uncertain
+	)
 	for _, c := range []struct {
-		name      string
-		status    int
-		body      string
-		transient bool
+		name   string
+		status int
+		body   string
+		want   int
 	}{
-		{"parse error", 400, `{"query":"q","error":"unexpected token [TTL]","position":374}`, false},
-		{"keyword", 400, `{"query":"q","error":"table and column names that are SQL keywords have to be enclosed in double quotes, such as \"order\"","position":331}`, false},
-		{"forbidden", 403, `{"query":"q","error":"permission denied","position":0}`, false},
-		{"unauthorized", 401, "Unauthorized", false},
-		{"no /exec", 404, "not found", false},
-		{"busy", 400, `{"query":"q","error":"resource is busy and retry queue is full","position":0}`, true},
-		{"timeout", 400, `{"query":"q","error":"timeout, query aborted [fd=12]","position":0}`, true},
-		{"concurrent create", 400, `{"query":"q","error":"table name is reserved [table=otel_logs]","position":27}`, true},
-		{"race on IF NOT EXISTS", 400, `{"query":"q","error":"table already exists","position":27}`, true},
-		{"engine error", 400, `{"query":"q","error":"could not open read-write [file=/db/x]","position":0}`, true},
-		{"no position", 400, `{"query":"q","error":"something"}`, true},
-		{"500", 500, `{"query":"q","error":"unexpected","position":0}`, true},
-		{"503", 503, `{"error":"restarting"}`, true},
-		{"429", 429, "", true},
-		{"proxy page", 200, "<html>gateway</html>", true},
+		{"parse error", 400, `{"query":"q","error":"unexpected token [TTL]","position":374}`, refusal},
+		{"keyword", 400, `{"query":"q","error":"table and column names that are SQL keywords have to be enclosed in double quotes, such as \"order\"","position":331}`, refusal},
+		// Permanent engine errors come at position 0.
+		{"read-only instance", 403, `{"query":"q","error":"Write permission denied","position":0}`, refusal},
+		{"permission denied at 0", 400, `{"query":"q","error":"permission denied","position":0}`, refusal},
+		{"invalid table name at 0", 400, `{"query":"q","error":"invalid table name [table=a/b]","position":0}`, refusal},
+		{"forbidden, no JSON", 403, "Forbidden", refusal},
+		{"unauthorized", 401, "Unauthorized", refusal},
+		{"no /exec", 404, "not found", refusal},
+		{"busy", 400, `{"query":"q","error":"resource is busy and retry queue is full","position":0}`, passing},
+		{"timeout", 400, `{"query":"q","error":"timeout, query aborted [fd=12, runtime=5001ms, timeout=5000ms]","position":0}`, passing},
+		{"async timeout", 400, `{"query":"q","error":"Query timeout. Please add HTTP header 'Statement-Timeout' with timeout in ms [timeout=5000ms]","position":0}`, passing},
+		{"cancelled", 400, `{"query":"q","error":"cancelled by user [fd=12]","position":0}`, passing},
+		{"500", 500, `{"query":"q","error":"unexpected","position":0}`, passing},
+		{"503", 503, `{"error":"restarting"}`, passing},
+		{"429", 429, "", passing},
+		{"reserved name", 400, `{"query":"q","error":"name is reserved [table=otel_logs]","position":0}`, uncertain},
+		{"already exists", 400, `{"query":"q","error":"table already exists","position":27}`, uncertain},
+		{"engine error", 400, `{"query":"q","error":"could not open read-write [file=/db/x]","position":0}`, uncertain},
+		{"no position", 400, `{"query":"q","error":"something"}`, uncertain},
+		{"proxy page", 200, "<html>gateway</html>", uncertain},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,10 +194,12 @@ func TestTableCreatorClassifiesQuestDBAnswers(t *testing.T) {
 			var te *transientDDLError
 			var re *refusedDDLError
 			switch {
-			case c.transient && !errors.As(err, &te):
-				t.Fatalf("%v, want a transient error", err)
-			case !c.transient && !errors.As(err, &re):
+			case c.want == refusal && !errors.As(err, &re):
 				t.Fatalf("%v, want a refusal", err)
+			case c.want != refusal && !errors.As(err, &te):
+				t.Fatalf("%v, want a transient error", err)
+			case c.want != refusal && te.uncertain != (c.want == uncertain):
+				t.Fatalf("%v: uncertain = %v, want %v", err, te.uncertain, c.want == uncertain)
 			}
 		})
 	}
@@ -237,5 +251,76 @@ func TestTableCreatorStopsAtTransientFailure(t *testing.T) {
 	}
 	if len(srv.TableNames()) != len(tc.ddl) {
 		t.Fatalf("tables %v after the retry, want all %d", srv.TableNames(), len(tc.ddl))
+	}
+}
+
+// An uncertain failure holds the frames for maxUncertain runs in a row, then
+// is refused (loud, counted) so the rows flow; while it persists later runs
+// refuse it at once, and a clean run starts the count again.
+func TestTableCreatorBoundsUncertainFailures(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	core, logs := observer.New(zapcore.InfoLevel)
+	var counted []string
+	tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables(), Logger: zap.New(core),
+		OnRefused: func(table string) { counted = append(counted, table) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	tc.maxUncertain = 3
+	diskFull := qwptest.ExecFailure{Message: "could not open read-write [file=/db/otel_metrics_gauge~1/_meta, errno=28]"}
+	srv.FailExec(2+len(tc.ddl)+1+len(tc.ddl)+1, diskFull)
+	for run := 1; run < tc.maxUncertain; run++ {
+		n, err := tc.ensure(context.Background(), srv.URL())
+		var te *transientDDLError
+		if !errors.As(err, &te) || !te.uncertain || n != 0 || len(counted) != 0 {
+			t.Fatalf("run %d: %d refused, %v, counted %v; want an uncertain failure that holds the frames", run, n, err, counted)
+		}
+	}
+	// The bound is reached: every statement of the run is refused, the
+	// dedup check too, and the rows are free to go.
+	if n, err := tc.ensure(context.Background(), srv.URL()); n != len(tc.ddl) || err != nil {
+		t.Fatalf("run %d: %d refused, %v; want all %d refused and no error", tc.maxUncertain, n, err, len(tc.ddl))
+	}
+	if len(counted) != len(tc.ddl) {
+		t.Fatalf("counted %v, want each table once", counted)
+	}
+	errs := logs.FilterMessageSnippet("QuestDB refused the CREATE TABLE").All()
+	if len(errs) != len(tc.ddl) || errs[0].Level != zapcore.ErrorLevel ||
+		!strings.Contains(errs[0].ContextMap()["error"].(string), "no definite answer in 3 runs") ||
+		!strings.Contains(errs[0].ContextMap()["error"].(string), "errno=28") {
+		t.Fatalf("want one Error per table naming the bound and QuestDB's message: %v", errs)
+	}
+	// Still the same answer: refused at once, not held again.
+	if n, err := tc.ensure(context.Background(), srv.URL()); n != len(tc.ddl) || err != nil {
+		t.Fatalf("after the bound: %d refused, %v; want all refused at once", n, err)
+	}
+	// The fault is gone: the run is clean and the count starts again.
+	if n, err := tc.ensure(context.Background(), srv.URL()); n != 0 || err != nil {
+		t.Fatalf("clean run: %d refused, %v", n, err)
+	}
+	srv.FailExec(1, diskFull)
+	n, err := tc.ensure(context.Background(), srv.URL())
+	var te *transientDDLError
+	if !errors.As(err, &te) || !te.uncertain || n != 0 {
+		t.Fatalf("after a clean run: %d refused, %v; want the frames held again", n, err)
+	}
+}
+
+// A permanent refusal at position 0 is final at once: it never holds the
+// frames, and a run with one does not count toward the bound.
+func TestTableCreatorRefusesPermanentPositionZero(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	tc, err := newTableCreator(tableCreatorConfig{Tables: datamodel.DefaultTables()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.close()
+	srv.FailExec(len(tc.ddl)+1, qwptest.ExecFailure{Message: "permission denied"})
+	if n, err := tc.ensure(context.Background(), srv.URL()); n != len(tc.ddl) || err != nil {
+		t.Fatalf("%d refused, %v; want every CREATE TABLE refused in the first run", n, err)
+	}
+	if len(srv.TableNames()) != 0 || tc.uncertainRuns != 0 {
+		t.Fatalf("tables %v, uncertain runs %d; want none", srv.TableNames(), tc.uncertainRuns)
 	}
 }
