@@ -340,7 +340,6 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				q.st.fullErrors++
-				q.st.fullSeen = true
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
 					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
@@ -1067,7 +1066,6 @@ func (q *Queue) evictOldestLocked() bool {
 	q.st.bytesEvicted += bytes
 	q.st.itemsEvicted += items
 	q.st.framesEvictedItemsUnknown += unknown
-	q.st.fullSeen = true
 	q.atCap = true
 	// Not logged here: a full queue evicts a segment per append, and the
 	// owner logs a rate-limited summary from Stats (FramesEvicted).
