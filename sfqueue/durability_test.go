@@ -757,3 +757,34 @@ func TestFlushBatchAcrossSegmentsWaitsAloneForTheSealedFsync(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushRotatesEarlyAtAGroupBoundary: in flush durability the first
+// append after a group write starts a new segment when a group like the
+// last one would not fit the active segment, although its own frame would:
+// the sealed segment's frames are all written by then, so no group waits
+// for its own fsync. The room it leaves counts against the cap.
+func TestFlushRotatesEarlyAtAGroupBoundary(t *testing.T) {
+	fs := frameSize(1000)
+	const k = 20 // groups of 3 frames, each at most a sixteenth of the segment
+	o := Options{Dir: t.TempDir(), SenderID: "s", Durability: DurabilityFlush,
+		MaxSegmentBytes: segmentHeaderSize + k*3*fs + 2*fs}
+	q := mustOpen(t, o)
+	defer q.Close()
+	ctx := context.Background()
+	for i := range k {
+		p := testPayload(uint64(3*i+1), 1000)
+		if _, err := q.AppendBatch(ctx, [][]byte{p, p, p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(q.segs) != 1 || o.MaxSegmentBytes-q.active.size != 2*fs {
+		t.Fatalf("%d segments, %d bytes of room; want 1 with room for two frames", len(q.segs), o.MaxSegmentBytes-q.active.size)
+	}
+	mustAppend(t, q, testPayload(3*k+1, 1000))
+	if len(q.segs) != 2 || q.segs[1].base != 3*k+1 {
+		t.Fatalf("%d segments; want the frame after a full group in a new one", len(q.segs))
+	}
+	if want := 2*segmentHeaderSize + (3*k+1)*fs + 2*fs; q.Stats().UsedBytes != want {
+		t.Fatalf("UsedBytes %d, want %d: the sealed segment's unused room counts", q.Stats().UsedBytes, want)
+	}
+}

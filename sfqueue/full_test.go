@@ -55,8 +55,8 @@ func TestBlockFullErrorPublishingAndReconnecting(t *testing.T) {
 			if !strings.Contains(fe.Error(), "publishing") {
 				t.Fatalf("error text %q does not say publishing", fe.Error())
 			}
-			if st := q.Stats(); st.Level != LevelFull || st.FullErrors != 1 || st.FramesEvicted != 0 {
-				t.Fatalf("stats after a refusal: %+v; want level full, 1 full error, nothing evicted", st)
+			if st := q.Stats(); !st.AtCap || st.FullErrors != 1 || st.FramesEvicted != 0 {
+				t.Fatalf("stats after a refusal: %+v; want at the cap, 1 full error, nothing evicted", st)
 			}
 
 			outage := time.Date(2026, 11, 30, 14, 0, 0, 0, time.UTC)
@@ -179,8 +179,8 @@ func TestEvictOldestCountsWhatItDrops(t *testing.T) {
 				t.Fatalf("FSN %d, want 17", fsn)
 			}
 			st := q.Stats()
-			if st.FramesEvicted != 2 || st.BytesEvicted != 400 || st.AckedFSN != 4 || st.Level != LevelFull || st.BytesAcked != 400 {
-				t.Fatalf("after one eviction: %+v; want 2 frames / 400 bytes evicted, 400 acked, acked FSN 4, level full", st)
+			if st.FramesEvicted != 2 || st.BytesEvicted != 400 || st.AckedFSN != 4 || !st.AtCap || st.BytesAcked != 400 {
+				t.Fatalf("after one eviction: %+v; want 2 frames / 400 bytes evicted, 400 acked, acked FSN 4, at the cap", st)
 			}
 			// Four more segments' worth evicts four more segments, all unacked.
 			for i := 18; i <= 33; i++ {
@@ -235,29 +235,6 @@ func TestFrameLargerThanCapIsAdmittedWhenEmpty(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-func TestFillLevels(t *testing.T) {
-	o := fillOptions(Options{}, OnFullBlock)
-	q := mustOpen(t, o)
-	defer q.Close()
-	var levels []Level
-	for i := range 16 {
-		mustAppend(t, q, testPayload(uint64(i+1), 200))
-		levels = append(levels, q.Stats().Level)
-	}
-	// k frames use 24*ceil(k/4) + 212*k bytes: 12 frames 2616 (75 %),
-	// 13 frames 2852 (81 %), 16 frames 3488 (99.7 %).
-	if levels[11] != LevelOK || levels[12] != LevelHigh || levels[15] != LevelHigh {
-		t.Fatalf("levels by frame count: %v; want ok at 12 frames, high from 13", levels)
-	}
-	q.Ack(16)
-	if _, err := q.Append(context.Background(), testPayload(17, 200)); err != nil {
-		t.Fatal(err)
-	}
-	if st := q.Stats(); st.Level != LevelOK {
-		t.Fatalf("after acking everything: level %v used %d", st.Level, st.UsedBytes)
 	}
 }
 

@@ -95,14 +95,17 @@ type Queue struct {
 	// pendWrites counts flushWritesLocked's writes, so an undo can tell
 	// whether the batch's frames reached the file.
 	pendWrites uint64
-	readOpen   []*segment // sealed segments the cursor opened, oldest first
-	dict       *symbolDict
-	gens       genTracker
-	st         counters
-	recovery   RecoveryReport
-	wmSaved    watermark // last written to .ack-watermark
-	wmWriting  bool      // a .ack-watermark write is under way (q.mu released)
-	wmFailing  bool      // the last background .ack-watermark write failed
+	// lastGroup is the bytes of the frames the last flush-mode write
+	// carried: what the next group fsync is likely to carry (rotatesEarlyLocked).
+	lastGroup int64
+	readOpen  []*segment // sealed segments the cursor opened, oldest first
+	dict      *symbolDict
+	gens      genTracker
+	st        counters
+	recovery  RecoveryReport
+	wmSaved   watermark // last written to .ack-watermark
+	wmWriting bool      // a .ack-watermark write is under way (q.mu released)
+	wmFailing bool      // the last background .ack-watermark write failed
 
 	// pending is the group fsync (flush mode) that appends written since
 	// the last one started wait for; nil: none waits.
@@ -337,7 +340,6 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				q.st.fullErrors++
-				q.st.fullSeen = true
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
 					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
@@ -449,15 +451,32 @@ func (q *Queue) rotationBytes(payloads [][]byte) int64 {
 	if q.active != nil {
 		size = q.active.size
 	}
-	for _, p := range payloads {
+	early := q.rotatesEarlyLocked()
+	for i, p := range payloads {
 		fs := frameSize(len(p))
-		if size+fs > q.o.MaxSegmentBytes {
+		if size+fs > q.o.MaxSegmentBytes || i == 0 && early {
 			n += q.sealSlack(size) + segmentHeaderSize // no active segment: size is the whole, no slack
 			size = segmentHeaderSize
 		}
 		size += fs
 	}
 	return n
+}
+
+// rotatesEarlyLocked reports whether the next batch starts a new segment
+// although its first frame would fit (flush durability): it is the first
+// of a gather (no frame built since the last group write), and the frames
+// of a group like the last one would not fit the active segment's room.
+// The rotation then finds every frame of the sealed segment written, and
+// covered by the group fsync in flight, so the next group does not wait
+// for a sealed segment's own fsync before writing (the costliest step of
+// a rotation in the middle of a gather; BENCHMARKS.md, #14 sixth pass).
+// The room left unused, at most a sixteenth of a segment, counts against
+// the cap (sealSlack).
+func (q *Queue) rotatesEarlyLocked() bool {
+	a := q.active
+	return q.flushReq != nil && len(q.pend) == 0 && a != nil && len(a.offsets) > 0 &&
+		q.lastGroup <= q.o.MaxSegmentBytes/16 && a.size+q.lastGroup > q.o.MaxSegmentBytes
 }
 
 // sealSlack is the unused tail a segment of size bytes keeps when it is
@@ -536,9 +555,10 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 		size = cur.size
 	}
 	var created []*segment
+	early := q.rotatesEarlyLocked()
 	for i, p := range payloads {
 		fs := frameSize(len(p))
-		if size+fs > q.o.MaxSegmentBytes {
+		if size+fs > q.o.MaxSegmentBytes || i == 0 && early {
 			ns := q.spareSegmentLocked(fsn)
 			var err error
 			if ns == nil {
@@ -653,6 +673,7 @@ func (q *Queue) publishLocked() {
 func (q *Queue) flushWritesLocked() error {
 	if len(q.pend) > 0 {
 		s := q.active
+		q.lastGroup = int64(len(q.pend))
 		_, err := s.f.WriteAt(q.pend, s.size-int64(len(q.pend)))
 		q.pend = q.pend[:0]
 		if cap(q.pend) > 4*directWrite {
@@ -1045,7 +1066,6 @@ func (q *Queue) evictOldestLocked() bool {
 	q.st.bytesEvicted += bytes
 	q.st.itemsEvicted += items
 	q.st.framesEvictedItemsUnknown += unknown
-	q.st.fullSeen = true
 	q.atCap = true
 	// Not logged here: a full queue evicts a segment per append, and the
 	// owner logs a rate-limited summary from Stats (FramesEvicted).

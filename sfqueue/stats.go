@@ -1,37 +1,6 @@
 package sfqueue
 
-import (
-	"fmt"
-	"time"
-)
-
-// Level is the fill level of the queue (seed 002 alert levels).
-type Level int
-
-const (
-	// LevelOK: below 80 % of the cap.
-	LevelOK Level = iota
-	// LevelHigh: 80 % of the cap or more.
-	LevelHigh
-	// LevelFull: at the cap, or an append was refused or frames were evicted
-	// since the previous Stats call.
-	LevelFull
-)
-
-// HighWaterPercent is where LevelHigh starts.
-const HighWaterPercent = 80
-
-func (l Level) String() string {
-	switch l {
-	case LevelOK:
-		return "ok"
-	case LevelHigh:
-		return "high"
-	case LevelFull:
-		return "full"
-	}
-	return fmt.Sprintf("Level(%d)", int(l))
-}
+import "time"
 
 // Stats is a snapshot of the queue's counters.
 type Stats struct {
@@ -51,7 +20,6 @@ type Stats struct {
 	// freed a segment since. While it holds, producers are being refused
 	// (on_full: block) or are evicting (evict_oldest).
 	AtCap    bool
-	Level    Level
 	Segments int
 	// DictBytes is the symbol dictionary: its files in SF mode, the RAM
 	// its entries hold in memory-only mode. DictGenerations is the
@@ -106,7 +74,6 @@ type counters struct {
 	bytesAcked                                 uint64
 	framesEvicted, bytesEvicted, fullErrors    uint64
 	itemsEvicted, framesEvictedItemsUnknown    uint64
-	fullSeen                                   bool // refusal or eviction since the last Stats
 	fsyncs                                     uint64
 	fsyncTotal, fsyncMax                       time.Duration
 	fsyncBuckets                               [len(fsyncBucketBounds) + 1]uint64
@@ -126,8 +93,7 @@ func (c *counters) recordFsync(d time.Duration) {
 	c.fsyncBuckets[i]++
 }
 
-// Stats returns the counters. It resets the "refused or evicted since the
-// last check" part of LevelFull.
+// Stats returns the counters.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -147,13 +113,6 @@ func (q *Queue) Stats() Stats {
 	if q.fatal != nil {
 		s.Fatal = q.fatal
 	}
-	switch {
-	case q.st.fullSeen || s.UsedBytes >= q.o.MaxTotalBytes:
-		s.Level = LevelFull
-	case s.UsedBytes*100 >= q.o.MaxTotalBytes*HighWaterPercent:
-		s.Level = LevelHigh
-	}
-	q.st.fullSeen = false
 	return s
 }
 
