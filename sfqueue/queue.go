@@ -317,9 +317,9 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		// Recomputed on every pass: acks and evictions change what the
 		// dictionary holds.
 		need, index = q.needLocked(b, frames, setIndex)
-		err := q.admitLocked(payloads, need)
+		early, err := q.admitLocked(payloads, need)
 		if err == nil {
-			err = q.storeLocked(b)
+			err = q.storeLocked(b, early)
 			if err == nil {
 				q.index = index
 				break
@@ -370,18 +370,19 @@ func (q *Queue) Fits(b Batch) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	need, _ := q.needLocked(b, frames, true)
-	return q.admitLocked(b.Payloads, need) == nil
+	_, err := q.admitLocked(b.Payloads, need)
+	return err == nil
 }
 
 // storeLocked writes an admitted batch: its dictionary entries (durable
 // first, see writeSymbolsLocked), then its frames. On error nothing of it
 // stays.
-func (q *Queue) storeLocked(b Batch) error {
+func (q *Queue) storeLocked(b Batch, early bool) error {
 	marks, err := q.writeSymbolsLocked(b.Symbols)
 	if err != nil {
 		return err
 	}
-	if err := q.writeLocked(b.Payloads, b.Items); err != nil {
+	if err := q.writeLocked(b.Payloads, b.Items, early); err != nil {
 		if q.fatal == nil || isNoSpace(err) {
 			q.undoSymbolsLocked(marks)
 		}
@@ -417,41 +418,44 @@ func (q *Queue) consumerReasonLocked() FullReason {
 
 // admitLocked decides whether payloads and need more bytes (their frames,
 // dictionary entries and index) fit under the byte cap, reclaiming fully
-// acked segments (the active one included) first. A queue holding no
+// acked segments (the active one included) first, and reports whether the
+// batch is to rotate early (rotatesEarlyLocked), which it counted: the
+// flusher may write the frames built meanwhile (writeSymbolsLocked
+// releases q.mu), and writeLocked must not decide otherwise. A queue holding no
 // segments admits any batch whose frames fit a segment, so one frame larger
 // than the whole cap, or a dictionary that the cap cannot hold beside one
 // frame, cannot wedge it.
-func (q *Queue) admitLocked(payloads [][]byte, need int64) error {
+func (q *Queue) admitLocked(payloads [][]byte, need int64) (early bool, err error) {
 	fits := func() bool {
-		total := need + q.rotationBytes(payloads)
+		early = q.rotatesEarlyLocked()
+		total := need + q.rotationBytes(payloads, early)
 		return len(q.segs) == 0 || q.usedLocked()+q.spareBytesLocked()+total <= q.o.MaxTotalBytes
 	}
 	if fits() {
-		return nil
+		return early, nil
 	}
 	q.dropSpareLocked() // its room goes to frames first
 	if fits() {
-		return nil
+		return early, nil
 	}
 	for len(q.segs) > 0 && q.segs[0].end()-1 <= q.acked {
 		q.removeFirstLocked()
 	}
 	if fits() {
-		return nil
+		return early, nil
 	}
-	return errNoRoom
+	return false, errNoRoom
 }
 
 // rotationBytes is what the rotations writeLocked would make for payloads
 // add beside their frames: each new segment's header, and the unused tail
 // of each segment they seal (sealSlack).
-func (q *Queue) rotationBytes(payloads [][]byte) int64 {
+func (q *Queue) rotationBytes(payloads [][]byte, early bool) int64 {
 	var n int64
 	size := q.o.MaxSegmentBytes // forces a new segment when there is no active one
 	if q.active != nil {
 		size = q.active.size
 	}
-	early := q.rotatesEarlyLocked()
 	for i, p := range payloads {
 		fs := frameSize(len(p))
 		if size+fs > q.o.MaxSegmentBytes || i == 0 && early {
@@ -533,7 +537,8 @@ func (q *Queue) notifySpaceLocked() {
 }
 
 // writeLocked writes payloads as frames, frame i carrying items[i] (0 when
-// items is nil). It first creates every segment the
+// items is nil), in a new segment from the first one when early (the
+// admission's rotatesEarlyLocked, whose unused room it counted). It first creates every segment the
 // batch needs (so a full disk is found before any frame is written), then
 // writes them in order (flush durability: builds them, writeFramesLocked).
 // Before the first write into a new segment the previous one is fsynced
@@ -542,7 +547,7 @@ func (q *Queue) notifySpaceLocked() {
 // loss can cut only the newest data and never leave a hole between
 // segments. Any error
 // undoes the whole batch; errors other than ENOSPC latch the queue fatal.
-func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
+func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error {
 	type chunk struct {
 		seg      *segment
 		from, to int
@@ -555,7 +560,6 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32) error {
 		size = cur.size
 	}
 	var created []*segment
-	early := q.rotatesEarlyLocked()
 	for i, p := range payloads {
 		fs := frameSize(len(p))
 		if size+fs > q.o.MaxSegmentBytes || i == 0 && early {
