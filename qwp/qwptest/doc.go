@@ -64,8 +64,8 @@
 // the query, 400 {"query","error","position"} (position in characters, at
 // the token refused) for a refused statement. Exec does the same without
 // HTTP. FailExec makes requests fail as QuestDB answers an engine failure
-// (400 with the engine's message at position 0, or 500), optionally after
-// running the statement. Identifiers are bare (case-insensitive) or quoted
+// (400 with the engine's message at position 0, 403 for an authorization
+// error, or 500), optionally after running the statement. Identifiers are bare (case-insensitive) or quoted
 // with " or ' (a doubled quote stands for itself); a trailing ';' is
 // allowed.
 //
@@ -142,7 +142,9 @@
 // DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY,
 // CREATE TABLE AS/LIKE, the "public." schema prefix) and /exec's paging and
 // other parameters; QuestDB's in-server retry of a busy table before it
-// answers "resource is busy" (FailExec stands for its outcome). Whether
+// answers "resource is busy", its security contexts (a read-only instance,
+// permissions) and engine failures such as a full disk (FailExec stands
+// for their answers). Whether
 // QuestDB's lexer accepts an unquoted dotted table name was not verified in
 // its source; the stand-in follows the reference and refuses it.
 package qwptest

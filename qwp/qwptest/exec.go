@@ -69,14 +69,19 @@ func (s *Server) serveExec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, reply)
 }
 
-// ExecFailure is an /exec request that fails, as QuestDB answers one: for
-// the moment, the engine's message at position 0 (an engine error points at
-// no token of the statement) and HTTP 400, or 500 for an unexpected error;
-// QuestDB's own such answers include "resource is busy and retry queue is
-// full" (a table lock held too long), "timeout, query aborted" and "table
-// name is reserved" (another client creating the same table). With a
-// Position it is a refusal of the statement's content, such as a QuestDB
-// release that does not know a clause would answer.
+// ExecFailure is an /exec request that fails, answered as QuestDB's
+// JsonQueryProcessor answers a failure: HTTP 400 (or Status) with
+// {"query","error","position"}. Position 0, the default, is where QuestDB
+// reports every engine error (a CairoException carries position 0 unless
+// the engine set one), whether it passes or not: "resource is busy and
+// retry queue is full" (its HTTP server gave up retrying a busy table),
+// "timeout, query aborted [fd=..]" (the circuit breaker), "cancelled by
+// user", but also "permission denied", "invalid table name [table=..]",
+// "could not open read-write [file=..]" (a full disk). Status 403 with
+// position 0 is an authorization error ("Write permission denied" on a
+// read-only instance); 500 at position 0 is an unexpected exception. With
+// a Position it is a refusal of the statement's content (a SqlException),
+// such as a QuestDB release that does not know a clause would answer.
 type ExecFailure struct {
 	Message  string
 	Position int

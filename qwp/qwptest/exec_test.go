@@ -556,6 +556,7 @@ func TestFaultFailExec(t *testing.T) {
 	s.FailExec(1, ExecFailure{Message: "resource is busy and retry queue is full"})
 	s.FailExec(1, ExecFailure{Message: "timeout, query aborted", AfterRun: true})
 	s.FailExec(1, ExecFailure{Message: "unexpected", Status: http.StatusInternalServerError})
+	s.FailExec(1, ExecFailure{Message: "Write permission denied", Status: http.StatusForbidden})
 
 	code, body := execGet(t, s, metricsDDL, nil)
 	assert.Equal(t, http.StatusBadRequest, code)
@@ -571,6 +572,12 @@ func TestFaultFailExec(t *testing.T) {
 
 	code, _ = execGet(t, s, "SELECT * FROM tables()", nil)
 	assert.Equal(t, http.StatusInternalServerError, code)
+
+	// An authorization error is QuestDB's JSON document at position 0.
+	code, body = execGet(t, s, metricsDDL, nil)
+	assert.Equal(t, http.StatusForbidden, code)
+	require.NoError(t, json.Unmarshal([]byte(body), &doc))
+	assert.Equal(t, execErrorJSON{Query: metricsDDL, Error: "Write permission denied"}, doc)
 
 	code, body = execGet(t, s, strings.Replace(metricsDDL, "TABLE m", "TABLE IF NOT EXISTS m", 1), nil)
 	assert.Equal(t, http.StatusOK, code, "faults used up; IF NOT EXISTS finds the table")
