@@ -318,6 +318,9 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		// dictionary holds.
 		need, index = q.needLocked(b, frames, setIndex)
 		early, err := q.admitLocked(payloads, need)
+		if err != nil && !errors.Is(err, errNoRoom) {
+			return 0, err // latched, or closed while a sealed segment's fsync ran
+		}
 		if err == nil {
 			err = q.storeLocked(b, early)
 			if err == nil {
@@ -439,6 +442,15 @@ func (q *Queue) admitLocked(payloads [][]byte, need int64) (early bool, err erro
 		return early, nil
 	}
 	for len(q.segs) > 0 && q.segs[0].end()-1 <= q.acked {
+		if q.segs[0].sealing {
+			// Not durable yet (flush durability): deleted now, a power
+			// loss could find the next segment's frames and not its
+			// tail, as Ack knows. Its fsync first, with q.mu released.
+			if err := q.syncSealedLocked(true); err != nil {
+				return false, err
+			}
+			continue
+		}
 		q.removeFirstLocked()
 	}
 	if fits() {
@@ -801,6 +813,13 @@ func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
 func (u *writeUndo) undo() {
 	q := u.q
 	q.segs = slices.DeleteFunc(q.segs, func(s *segment) bool { return slices.Contains(u.created, s) })
+	if a := u.active; a != nil && a.removed {
+		// Acked and deleted while the batch waited for a rotation's fsync
+		// with q.mu released (the batch had given it no frame): its size
+		// and the slack the batch charged left the count with it.
+		u.added -= a.slack
+		u.active = nil
+	}
 	q.active = u.active
 	q.used -= u.added
 	written := u.pendWrites != q.pendWrites

@@ -386,3 +386,71 @@ func TestPeriodicRotationDuringTheTickFsyncWaitsForIt(t *testing.T) {
 		t.Fatalf("segment 3 holds %d written bytes while segment 1's fsync is still in flight; want its header only", nz)
 	}
 }
+
+// TestAdmissionKeepsASealedSegmentUntilItsFsync: an append that needs the
+// room of a wholly acked segment still being fsynced (sealed at a rotation
+// in flush durability while the group fsync covering it ran) waits for
+// that fsync before deleting it, as Ack does: deleted first, a power loss
+// could keep the next segment's frames and lose its tail.
+func TestAdmissionKeepsASealedSegmentUntilItsFsync(t *testing.T) {
+	cfs := newCrashFS()
+	o := flushSealOptions(cfs)
+	o.MaxTotalBytes = 1400 // segment 1 (with its unused room) and segment 5, not a third frame
+	q := mustOpen(t, o)
+	for i := range 3 {
+		mustAppend(t, q, testPayload(uint64(i+1), 200))
+	}
+	// Every fsync of segment 1 waits for release from here on.
+	entered, gate := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	var once sync.Once
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, segmentName(1)) {
+			once.Do(func() { close(entered) })
+			<-gate
+		}
+	}
+	cfs.mu.Unlock()
+	defer q.Close()
+	defer release() // before Close, which waits for the fsyncs
+	appended := func(fsn uint64) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Append(context.Background(), testPayload(fsn, 200))
+			done <- err
+		}()
+		return done
+	}
+	four := appended(4) // its group fsync of segment 1 waits
+	<-entered
+	q.Ack(4)
+	five := appended(5) // rotation: segment 1, wholly acked, sealed
+	waitFor(t, "segment 1 to be sealed", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.segs) == 2 && q.segs[0].sealing
+	})
+	six := appended(6) // needs segment 1's room
+	time.Sleep(100 * time.Millisecond)
+	cfs.mu.Lock()
+	_, kept := cfs.names["/d/s/"+segmentName(1)]
+	cfs.mu.Unlock()
+	if !kept {
+		t.Fatal("segment 1 was deleted while its fsync was still running")
+	}
+	select {
+	case err := <-six:
+		t.Fatalf("frame 6 was appended (%v) before segment 1's fsync ended", err)
+	default:
+	}
+	release()
+	for _, done := range []chan error{four, five, six} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := q.Stats(); st.Segments != 1 || st.PublishedFSN != 6 {
+		t.Fatalf("%+v; want segment 1 gone and frames 5 and 6 in one segment", st)
+	}
+}

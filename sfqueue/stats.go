@@ -131,7 +131,7 @@ func (q *Queue) ackedRetainedLocked() int64 {
 			break
 		}
 		if s.end()-1 <= q.acked {
-			n += s.size
+			n += s.size + s.slack
 			continue
 		}
 		start, _ := s.frameBounds(int(q.acked + 1 - s.base))
