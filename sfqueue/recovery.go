@@ -465,10 +465,18 @@ func (q *Queue) syncRecovered(scan *SlotScan) error {
 	if q.o.Durability == DurabilityMemory {
 		return nil
 	}
+	n, began := 0, time.Now()
+	defer func() {
+		if n > 0 { // one after a crash; every segment after a memory-durability life
+			q.log.Info("sfqueue: fsynced recovered segments .ack-watermark did not record as fsynced",
+				zap.String("slot", q.slot), zap.Int("segments", n), zap.Duration("took", time.Since(began)))
+		}
+	}()
 	for _, s := range q.segs {
 		if scan.synced(s.end() - 1) {
 			continue
 		}
+		n++
 		f, err := q.fs.OpenFile(s.path, os.O_RDWR)
 		if err != nil {
 			return err
