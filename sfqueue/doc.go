@@ -179,7 +179,11 @@
 // lock released, so the consumer keeps reading and acking while other
 // appends wait; flush: by the next group fsync, before it writes the new
 // segment's frames, while appends go on building theirs, and the
-// background goroutine starts that fsync at the rotation), and the directory
+// background goroutine starts that fsync at the rotation; the first append
+// after a group write rotates early when a group like the last one would
+// not fit, leaving at most a sixteenth of a segment unused, counted against
+// MaxTotalBytes, so that the segment it seals is covered by the group fsync
+// in flight and no group waits for the sealed segment's own), and the directory
 // is fsynced after segments are created and after Open, so a power loss can
 // only cut the newest frames, never leave a hole or lose a side file. On
 // macOS, Go's File.Sync is fcntl(F_FULLFSYNC), which also empties the
