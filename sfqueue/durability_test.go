@@ -67,6 +67,17 @@ func blockingSyncOf(cfs *crashFS, suffix string) (entered, release chan struct{}
 	return entered, release
 }
 
+// appendAsync appends testPayload(fsn, size) in a goroutine; the channel
+// gets its error.
+func appendAsync(q *Queue, fsn uint64, size int) chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Append(context.Background(), testPayload(fsn, size))
+		done <- err
+	}()
+	return done
+}
+
 func TestFlushGroupCommit(t *testing.T) {
 	cfs := newCrashFS()
 	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
@@ -141,17 +152,9 @@ func TestFlushWaitsForAnFsyncStartedAfterItsWrite(t *testing.T) {
 		}
 	}
 	cfs.mu.Unlock()
-	appendAsync := func(id uint64) chan error {
-		ch := make(chan error, 1)
-		go func() {
-			_, err := q.Append(context.Background(), testPayload(id, 100))
-			ch <- err
-		}()
-		return ch
-	}
-	first := appendAsync(1)
+	first := appendAsync(q, 1, 100)
 	gate1 := <-gates // fsync 1 in flight, covering FSN 1
-	second := appendAsync(2)
+	second := appendAsync(q, 2, 100)
 	waitFor(t, "the second append taken", func() bool { return q.Stats().FramesAppended == 2 })
 	close(gate1)
 	if err := <-first; err != nil {

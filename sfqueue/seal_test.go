@@ -413,25 +413,17 @@ func TestAdmissionKeepsASealedSegmentUntilItsFsync(t *testing.T) {
 	}
 	cfs.mu.Unlock()
 	defer q.Close()
-	defer release() // before Close, which waits for the fsyncs
-	appended := func(fsn uint64) chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := q.Append(context.Background(), testPayload(fsn, 200))
-			done <- err
-		}()
-		return done
-	}
-	four := appended(4) // its group fsync of segment 1 waits
+	defer release()                // before Close, which waits for the fsyncs
+	four := appendAsync(q, 4, 200) // its group fsync of segment 1 waits
 	<-entered
 	q.Ack(4)
-	five := appended(5) // rotation: segment 1, wholly acked, sealed
+	five := appendAsync(q, 5, 200) // rotation: segment 1, wholly acked, sealed
 	waitFor(t, "segment 1 to be sealed", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.segs) == 2 && q.segs[0].sealing
 	})
-	six := appended(6) // needs segment 1's room
+	six := appendAsync(q, 6, 200) // needs segment 1's room
 	time.Sleep(100 * time.Millisecond)
 	cfs.mu.Lock()
 	_, kept := cfs.names["/d/s/"+segmentName(1)]
