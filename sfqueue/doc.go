@@ -108,9 +108,10 @@
 // zeroed (macOS, tmpfs) acked segments are deleted and spares are new files.
 //
 // A new segment's header is made durable by the segment's first fsync, not
-// at the rotation: a directory fsync that is not a group fsync (the
-// .ack-watermark's replace, a dictionary file's creation) can make the
-// name durable first, and a power loss then leaves a newest segment with a
+// at the rotation: a directory fsync (the .ack-watermark's replace, a
+// dictionary file's creation, or the group fsync's own, which runs beside
+// the segment's) can make the name durable first, and a power loss then
+// leaves a newest segment with a
 // torn header, which recovery deletes as a torn creation (Recovery, 3.):
 // no fsync of it had completed, so nothing in it had been confirmed. In
 // flush durability a rotation makes no append wait for an fsync of its

@@ -1,6 +1,8 @@
 package sfqueue
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -167,8 +169,11 @@ func (q *Queue) fsyncUnlocked(segs []*segment, dir bool) (string, error) {
 		}
 	}
 	if dirDone != nil {
-		if derr := <-dirDone; derr != nil && err == nil {
+		switch derr := <-dirDone; {
+		case derr != nil && err == nil:
 			err, op = derr, "fsync directory "+q.slot
+		case derr != nil:
+			err = errors.Join(err, fmt.Errorf("fsync directory %s: %w", q.slot, derr))
 		}
 	}
 	elapsed := time.Since(start)

@@ -791,3 +791,43 @@ func TestFlushRotatesEarlyAtAGroupBoundary(t *testing.T) {
 		t.Fatalf("UsedBytes %d, want %d: the sealed segment's unused room counts", q.Stats().UsedBytes, want)
 	}
 }
+
+// TestFlushEarlyRotationNeverCostsRoom: near the cap, a batch that fits
+// the active segment does not rotate early when the room the rotation
+// would leave unused does not fit too: it is appended there, neither
+// refused (on_full=block) nor making room by evicting unacked frames.
+func TestFlushEarlyRotationNeverCostsRoom(t *testing.T) {
+	for _, mode := range []OnFull{OnFullBlock, OnFullEvictOldest} {
+		t.Run(mode.String(), func(t *testing.T) {
+			const seg = 64 << 10
+			o := Options{Dir: "/d", SenderID: "s", FS: newCrashFS(), MaxSegmentBytes: seg, MaxTotalBytes: 2 * seg,
+				Durability: DurabilityFlush, OnFull: mode, AppendDeadline: 100 * time.Millisecond}
+			q := mustOpen(t, o)
+			defer q.Close()
+			p := testPayload(1, 1000)
+			ctx := context.Background()
+			for i := 0; ; i++ {
+				q.mu.Lock()
+				early := q.rotatesEarlyLocked()
+				fitsActive := len(q.segs) == 2 && q.active.size+frameSize(len(p)) <= seg &&
+					q.usedLocked()+frameSize(len(p)) <= o.MaxTotalBytes
+				q.mu.Unlock()
+				if early && fitsActive {
+					break
+				}
+				if i == 1000 {
+					t.Fatal("the queue never reached a full second segment with room for one more frame")
+				}
+				if _, err := q.AppendBatch(ctx, [][]byte{p, p, p}); err != nil {
+					t.Fatalf("batch %d: %v", i, err)
+				}
+			}
+			if _, err := q.Append(ctx, p); err != nil {
+				t.Fatalf("a frame that fits the active segment: %v", err)
+			}
+			if st := q.Stats(); st.FramesEvicted != 0 || st.Segments != 2 {
+				t.Fatalf("%+v; want the frame in the active segment, nothing evicted", st)
+			}
+		})
+	}
+}

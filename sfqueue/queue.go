@@ -363,20 +363,6 @@ func (q *Queue) needLocked(b Batch, frames int64, setIndex bool) (need, index in
 	return frames + q.dict.need(b.Symbols) + index - q.index, index
 }
 
-// Fits reports whether AppendWith(b) would find room under the cap right
-// now, without waiting or evicting.
-func (q *Queue) Fits(b Batch) bool {
-	var frames int64
-	for _, p := range b.Payloads {
-		frames += frameSize(len(p))
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	need, _ := q.needLocked(b, frames, true)
-	_, err := q.admitLocked(b.Payloads, need)
-	return err == nil
-}
-
 // storeLocked writes an admitted batch: its dictionary entries (durable
 // first, see writeSymbolsLocked), then its frames. On error nothing of it
 // stays.
@@ -430,9 +416,11 @@ func (q *Queue) consumerReasonLocked() FullReason {
 // frame, cannot wedge it.
 func (q *Queue) admitLocked(payloads [][]byte, need int64) (early bool, err error) {
 	fits := func() bool {
-		early = q.rotatesEarlyLocked()
-		total := need + q.rotationBytes(payloads, early)
-		return len(q.segs) == 0 || q.usedLocked()+q.spareBytesLocked()+total <= q.o.MaxTotalBytes
+		room := q.o.MaxTotalBytes - q.usedLocked() - q.spareBytesLocked() - need
+		// Rotating early is a latency choice: only when its unused room
+		// fits too, never a reason to refuse or evict.
+		early = q.rotatesEarlyLocked() && q.rotationBytes(payloads, true) <= room
+		return len(q.segs) == 0 || q.rotationBytes(payloads, early) <= room
 	}
 	if fits() {
 		return early, nil
