@@ -521,3 +521,33 @@ func TestEvictionKeepsAtCap(t *testing.T) {
 		t.Fatalf("after evicting: %+v; want AtCap, frames evicted, every retained byte unacked", st)
 	}
 }
+
+// TestFitsChangesNothing: Fits answers from the counts alone: room that
+// acknowledged segments would give back counts, nothing is deleted, and it
+// never waits.
+func TestFitsChangesNothing(t *testing.T) {
+	o := fillOptions(Options{}, OnFullBlock)
+	q := mustOpen(t, o)
+	defer q.Close()
+	one := Batch{Payloads: [][]byte{testPayload(99, 200)}}
+	n := 0
+	for ; q.Fits(one); n++ {
+		mustAppend(t, q, testPayload(uint64(n+1), 200))
+	}
+	if n < 8 {
+		t.Fatalf("Fits said no after %d frames", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := q.Append(ctx, testPayload(99, 200)); err == nil {
+		t.Fatal("Fits said no, and the append found room")
+	}
+	q.Ack(uint64(n)) // Ack deletes all but the segment taking appends
+	segs := q.Stats().Segments
+	if !q.Fits(one) {
+		t.Fatal("the acknowledged segment's room does not count")
+	}
+	if q.Stats().Segments != segs || segs == 0 {
+		t.Fatalf("%d segments after Fits, %d before", q.Stats().Segments, segs)
+	}
+}

@@ -363,6 +363,31 @@ func (q *Queue) needLocked(b Batch, frames int64, setIndex bool) (need, index in
 	return frames + q.dict.need(b.Symbols) + index - q.index, index
 }
 
+// Fits reports whether AppendWith(b) would find room under the cap right
+// now, without waiting or evicting. It changes nothing and waits for no
+// fsync: the room the spare and the wholly acknowledged oldest segments
+// (not one still being fsynced) would give back counts as free.
+func (q *Queue) Fits(b Batch) bool {
+	var frames int64
+	for _, p := range b.Payloads {
+		frames += frameSize(len(p))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.segs) == 0 {
+		return true
+	}
+	need, _ := q.needLocked(b, frames, true)
+	free := q.o.MaxTotalBytes - q.usedLocked() - need
+	for _, s := range q.segs {
+		if s.end()-1 > q.acked || s.sealing {
+			break
+		}
+		free += s.size + s.slack
+	}
+	return q.rotationBytes(b.Payloads, false) <= free
+}
+
 // storeLocked writes an admitted batch: its dictionary entries (durable
 // first, see writeSymbolsLocked), then its frames. On error nothing of it
 // stays.
