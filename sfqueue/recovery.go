@@ -421,7 +421,7 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		// FSNs past end will be given again: a watermark recording them
 		// as on disk would take the new frames' torn tail after a crash
 		// for damage to fsynced ones, and report the lost ones again.
-		w := watermark{acked: q.acked, durable: end, unsynced: q.o.Durability == DurabilityMemory}
+		w := q.watermarkFor(end)
 		if err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(w)); err != nil {
 			return rep, err
 		}

@@ -98,11 +98,7 @@ func TestFlushAckKeepsASealedSegmentUntilItsFsync(t *testing.T) {
 	relRm()
 	<-acked
 	q.Close()
-	q2 := mustOpen(t, flushSealOptions(snap))
-	defer q2.Close()
-	if rep := q2.Recovery(); rep.Unreplayable != nil {
-		t.Fatalf("frame 5's append returned after its group fsync, yet after a power loss the slot was set aside: %v", rep.Unreplayable)
-	}
+	q2 := reopenReplayable(t, snap, "frame 5's append returned after its group fsync")
 	got := drain(t, q2.NewCursor())
 	if len(got) == 0 || got[len(got)-1].fsn != 5 {
 		t.Fatalf("frame 5, confirmed durable, not replayed: %d frames", len(got))
@@ -229,11 +225,7 @@ func TestFlushSealsASegmentItsGroupFsyncIsStillFsyncing(t *testing.T) {
 	<-third
 	<-batch
 	q.Close()
-	q2 := mustOpen(t, flushSealOptions(snap))
-	defer q2.Close()
-	if rep := q2.Recovery(); rep.Unreplayable != nil {
-		t.Fatalf("frames 1 and 2 were confirmed; after a power loss the slot was set aside: %v", rep.Unreplayable)
-	}
+	reopenReplayable(t, snap, "frames 1 and 2 were confirmed")
 }
 
 // flushSealOptions are flushSealQueue's options on fsys (a power loss's
@@ -261,6 +253,19 @@ func flushSealQueue(t *testing.T, frames int) (*crashFS, *Queue) {
 func blockSegment1Sync(cfs *crashFS) (entered <-chan struct{}, release func()) {
 	e, blocked := blockingSyncOf(cfs, segmentName(1))
 	return e, sync.OnceFunc(func() { close(blocked) })
+}
+
+// reopenReplayable opens the power-loss snapshot snap in flush durability
+// (closed when the test ends) and fails the test if recovery set the slot
+// aside: why says what made its frames confirmed.
+func reopenReplayable(t *testing.T, snap *crashFS, why string) *Queue {
+	t.Helper()
+	q := mustOpen(t, flushSealOptions(snap))
+	t.Cleanup(func() { q.Close() })
+	if rep := q.Recovery(); rep.Unreplayable != nil {
+		t.Fatalf("%s, yet after a power loss the slot was set aside: %v", why, rep.Unreplayable)
+	}
+	return q
 }
 
 // noOpenFiles fails the test if a file of cfs is still open.

@@ -69,6 +69,14 @@ func encodeWatermark(w watermark) []byte {
 	return b
 }
 
+// watermarkFor is what .ack-watermark records now with durable as the
+// on-disk FSN: unsynced when durable is past what completed fsyncs covered
+// (q.durable), and always in memory durability, which never fsyncs a
+// segment (q.durable there is what recovery found).
+func (q *Queue) watermarkFor(durable uint64) watermark {
+	return watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable || q.o.Durability == DurabilityMemory}
+}
+
 // saveWatermarkLocked writes the acked FSN, with durable as the on-disk FSN
 // (unsynced when it is past q.durable, what completed fsyncs covered),
 // if the acked FSN moved since the last write (or, with force, if anything
@@ -80,9 +88,7 @@ func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
 	for q.wmWriting {
 		q.syncDone.Wait()
 	}
-	// Memory durability never fsyncs a segment: what it records is never
-	// known to be fsynced (q.durable there is what recovery found).
-	w := watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable || q.o.Durability == DurabilityMemory}
+	w := q.watermarkFor(durable)
 	// Once per segment, when its first fsync has ended, even without new
 	// acks: a watermark that records an FSN of the newest segment as on
 	// disk is what tells recovery a header the medium damaged later from a
