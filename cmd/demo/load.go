@@ -180,3 +180,26 @@ func (g *generator) tick(ctx context.Context, points, logs, spans int) error {
 	g.sentSpans.Add(int64(spans))
 	return nil
 }
+
+// run ticks every 100 ms (points gauge points, a fifth of it logs and spans)
+// until ctx ends; the channel then yields nil, or the error that stopped it.
+func (g *generator) run(ctx context.Context, points int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				done <- nil
+				return
+			case <-t.C:
+				if err := g.tick(ctx, points, max(1, points/5), max(1, points/5)); err != nil && ctx.Err() == nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return done
+}

@@ -27,11 +27,16 @@ type options struct {
 	killAt    time.Duration
 	rate      int    // points per tick (10 ticks a second)
 	ttl       string // the exporter's ttl (DEMO_TTL); the e2e check sets it
+
+	// The fleet mode's binaries and configurations.
+	agent, slotTool            string
+	agentConfig, gatewayConfig string
+	gateways                   int
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.mode, "mode", "demo", "demo (the walk-through) or e2e (the end-to-end check)")
+	flag.StringVar(&o.mode, "mode", "demo", "demo (the walk-through), e2e (the end-to-end check) or fleet (agent, gateways, restarts and a scale-down)")
 	flag.StringVar(&o.collector, "collector", "_build/otelcol-questdb", "the ocb-built collector binary")
 	flag.StringVar(&o.sink, "sink", "_build/qwpsink", "the qwpsink binary")
 	flag.StringVar(&o.config, "config", "examples/demo.yaml", "collector configuration")
@@ -41,6 +46,11 @@ func main() {
 	flag.DurationVar(&o.outageFor, "outage-for", 15*time.Second, "how long the outage lasts")
 	flag.DurationVar(&o.killAt, "kill-at", 40*time.Second, "when the collector is killed with SIGKILL and restarted")
 	flag.IntVar(&o.rate, "points-per-tick", 50, "gauge points per 100 ms tick (logs: a fifth of it)")
+	flag.StringVar(&o.agent, "agent", "_build/agent/otelcol-agent", "fleet: the agent collector with the loadbalancing exporter")
+	flag.StringVar(&o.slotTool, "slot-tool", "_build/questdb-slot", "fleet: the questdb-slot binary")
+	flag.StringVar(&o.agentConfig, "agent-config", "deploy/fleet/agent.yaml", "fleet: the agent's configuration")
+	flag.StringVar(&o.gatewayConfig, "gateway-config", "deploy/fleet/gateway.yaml", "fleet: the gateways' configuration")
+	flag.IntVar(&o.gateways, "gateways", 3, "fleet: gateways before the scale-down (at least 2)")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,8 +62,14 @@ func main() {
 	case "e2e":
 		o.ttl = e2eTTL
 		err = runE2E(ctx, o)
+	case "fleet":
+		if o.gateways < 2 {
+			err = fmt.Errorf("-gateways %d: the scale-down needs at least 2", o.gateways)
+			break
+		}
+		err = runFleet(ctx, o)
 	default:
-		err = fmt.Errorf("-mode %q: want demo or e2e", o.mode)
+		err = fmt.Errorf("-mode %q: want demo, e2e or fleet", o.mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -82,13 +98,9 @@ func startStack(o options) (*stack, error) {
 		return nil, err
 	}
 	s := &stack{o: o, sfDir: filepath.Join(o.workDir, "sf")}
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	s.sinkAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	s.otlpPort = ports[1]
@@ -148,23 +160,7 @@ func runDemo(ctx context.Context, o options) error {
 	start := time.Now()
 	sendCtx, stopSending := context.WithTimeout(ctx, o.duration)
 	defer stopSending()
-	genErr := make(chan error, 1)
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-sendCtx.Done():
-				genErr <- nil
-				return
-			case <-t.C:
-				if err := gen.tick(sendCtx, o.rate, max(1, o.rate/5), max(1, o.rate/5)); err != nil && sendCtx.Err() == nil {
-					genErr <- err
-					return
-				}
-			}
-		}
-	}()
+	genErr := gen.run(sendCtx, o.rate)
 
 	outageDone, killDone := false, false
 	report := time.NewTicker(3 * time.Second)
@@ -205,7 +201,7 @@ func runDemo(ctx context.Context, o options) error {
 	var v verdict
 	for {
 		var err error
-		v, err = s.verdict(ctx, gen)
+		v, err = s.sink.verdict(ctx, gen)
 		if err != nil {
 			return err
 		}
@@ -252,10 +248,10 @@ func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) 
 		queue, float64(dirBytes(s.sfDir))/(1<<20))
 }
 
-// verdict compares the accepted points, logs and spans with the rows in the
-// sink.
-func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
-	gauge, err := s.sink.rows(ctx, "otel_metrics_gauge", 10_000_000)
+// verdict compares the points, logs and spans gen had accepted with the rows
+// in the sink.
+func (c *sinkClient) verdict(ctx context.Context, gen *generator) (verdict, error) {
+	gauge, err := c.rows(ctx, "otel_metrics_gauge", 10_000_000)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -263,7 +259,7 @@ func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
 	if err != nil {
 		return verdict{}, fmt.Errorf("otel_metrics_gauge: %w", err)
 	}
-	logs, err := s.sink.rows(ctx, "otel_logs", 10_000_000)
+	logs, err := c.rows(ctx, "otel_logs", 10_000_000)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -271,7 +267,7 @@ func (s *stack) verdict(ctx context.Context, gen *generator) (verdict, error) {
 	if err != nil {
 		return verdict{}, fmt.Errorf("otel_logs: %w", err)
 	}
-	spans, err := s.sink.rows(ctx, "otel_traces", 10_000_000)
+	spans, err := c.rows(ctx, "otel_traces", 10_000_000)
 	if err != nil {
 		return verdict{}, err
 	}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// fleetGracePeriod stands in for the StatefulSet's
+// terminationGracePeriodSeconds: longer than the gateways'
+// close_flush_timeout (deploy/fleet/gateway.yaml), so a SIGTERMed gateway
+// exits on its own.
+const fleetGracePeriod = 15 * time.Second
+
+// gateway is one gateway collector of the fleet: its own ports and its own
+// sf_dir (the PersistentVolumeClaim of deploy/kubernetes/gateway.yaml).
+type gateway struct {
+	id                          string // sender_id, as the pod name gives it
+	grpcPort, health, telemetry int
+	sfDir                       string
+	p                           *proc
+}
+
+// fleet is the sink, the gateways and the agent with the loadbalancing
+// exporter in front of them.
+type fleet struct {
+	o        options
+	ps       procs
+	sink     *sinkClient
+	sinkAddr string
+	httpPort int // the agent's OTLP/HTTP port
+	agent    *proc
+	gws      []*gateway
+}
+
+// runFleet drives the fleet through a rolling restart, a SIGKILL and a
+// scale-down from three gateways to two during a QuestDB outage, then drains
+// the stranded slot with questdb-slot as the README's "Running a fleet" says,
+// and checks that every record the agent accepted landed exactly once.
+func runFleet(ctx context.Context, o options) error {
+	f, err := startFleet(o)
+	if err != nil {
+		return err
+	}
+	defer f.ps.stopAll(10 * time.Second)
+	fmt.Printf("fleet: sink %s, agent OTLP/HTTP 127.0.0.1:%d, gateways %s\n", f.sinkAddr, f.httpPort, f.gatewayList(len(f.gws)))
+	gen := &generator{
+		endpoint: fmt.Sprintf("http://127.0.0.1:%d", f.httpPort),
+		hc:       &http.Client{Timeout: 15 * time.Second},
+		hosts:    []string{"web-1", "web-2", "db-1"},
+	}
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Printf("[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	sendCtx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	genErr := gen.run(sendCtx, o.rate)
+	pause := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-genErr:
+			return fmt.Errorf("load generator stopped: %v", err)
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if err := pause(o.duration / 6); err != nil {
+		return err
+	}
+
+	for _, g := range f.gws {
+		step("rolling restart: SIGTERM %s", g.id)
+		if err := stopWithin(g.p, fleetGracePeriod); err != nil {
+			return err
+		}
+		if err := f.startGateway(g); err != nil {
+			return err
+		}
+		if err := pause(o.duration / 6); err != nil {
+			return err
+		}
+	}
+
+	victim := f.gws[1]
+	step("SIGKILL %s; restarting it on its slot", victim.id)
+	victim.p.kill()
+	if err := f.startGateway(victim); err != nil {
+		return err
+	}
+	if err := pause(o.duration / 6); err != nil {
+		return err
+	}
+
+	gone := f.gws[len(f.gws)-1]
+	step("QuestDB outage for %s", o.outageFor)
+	if err := f.sink.outage(ctx, o.outageFor); err != nil {
+		return err
+	}
+	outageEnds := time.Now().Add(o.outageFor)
+	if err := pause(o.outageFor / 3); err != nil {
+		return err
+	}
+	step("scale-down 3 -> 2 during the outage: agent re-resolved to %s, then SIGTERM %s", f.gatewayList(len(f.gws)-1), gone.id)
+	if err := stopWithin(f.agent, fleetGracePeriod); err != nil {
+		return err
+	}
+	if err := f.startAgent(len(f.gws) - 1); err != nil {
+		return err
+	}
+	if err := stopWithin(gone.p, fleetGracePeriod); err != nil {
+		return err
+	}
+	if err := pause(time.Until(outageEnds) + o.duration/6); err != nil {
+		return err
+	}
+	stopSending()
+	if err := <-genErr; err != nil {
+		return fmt.Errorf("load generator: %w", err)
+	}
+	step("sending stopped: points=%d logs=%d spans=%d accepted by the agent", gen.sentPoints.Load(), gen.sentLogs.Load(), gen.sentSpans.Load())
+
+	before, err := f.settle(ctx, gen)
+	if err != nil {
+		return err
+	}
+	slot := filepath.Join(gone.sfDir, gone.id)
+	step("before the drain: %s; stranded in %s: %d", before, slot, before.Lost)
+	if before.Lost == 0 {
+		return errors.New("the scale-down stranded nothing: the outage did not reach the removed gateway's slot, so the drain went untested")
+	}
+	out, err := exec.CommandContext(ctx, o.slotTool, "inspect", slot).CombinedOutput()
+	fmt.Printf("questdb-slot inspect %s:\n%s", slot, indent(string(out)))
+	if err != nil {
+		return fmt.Errorf("questdb-slot inspect: %w", err)
+	}
+	out, err = exec.CommandContext(ctx, o.slotTool, "salvage", slot, "--endpoint", "ws://"+f.sinkAddr, "--delete").CombinedOutput()
+	fmt.Printf("questdb-slot salvage %s --delete:\n%s", slot, indent(string(out)))
+	if err != nil {
+		return fmt.Errorf("questdb-slot salvage: %w", err)
+	}
+	if _, err := os.Stat(slot); !os.IsNotExist(err) {
+		return fmt.Errorf("slot %s still there after a complete salvage --delete (%v)", slot, err)
+	}
+	after, err := f.sink.verdict(ctx, gen)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fleet verdict: accepted %d, landed %d, duplicates %d, stranded %d, drained %d, lost %d (%s)\n",
+		after.Sent, after.Landed, after.Duplicates, before.Lost, before.Lost-after.Lost, after.Lost, after.Detail)
+	if after.Lost != 0 || after.Duplicates != 0 {
+		return fmt.Errorf("not exactly once: lost %d, duplicates %d", after.Lost, after.Duplicates)
+	}
+	return nil
+}
+
+// settle waits until the remaining gateways have delivered what they hold:
+// the verdict no longer changes for three polls in a row.
+func (f *fleet) settle(ctx context.Context, gen *generator) (verdict, error) {
+	var last verdict
+	same := 0
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
+		v, err := f.sink.verdict(ctx, gen)
+		if err != nil {
+			return v, err
+		}
+		if v == last {
+			if same++; same == 3 {
+				return v, nil
+			}
+		} else {
+			last, same = v, 0
+		}
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return last, errors.New("the sink's rows kept changing for 90s after sending stopped")
+}
+
+func startFleet(o options) (*fleet, error) {
+	if err := os.RemoveAll(o.workDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	f := &fleet{o: o}
+	ports, err := freePorts(2 + 3*o.gateways)
+	if err != nil {
+		return nil, err
+	}
+	f.sinkAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	f.httpPort = ports[1]
+	f.sink = &sinkClient{base: "http://" + f.sinkAddr, hc: &http.Client{Timeout: 10 * time.Second}}
+	sinkProc, err := f.ps.start("qwpsink", filepath.Join(o.workDir, "qwpsink.log"), nil, o.sink, "-addr", f.sinkAddr)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.ps.stopAll(5 * time.Second)
+		}
+	}()
+	if err := waitTCP(f.sinkAddr, 20*time.Second, sinkProc); err != nil {
+		return nil, err
+	}
+	for i := 0; i < o.gateways; i++ {
+		g := &gateway{
+			id:       fmt.Sprintf("gateway-%d", i),
+			grpcPort: ports[2+3*i], health: ports[3+3*i], telemetry: ports[4+3*i],
+		}
+		g.sfDir = filepath.Join(o.workDir, g.id, "sf")
+		if err := f.startGateway(g); err != nil {
+			return nil, err
+		}
+		f.gws = append(f.gws, g)
+	}
+	if err := f.startAgent(o.gateways); err != nil {
+		return nil, err
+	}
+	ok = true
+	return f, nil
+}
+
+func (f *fleet) startGateway(g *gateway) error {
+	env := []string{
+		"FLEET_OTLP_GRPC_PORT=" + itoa(g.grpcPort),
+		"FLEET_HEALTH_PORT=" + itoa(g.health),
+		"FLEET_METRICS_PORT=" + itoa(g.telemetry),
+		"FLEET_QUESTDB_ENDPOINT=" + f.sinkAddr,
+		"FLEET_SF_DIR=" + g.sfDir,
+		"FLEET_SENDER_ID=" + g.id,
+	}
+	p, err := f.ps.start(g.id, filepath.Join(f.o.workDir, g.id+".log"), env, f.o.collector, "--config", f.o.gatewayConfig)
+	if err != nil {
+		return err
+	}
+	g.p = p
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", g.grpcPort), 60*time.Second, p); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
+	}
+	return nil
+}
+
+// startAgent starts the agent routing to the first n gateways: a static
+// resolver's list changes only with a restart (the k8s resolver follows the
+// Service's endpoints instead).
+func (f *fleet) startAgent(n int) error {
+	env := []string{
+		"FLEET_OTLP_HTTP_PORT=" + itoa(f.httpPort),
+		"FLEET_GATEWAYS=" + f.gatewayList(n),
+	}
+	p, err := f.ps.start("agent", filepath.Join(f.o.workDir, "agent.log"), env, f.o.agent, "--config", f.o.agentConfig)
+	if err != nil {
+		return err
+	}
+	f.agent = p
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", f.httpPort), 60*time.Second, p); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
+	}
+	return nil
+}
+
+// gatewayList is the first n gateways' OTLP/gRPC addresses as a YAML list.
+func (f *fleet) gatewayList(n int) string {
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", f.gws[i].grpcPort)
+	}
+	return "[" + strings.Join(addrs, ", ") + "]"
+}
+
+// stopWithin sends SIGTERM and fails when the process needs longer than
+// grace to exit: on Kubernetes the kubelet would SIGKILL it then.
+func stopWithin(p *proc, grace time.Duration) error {
+	began := time.Now()
+	p.stop(grace)
+	if d := time.Since(began); d >= grace {
+		return fmt.Errorf("%s did not exit within %s of SIGTERM (see %s)", p.name, grace, p.log.Name())
+	}
+	return nil
+}
+
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	return ports, nil
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
