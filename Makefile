@@ -17,10 +17,11 @@ OCB         := $(BUILD)/bin/builder
 COLLECTOR   := $(BUILD)/otelcol-questdb
 SINK        := $(BUILD)/qwpsink
 
-.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean bench-collector
+.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean bench-collector agent fleet fleet-short manifests image
 
-## test: the project's test command (vet, race-enabled short tests, a short fuzz pass).
-test: vet unit fuzz
+## test: the project's test command (vet, race-enabled short tests, a short fuzz pass,
+## the deploy/ manifests checked and the fleet test's short variant).
+test: vet unit fuzz manifests fleet-short
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -85,6 +86,47 @@ bench-collector: $(OCB) sink
 	cd bench && $(OCB) --config builder-config.yaml
 	$(GO) build -o $(BUILD)/benchcollector ./cmd/benchcollector
 	$(BUILD)/benchcollector -collector $(BENCH_COLLECTOR) -sink $(SINK) $(BENCH_FLAGS)
+
+## agent: the fleet's agent collector (deploy/agent/builder-config.yaml: OTLP in,
+## contrib loadbalancing exporter out) at v0.159.0, the newest loadbalancingexporter
+## the module proxy serves; its own module in _build/agent, the root go.mod untouched.
+AGENT_OCB_VERSION := v0.159.0
+AGENT_OCB         := $(BUILD)/bin-$(AGENT_OCB_VERSION)/builder
+AGENT             := $(BUILD)/agent/otelcol-agent
+agent: $(AGENT_OCB)
+	cd deploy/agent && $(AGENT_OCB) --config builder-config.yaml
+
+$(AGENT_OCB):
+	GOBIN=$(dir $(AGENT_OCB)) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(AGENT_OCB_VERSION)
+
+## fleet: an agent with the loadbalancing exporter in front of three gateways, through
+## a rolling restart, a SIGKILL and a scale-down to two during a QuestDB outage whose
+## stranded slot questdb-slot drains (cmd/demo -mode fleet; README "Running a fleet").
+## FLEET_FLAGS passes flags; fleet-short is the variant `make test` runs.
+FLEET_FLAGS ?= -duration 120s -outage-for 30s -points-per-tick 100
+FLEET_RUN    = $(GO) run ./cmd/demo -mode fleet -collector $(COLLECTOR) -sink $(SINK) \
+	-agent $(AGENT) -slot-tool $(BUILD)/questdb-slot -workdir $(BUILD)/fleet
+fleet: build sink agent
+	$(FLEET_RUN) $(FLEET_FLAGS)
+
+fleet-short: build sink agent
+	$(FLEET_RUN) -duration 12s -outage-for 8s -points-per-tick 20
+
+## manifests: deploy/'s Kubernetes manifests decoded strictly against k8s.io/api and
+## their collector configurations run through `validate` (deploy/manifestcheck).
+manifests: build agent
+	cd deploy/manifestcheck && QUESTDB_COLLECTOR=$(COLLECTOR) AGENT_COLLECTOR=$(AGENT) \
+		$(GO) test -count=1 ./...
+
+## image: the container image (deploy/image/Containerfile) with docker or podman.
+IMAGE ?= otelcol-questdb:dev
+image:
+	@engine=$$(command -v podman || command -v docker) || { \
+		echo "make image: neither podman nor docker is installed; install one to build $(IMAGE)"; exit 1; }; \
+	if ! $$engine info >/dev/null 2>&1; then \
+		echo "make image: $$engine is installed but cannot reach a container engine ($$engine info fails)"; exit 1; fi; \
+	echo "make image: building $(IMAGE) with $$engine"; \
+	$$engine build -f deploy/image/Containerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(BUILD)

@@ -220,7 +220,11 @@ func startFleet(o options) (*fleet, error) {
 			id:       fmt.Sprintf("gateway-%d", i),
 			grpcPort: ports[2+3*i], health: ports[3+3*i], telemetry: ports[4+3*i],
 		}
-		g.sfDir = filepath.Join(o.workDir, g.id, "sf")
+		// The gateway's volume: the slot is <sfDir>/<id>.
+		g.sfDir = filepath.Join(o.workDir, "volume-"+g.id)
+		if err := os.MkdirAll(g.sfDir, 0o755); err != nil {
+			return nil, err
+		}
 		if err := f.startGateway(g); err != nil {
 			return nil, err
 		}
