@@ -188,37 +188,24 @@ func (f *fleet) settle(ctx context.Context, gen *generator) (verdict, error) {
 }
 
 func startFleet(o options) (*fleet, error) {
-	if err := os.RemoveAll(o.workDir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
-		return nil, err
-	}
 	f := &fleet{o: o}
-	ports, err := freePorts(2 + 3*o.gateways)
+	var ports []int
+	var err error
+	f.sink, f.sinkAddr, ports, err = startSink(&f.ps, o, 1+3*o.gateways)
 	if err != nil {
 		return nil, err
 	}
-	f.sinkAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	f.httpPort = ports[1]
-	f.sink = &sinkClient{base: "http://" + f.sinkAddr, hc: &http.Client{Timeout: 10 * time.Second}}
-	sinkProc, err := f.ps.start("qwpsink", filepath.Join(o.workDir, "qwpsink.log"), nil, o.sink, "-addr", f.sinkAddr)
-	if err != nil {
-		return nil, err
-	}
+	f.httpPort = ports[0]
 	ok := false
 	defer func() {
 		if !ok {
 			f.ps.stopAll(5 * time.Second)
 		}
 	}()
-	if err := waitTCP(f.sinkAddr, 20*time.Second, sinkProc); err != nil {
-		return nil, err
-	}
 	for i := 0; i < o.gateways; i++ {
 		g := &gateway{
 			id:       fmt.Sprintf("gateway-%d", i),
-			grpcPort: ports[2+3*i], health: ports[3+3*i], telemetry: ports[4+3*i],
+			grpcPort: ports[1+3*i], health: ports[2+3*i], telemetry: ports[3+3*i],
 		}
 		// The gateway's volume: the slot is <sfDir>/<id>.
 		g.sfDir = filepath.Join(o.workDir, "volume-"+g.id)
@@ -246,15 +233,9 @@ func (f *fleet) startGateway(g *gateway) error {
 		"FLEET_SF_DIR=" + g.sfDir,
 		"FLEET_SENDER_ID=" + g.id,
 	}
-	p, err := f.ps.start(g.id, filepath.Join(f.o.workDir, g.id+".log"), env, f.o.collector, "--config", f.o.gatewayConfig)
-	if err != nil {
-		return err
-	}
+	p, err := f.startCollector(g.id, env, f.o.collector, f.o.gatewayConfig, g.grpcPort)
 	g.p = p
-	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", g.grpcPort), 60*time.Second, p); err != nil {
-		return fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
-	}
-	return nil
+	return err
 }
 
 // startAgent starts the agent routing to the first n gateways: a static
@@ -265,15 +246,22 @@ func (f *fleet) startAgent(n int) error {
 		"FLEET_OTLP_HTTP_PORT=" + itoa(f.httpPort),
 		"FLEET_GATEWAYS=" + f.gatewayList(n),
 	}
-	p, err := f.ps.start("agent", filepath.Join(f.o.workDir, "agent.log"), env, f.o.agent, "--config", f.o.agentConfig)
-	if err != nil {
-		return err
-	}
+	p, err := f.startCollector("agent", env, f.o.agent, f.o.agentConfig, f.httpPort)
 	f.agent = p
-	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", f.httpPort), 60*time.Second, p); err != nil {
-		return fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
+	return err
+}
+
+// startCollector starts a collector logging to <name>.log and waits until it
+// listens on port.
+func (f *fleet) startCollector(name string, env []string, bin, config string, port int) (*proc, error) {
+	p, err := f.ps.start(name, filepath.Join(f.o.workDir, name+".log"), env, bin, "--config", config)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", port), 60*time.Second, p); err != nil {
+		return p, fmt.Errorf("%w\n%s", err, tail(p.log.Name(), 20))
+	}
+	return p, nil
 }
 
 // gatewayList is the first n gateways' OTLP/gRPC addresses as a YAML list.

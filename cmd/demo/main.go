@@ -91,34 +91,20 @@ type stack struct {
 }
 
 func startStack(o options) (*stack, error) {
-	if err := os.RemoveAll(o.workDir); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
-		return nil, err
-	}
 	s := &stack{o: o, sfDir: filepath.Join(o.workDir, "sf")}
-	ports, err := freePorts(3)
+	var ports []int
+	var err error
+	s.sink, s.sinkAddr, ports, err = startSink(&s.ps, o, 2)
 	if err != nil {
 		return nil, err
 	}
-	s.sinkAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	s.otlpPort = ports[1]
-	s.sink = &sinkClient{base: "http://" + s.sinkAddr, hc: &http.Client{Timeout: 10 * time.Second}}
-	sinkProc, err := s.ps.start("qwpsink", filepath.Join(o.workDir, "qwpsink.log"), nil, o.sink, "-addr", s.sinkAddr)
-	if err != nil {
-		return nil, err
-	}
-	if err := waitTCP(s.sinkAddr, 20*time.Second, sinkProc); err != nil {
-		s.ps.stopAll(5 * time.Second)
-		return nil, err
-	}
-	s.telemetry = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2])
+	s.otlpPort = ports[0]
+	s.telemetry = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
 	s.env = []string{
 		"DEMO_OTLP_HTTP_PORT=" + itoa(s.otlpPort),
 		"DEMO_QUESTDB_ENDPOINT=" + s.sinkAddr,
 		"DEMO_SF_DIR=" + s.sfDir,
-		"DEMO_METRICS_PORT=" + itoa(ports[2]),
+		"DEMO_METRICS_PORT=" + itoa(ports[1]),
 		"DEMO_TTL=" + o.ttl,
 	}
 	if err := s.startCollector(); err != nil {
@@ -126,6 +112,31 @@ func startStack(o options) (*stack, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startSink empties o.workDir, starts qwpsink there and waits for it; it
+// returns the sink, its address and n more free ports for the caller.
+func startSink(ps *procs, o options, n int) (*sinkClient, string, []int, error) {
+	if err := os.RemoveAll(o.workDir); err != nil {
+		return nil, "", nil, err
+	}
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, "", nil, err
+	}
+	ports, err := freePorts(1 + n)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	p, err := ps.start("qwpsink", filepath.Join(o.workDir, "qwpsink.log"), nil, o.sink, "-addr", addr)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := waitTCP(addr, 20*time.Second, p); err != nil {
+		ps.stopAll(5 * time.Second)
+		return nil, "", nil, err
+	}
+	return &sinkClient{base: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}, addr, ports[1:], nil
 }
 
 func (s *stack) startCollector() error {

@@ -56,29 +56,17 @@ type OperatorProbe struct {
 	SuccessThreshold    *int32 `json:"successThreshold,omitempty"`
 }
 
-// newObject returns an empty object of the type apiVersion and kind name.
-func newObject(apiVersion, kind string) (any, error) {
-	switch apiVersion + " " + kind {
-	case "v1 ConfigMap":
-		return &corev1.ConfigMap{}, nil
-	case "v1 Service":
-		return &corev1.Service{}, nil
-	case "v1 ServiceAccount":
-		return &corev1.ServiceAccount{}, nil
-	case "apps/v1 StatefulSet":
-		return &appsv1.StatefulSet{}, nil
-	case "apps/v1 DaemonSet":
-		return &appsv1.DaemonSet{}, nil
-	case "batch/v1 Job":
-		return &batchv1.Job{}, nil
-	case "rbac.authorization.k8s.io/v1 Role":
-		return &rbacv1.Role{}, nil
-	case "rbac.authorization.k8s.io/v1 RoleBinding":
-		return &rbacv1.RoleBinding{}, nil
-	case "opentelemetry.io/v1beta1 OpenTelemetryCollector":
-		return &OpenTelemetryCollector{}, nil
-	}
-	return nil, fmt.Errorf("apiVersion %q kind %q: no type known to manifestcheck", apiVersion, kind)
+// kinds maps "apiVersion kind" to a constructor of its API type.
+var kinds = map[string]func() any{
+	"v1 ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
+	"v1 Service":                                      func() any { return &corev1.Service{} },
+	"v1 ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
+	"apps/v1 StatefulSet":                             func() any { return &appsv1.StatefulSet{} },
+	"apps/v1 DaemonSet":                               func() any { return &appsv1.DaemonSet{} },
+	"batch/v1 Job":                                    func() any { return &batchv1.Job{} },
+	"rbac.authorization.k8s.io/v1 Role":               func() any { return &rbacv1.Role{} },
+	"rbac.authorization.k8s.io/v1 RoleBinding":        func() any { return &rbacv1.RoleBinding{} },
+	"opentelemetry.io/v1beta1 OpenTelemetryCollector": func() any { return &OpenTelemetryCollector{} },
 }
 
 // Decode splits a multi-document YAML file and decodes each document
@@ -90,10 +78,11 @@ func Decode(data []byte) ([]any, error) {
 		if err := yaml.Unmarshal(doc, &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
-		obj, err := newObject(tm.APIVersion, tm.Kind)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+		newObj, ok := kinds[tm.APIVersion+" "+tm.Kind]
+		if !ok {
+			return nil, fmt.Errorf("document %d: apiVersion %q kind %q: no type known to manifestcheck", i, tm.APIVersion, tm.Kind)
 		}
+		obj := newObj()
 		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 			return nil, fmt.Errorf("document %d (%s): %w", i, tm.Kind, err)
 		}
