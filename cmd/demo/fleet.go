@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -132,7 +134,7 @@ func runFleet(ctx context.Context, o options) error {
 		return err
 	}
 	slot := filepath.Join(gone.sfDir, gone.id)
-	step("before the drain: %s; stranded in %s: %d", before, slot, before.Lost)
+	step("before the drain: %s; slot left by the scale-down: %s", before, slot)
 	if before.Lost == 0 {
 		return errors.New("the scale-down stranded nothing: the outage did not reach the removed gateway's slot, so the drain went untested")
 	}
@@ -141,24 +143,59 @@ func runFleet(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("questdb-slot inspect: %w", err)
 	}
+	stranded, err := rowsIn(out, inspectUnacked)
+	if err != nil {
+		return err
+	}
 	out, err = exec.CommandContext(ctx, o.slotTool, "salvage", slot, "--endpoint", "ws://"+f.sinkAddr, "--delete").CombinedOutput()
 	fmt.Printf("questdb-slot salvage %s --delete:\n%s", slot, indent(string(out)))
 	if err != nil {
 		return fmt.Errorf("questdb-slot salvage: %w", err)
 	}
-	if _, err := os.Stat(slot); !os.IsNotExist(err) {
-		return fmt.Errorf("slot %s still there after a complete salvage --delete (%v)", slot, err)
-	}
-	after, err := f.sink.verdict(ctx, gen)
+	drained, err := rowsIn(out, salvageSent)
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(slot); !os.IsNotExist(err) {
+		return fmt.Errorf("slot %s still there after a complete salvage --delete (%v)", slot, err)
+	}
+	// Rows the other gateways still had in flight when the sink looked
+	// settled land meanwhile; a loss is a loss only once that had time.
+	var after verdict
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if after, err = f.sink.verdict(ctx, gen); err != nil {
+			return err
+		}
+		if after.Lost == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
 	fmt.Printf("fleet verdict: accepted %d, landed %d, duplicates %d, stranded %d, drained %d, lost %d (%s)\n",
-		after.Sent, after.Landed, after.Duplicates, before.Lost, before.Lost-after.Lost, after.Lost, after.Detail)
+		after.Sent, after.Landed, after.Duplicates, stranded, drained, after.Lost, after.Detail)
 	if after.Lost != 0 || after.Duplicates != 0 {
 		return fmt.Errorf("not exactly once: lost %d, duplicates %d", after.Lost, after.Duplicates)
 	}
+	if drained != stranded {
+		return fmt.Errorf("questdb-slot salvage sent %d rows of the %d inspect counted in the slot", drained, stranded)
+	}
 	return nil
+}
+
+// The questdb-slot lines that count the rows of a slot (inspect) and the
+// rows it delivered (salvage).
+var (
+	inspectUnacked = regexp.MustCompile(`(?m)^unacked: +\d+ readable frames \((\d+) rows`)
+	salvageSent    = regexp.MustCompile(`(?m)^sent: +\d+ frames, (\d+) rows`)
+)
+
+// rowsIn reads the row count re captures from questdb-slot's report.
+func rowsIn(out []byte, re *regexp.Regexp) (int64, error) {
+	m := re.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("questdb-slot printed no line matching %s", re)
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
 }
 
 // settle waits until the remaining gateways have delivered what they hold:
