@@ -110,6 +110,14 @@ func runFleet(ctx context.Context, o options) error {
 	if err := pause(o.outageFor / 3); err != nil {
 		return err
 	}
+	// The manifests' liveness probe: it must stay 200 while QuestDB is
+	// down, or the kubelet would restart every gateway of the fleet.
+	for _, g := range f.gws {
+		if err := probe(ctx, g.health); err != nil {
+			return fmt.Errorf("%s's liveness endpoint during the outage: %w", g.id, err)
+		}
+	}
+	step("liveness (health_check /) of every gateway: 200 during the outage")
 	step("scale-down 3 -> 2 during the outage: agent re-resolved to %s, then SIGTERM %s", f.gatewayList(len(f.gws)-1), gone.id)
 	if err := stopWithin(f.agent, fleetGracePeriod); err != nil {
 		return err
@@ -317,6 +325,25 @@ func stopWithin(p *proc, grace time.Duration) error {
 	p.stop(grace)
 	if d := time.Since(began); d >= grace {
 		return fmt.Errorf("%s did not exit within %s of SIGTERM (see %s)", p.name, grace, p.log.Name())
+	}
+	return nil
+}
+
+// probe is the kubelet's httpGet probe of the health_check extension.
+func probe(ctx context.Context, port int) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /: %s", resp.Status)
 	}
 	return nil
 }
