@@ -146,21 +146,11 @@ func runFleet(ctx context.Context, o options) error {
 	if before.Lost == 0 {
 		return errors.New("the scale-down stranded nothing: the outage did not reach the removed gateway's slot, so the drain went untested")
 	}
-	out, err := exec.CommandContext(ctx, o.slotTool, "inspect", slot).CombinedOutput()
-	fmt.Printf("questdb-slot inspect %s:\n%s", slot, indent(string(out)))
-	if err != nil {
-		return fmt.Errorf("questdb-slot inspect: %w", err)
-	}
-	stranded, err := rowsIn(out, inspectUnacked)
+	stranded, err := runSlotTool(ctx, o.slotTool, inspectUnacked, "inspect", slot)
 	if err != nil {
 		return err
 	}
-	out, err = exec.CommandContext(ctx, o.slotTool, "salvage", slot, "--endpoint", "ws://"+f.sinkAddr, "--delete").CombinedOutput()
-	fmt.Printf("questdb-slot salvage %s --delete:\n%s", slot, indent(string(out)))
-	if err != nil {
-		return fmt.Errorf("questdb-slot salvage: %w", err)
-	}
-	drained, err := rowsIn(out, salvageSent)
+	drained, err := runSlotTool(ctx, o.slotTool, salvageSent, "salvage", slot, "--endpoint", "ws://"+f.sinkAddr, "--delete")
 	if err != nil {
 		return err
 	}
@@ -197,11 +187,17 @@ var (
 	salvageSent    = regexp.MustCompile(`(?m)^sent: +\d+ frames, (\d+) rows`)
 )
 
-// rowsIn reads the row count re captures from questdb-slot's report.
-func rowsIn(out []byte, re *regexp.Regexp) (int64, error) {
+// runSlotTool runs questdb-slot, shows its report and returns the row
+// count re captures from it.
+func runSlotTool(ctx context.Context, bin string, re *regexp.Regexp, args ...string) (int64, error) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	fmt.Printf("questdb-slot %s:\n%s", strings.Join(args, " "), indent(string(out)))
+	if err != nil {
+		return 0, fmt.Errorf("questdb-slot %s: %w", args[0], err)
+	}
 	m := re.FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("questdb-slot printed no line matching %s", re)
+		return 0, fmt.Errorf("questdb-slot %s printed no line matching %s", args[0], re)
 	}
 	return strconv.ParseInt(string(m[1]), 10, 64)
 }
