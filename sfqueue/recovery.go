@@ -388,12 +388,23 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 				dl.Frames += len(seg.Damage.Stray)
 			}
 		}
+		// A damaged region's range runs to the next segment, over the
+		// valid frames found after the damage (Stray): those are counted
+		// readable above, so not here, and readable + unreadable is the
+		// slot's unacknowledged frames (issue 26: 104 frames counted 131).
+		stray := map[string]uint64{}
+		for _, seg := range scan.Segments {
+			if seg.Damage != nil {
+				stray[seg.Name+"@"+strconv.FormatInt(seg.Damage.Offset, 10)] = uint64(len(seg.Damage.Stray))
+			}
+		}
 		for _, r := range p.unreadable {
 			if r.First <= p.wm {
 				r.First = p.wm + 1 // the range may start among acked FSNs
 			}
 			if !r.Readable {
-				dl.UnreadableFrames += r.Frames()
+				n := r.Frames()
+				dl.UnreadableFrames += n - min(n, stray[r.File+"@"+strconv.FormatInt(r.Offset, 10)])
 			}
 		}
 		rep.Unreplayable = dl
