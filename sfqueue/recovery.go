@@ -596,9 +596,11 @@ func (q *Queue) markUnreplayable(dl *DataLossError) error {
 	if err := replaceFile(q.fs, q.slot, failedFile, []byte(dl.Error()+"\n")); err != nil {
 		return fmt.Errorf("sfqueue: marking unreplayable slot %s .failed (%s): %w", q.slot, dl.Reason, err)
 	}
-	q.log.Error("sfqueue: DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept",
-		zap.String("slot", q.slot), zap.Int("unacked_frames", dl.Frames), zap.Uint64("unreadable_frames", dl.UnreadableFrames),
-		zap.String("reason", dl.Reason))
+	if !q.o.CallerLogsDataLoss {
+		q.log.Error("sfqueue: DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept",
+			zap.String("slot", q.slot), zap.Int("unacked_frames", dl.Frames), zap.Uint64("unreadable_frames", dl.UnreadableFrames),
+			zap.String("reason", dl.Reason))
+	}
 	return dl
 }
 
@@ -618,12 +620,14 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		return rep, fmt.Errorf("sfqueue: set aside unreplayable slot %s (%s): %w", q.slot, rep.Unreplayable.Reason, err)
 	}
 	rep.Unreplayable.Path = dst
-	fields := []zap.Field{zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
-		zap.Uint64("unreadable_frames", rep.Unreplayable.UnreadableFrames), zap.String("reason", rep.Unreplayable.Reason)}
-	for i, r := range rep.Unreplayable.Unreadable {
-		fields = append(fields, zap.Stringer("unreadable_"+strconv.Itoa(i), r))
+	if !q.o.CallerLogsDataLoss {
+		fields := []zap.Field{zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
+			zap.Uint64("unreadable_frames", rep.Unreplayable.UnreadableFrames), zap.String("reason", rep.Unreplayable.Reason)}
+		for i, r := range rep.Unreplayable.Unreadable {
+			fields = append(fields, zap.Stringer("unreadable_"+strconv.Itoa(i), r))
+		}
+		q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 	}
-	q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 
 	if err := q.fs.MkdirAll(q.slot); err != nil {
 		return rep, err
