@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -112,6 +113,34 @@ func TestSalvageSetAsideSlot(t *testing.T) {
 	}
 	if _, err := os.Stat(aside); err != nil {
 		t.Errorf("the incomplete slot is gone: %v", err)
+	}
+
+	// The loss is accepted only by its exact count: one frame more than
+	// the salvage reported (or fewer) deletes nothing; the count deletes
+	// the slot, and a second salvage sends nothing twice.
+	n := lostTo - lostFrom + 1
+	mustContain(t, out, fmt.Sprintf("--delete --accept-loss=%d deletes it", n))
+	for _, wrong := range []uint64{n + 1, n - 1} {
+		code, out, _ = runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete", fmt.Sprintf("--accept-loss=%d", wrong))
+		if code != 1 {
+			t.Errorf("--accept-loss=%d for %d unreadable frames: exit %d, want 1", wrong, n, code)
+		}
+		mustContain(t, out, fmt.Sprintf("not deleted: --accept-loss=%d does not name what the salvage left: %d unreadable frames (--accept-loss=%d accepts exactly them)", wrong, n, n))
+		if _, err := os.Stat(aside); err != nil {
+			t.Fatalf("--accept-loss=%d deleted the slot: %v", wrong, err)
+		}
+	}
+	code, out, _ = runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete", fmt.Sprintf("--accept-loss=%d", n))
+	if code != 0 {
+		t.Errorf("--accept-loss=%d: exit %d, want 0\n%s", n, code, out)
+	}
+	mustContain(t, out, fmt.Sprintf("result:      loss accepted: every readable frame in scope was delivered; the %d unreadable frames above are lost", n),
+		"delete:      the slot was deleted")
+	if _, err := os.Stat(aside); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the slot whose loss was accepted is still there: %v", err)
+	}
+	if n := srv.RowCount("otel_metrics_gauge"); n != want {
+		t.Errorf("after the salvages the server holds %d rows, want %d (dedup)", n, want)
 	}
 }
 
