@@ -377,6 +377,10 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	if len(p.unreadable) > 0 {
 		// Nothing was changed: the slot goes aside as it was found.
+		// Valid frames after a damage (Stray) have no known FSN: they are
+		// in the damaged range, counted unreadable, not readable too (issue
+		// 26: a slot of 104 frames counted 131), as inspect and salvage
+		// count them.
 		dl := &DataLossError{Reason: p.unreadable[0].String(), Unreadable: p.unreadable}
 		for _, seg := range scan.Segments {
 			for i := range seg.Frames {
@@ -384,27 +388,13 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 					dl.Frames++
 				}
 			}
-			if seg.Damage != nil {
-				dl.Frames += len(seg.Damage.Stray)
-			}
-		}
-		// A damaged region's range runs to the next segment, over the
-		// valid frames found after the damage (Stray): those are counted
-		// readable above, so not here, and readable + unreadable is the
-		// slot's unacknowledged frames (issue 26: 104 frames counted 131).
-		stray := map[string]uint64{}
-		for _, seg := range scan.Segments {
-			if seg.Damage != nil {
-				stray[seg.Name+"@"+strconv.FormatInt(seg.Damage.Offset, 10)] = uint64(len(seg.Damage.Stray))
-			}
 		}
 		for _, r := range p.unreadable {
 			if r.First <= p.wm {
 				r.First = p.wm + 1 // the range may start among acked FSNs
 			}
 			if !r.Readable {
-				n := r.Frames()
-				dl.UnreadableFrames += n - min(n, stray[r.File+"@"+strconv.FormatInt(r.Offset, 10)])
+				dl.UnreadableFrames += r.Frames()
 			}
 		}
 		rep.Unreplayable = dl

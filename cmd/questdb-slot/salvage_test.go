@@ -90,12 +90,25 @@ func TestSalvageSetAsideSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Recovery().Unreplayable == nil {
+	dl := q.Recovery().Unreplayable
+	if dl == nil {
 		t.Fatal("recovery did not set the damaged slot aside")
 	}
 	q.Close()
 	aside := filepath.Join(parent, "questdb-primary.unreplayable-1")
 	lostFrom, lostTo := bad.Base+1, s.Segments[2].Base-1
+	// Counts that add up (issue 26 item 4): recovery (the DATA_LOSS line
+	// and data_loss_frames report dl), inspect and salvage split the
+	// slot's unacknowledged frames alike, the valid frames after the
+	// damage counted once, as unreadable.
+	unacked := uint64(b.frames) - 3
+	if uint64(dl.Frames) != unacked-(lostTo-lostFrom+1) || dl.UnreadableFrames != lostTo-lostFrom+1 {
+		t.Fatalf("recovery counts %d readable + %d unreadable frames; want %d + %d (of %d unacked)",
+			dl.Frames, dl.UnreadableFrames, unacked-(lostTo-lostFrom+1), lostTo-lostFrom+1, unacked)
+	}
+	_, insp, _ := runTool(t, "inspect", aside)
+	mustContain(t, insp, fmt.Sprintf("unacked:     %d readable frames", dl.Frames),
+		fmt.Sprintf("unreadable:  %d unacknowledged frames", dl.UnreadableFrames))
 	lost := func(fsn uint64) bool { return fsn >= lostFrom && fsn <= lostTo }
 	want := b.rowsAbove(3, lost)
 
