@@ -396,6 +396,14 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			if !r.Readable {
 				dl.UnreadableFrames += r.Frames()
 			}
+			if r.Last == 0 && r.File != "" {
+				// Of unknown end: at least its valid frames are in it.
+				for _, seg := range scan.Segments {
+					if seg.Name == r.File && seg.Damage != nil {
+						dl.UnreadableFrames += uint64(len(seg.Damage.Stray))
+					}
+				}
+			}
 		}
 		rep.Unreplayable = dl
 		return rep, nil

@@ -109,7 +109,7 @@ type salvageReport struct {
 	// range's end is unknown, so the loss cannot be counted (nor accepted).
 	lost         uint64
 	lostUnknown  bool
-	lossAccepted bool // --accept-loss matched lost and the slot was deleted
+	lossAccepted bool     // --accept-loss matched lost and the slot was deleted
 	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
 	deleted      string   // what --delete did
 }
