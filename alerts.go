@@ -61,6 +61,10 @@ type queueSample struct {
 	// eviction): counted in Evicted, not in EvictedRows.
 	Refused, Evicted, EvictedBytes  uint64
 	EvictedRows, EvictedRowsUnknown uint64
+	// DiskFull is the Refused whose reason was a full file system (ENOSPC)
+	// below the cap: the full alert names it, as the queue's own ENOSPC
+	// Warn is logged at most once a minute.
+	DiskFull uint64
 	// DictBytes are the dictionary's records (files when DictOnDisk, else
 	// RAM) in DictGenerations generations; they count in Capacity too.
 	DictBytes       int64
@@ -74,7 +78,7 @@ func sampleQueue(s sfqueue.Stats) queueSample {
 	return queueSample{
 		Used: s.UnackedBytes, Capacity: s.CapacityBytes, AtCap: s.AtCap,
 		DictBytes: s.DictBytes, DictGenerations: s.DictGenerations, DictOnDisk: s.OnDisk,
-		Refused: s.FullErrors, Evicted: s.FramesEvicted, EvictedBytes: s.BytesEvicted,
+		Refused: s.FullErrors, DiskFull: s.DiskFullErrors, Evicted: s.FramesEvicted, EvictedBytes: s.BytesEvicted,
 		EvictedRows: s.ItemsEvicted, EvictedRowsUnknown: s.FramesEvictedItemsUnknown,
 	}
 }
@@ -164,6 +168,10 @@ func (a *levelAlerter) observe(s queueSample) queueLevel {
 			zap.Uint64("evicted_rows_total", s.EvictedRows))
 		if s.EvictedRowsUnknown > 0 {
 			fields = append(fields, zap.Uint64("evicted_frames_rows_unknown_total", s.EvictedRowsUnknown))
+		}
+		if s.DiskFull > 0 {
+			fields = append(fields, zap.Uint64("refused_disk_full_total", s.DiskFull))
+			msg += "; the file system is full (ENOSPC) below sf_max_total_bytes: free disk space or lower the cap"
 		}
 		a.logger.Error(msg, fields...)
 		a.markEvictionsLogged(s, now)

@@ -8,6 +8,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 func TestLevelAlerter(t *testing.T) {
@@ -209,5 +211,23 @@ func TestEvictionSummaryNamesFramesOfUnknownRows(t *testing.T) {
 	if m["frames"] != uint64(6) || m["rows"] != uint64(60) || m["frames_rows_unknown"] != uint64(3) ||
 		!strings.Contains(all[1].Message, "older release") {
 		t.Fatalf("summary %q %v; want 6 frames, 60 rows, 3 frames of unknown rows named as an older release's", all[1].Message, m)
+	}
+}
+
+// TestFullAlertNamesDiskFull: refusals by a full file system below the cap
+// reach the full alert (through sampleQueue, as the exporter samples),
+// with their count and what to do, since the queue's own ENOSPC Warn is
+// summarised once a minute.
+func TestFullAlertNamesDiskFull(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	a := newLevelAlerter(zap.New(core), time.Now, false)
+	a.observe(sampleQueue(sfqueue.Stats{UnackedBytes: 100, CapacityBytes: 1000}))
+	a.observe(sampleQueue(sfqueue.Stats{UnackedBytes: 100, CapacityBytes: 1000, AtCap: true, FullErrors: 7, DiskFullErrors: 5}))
+	full := logs.FilterMessageSnippet("file system is full (ENOSPC)").AllUntimed()
+	if len(full) != 1 || full[0].Level != zapcore.ErrorLevel {
+		t.Fatalf("disk-full refusals: lines %v; want one full alert naming ENOSPC", logs.AllUntimed())
+	}
+	if m := full[0].ContextMap(); m["refused_total"] != uint64(7) || m["refused_disk_full_total"] != uint64(5) {
+		t.Fatalf("full alert fields %v; want refused_total 7, refused_disk_full_total 5", m)
 	}
 }

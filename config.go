@@ -616,17 +616,18 @@ func (c *Config) queueOptions(senderID string, logger *zap.Logger) sfqueue.Optio
 	durability, _ := sfqueue.ParseDurability(c.SFDurability)
 	onFull, _ := sfqueue.ParseOnFull(c.OnFull)
 	return sfqueue.Options{
-		Dir:             c.SFDir,
-		SenderID:        senderID,
-		MaxTotalBytes:   int64(c.queueBytes()),
-		MaxSegmentBytes: int64(c.SFMaxSegmentBytes),
-		Durability:      durability,
-		SyncInterval:    c.SFSyncInterval,
-		OnFull:          onFull,
-		AppendDeadline:  c.SFAppendDeadline,
-		SymbolUse:       payloadSymbolUse,
-		SymbolDefs:      payloadSymbolDefs,
-		Logger:          logger,
+		Dir:                c.SFDir,
+		SenderID:           senderID,
+		MaxTotalBytes:      int64(c.queueBytes()),
+		MaxSegmentBytes:    int64(c.SFMaxSegmentBytes),
+		Durability:         durability,
+		SyncInterval:       c.SFSyncInterval,
+		OnFull:             onFull,
+		AppendDeadline:     c.SFAppendDeadline,
+		SymbolUse:          payloadSymbolUse,
+		SymbolDefs:         payloadSymbolDefs,
+		Logger:             logger,
+		CallerLogsDataLoss: true, // reportUnreplayable
 	}
 }
 

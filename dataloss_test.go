@@ -75,6 +75,15 @@ func TestDataLossStatusGaugeAndCounter(t *testing.T) {
 	if !found {
 		t.Fatalf("no DATA_LOSS error log names the unreadable FSN range 2..2: %v", loss)
 	}
+	// One event, one line (issue 26 item 4: the queue, the drainer and
+	// the exporter each logged it).
+	if all := logs.FilterMessageSnippet("DATA_LOSS").All(); len(all) != 1 {
+		msgs := make([]string, len(all))
+		for i, l := range all {
+			msgs[i] = l.Message
+		}
+		t.Fatalf("%d DATA_LOSS lines for one set-aside slot, want 1: %q", len(all), msgs)
+	}
 	dataLoss := func() bool {
 		ev := host.last()
 		return ev != nil && ev.Status() == componentstatus.StatusRecoverableError && strings.Contains(ev.Err().Error(), "DATA_LOSS: 1 set-aside slot(s)")

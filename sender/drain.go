@@ -129,12 +129,13 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			return skipped, nil
 		}
 		var dl *sfqueue.DataLossError
-		if errors.As(err, &dl) {
+		switch {
+		case !errors.As(err, &dl):
+			log.Error("orphan slot cannot be opened", zap.Error(err))
+		case !qo.CallerLogsDataLoss: // else DrainOrphans' caller logs it (Report.DataLoss)
 			log.Error("DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept for inspection",
 				zap.String("slot", dl.Path), zap.Int("readable_unacked_frames", dl.Frames),
 				zap.Uint64("unreadable_frames", dl.UnreadableFrames), zap.String("reason", dl.Reason))
-		} else {
-			log.Error("orphan slot cannot be opened", zap.Error(err))
 		}
 		obs.DrainerStarted()
 		obs.DrainerFailed()

@@ -146,8 +146,8 @@ func TestDrainOrphanUnreplayableIsMarkedFailedAndReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Failed, []string{"dead"}) || len(rep.DataLoss) != 1 || rep.DataLoss[0].Path != slot || rep.DataLoss[0].Frames != 3 {
-		t.Fatalf("report %+v; want dead failed with DATA_LOSS of 3 readable frames", rep)
+	if !slices.Equal(rep.Failed, []string{"dead"}) || len(rep.DataLoss) != 1 || rep.DataLoss[0].Path != slot || rep.DataLoss[0].Frames != 0 || rep.DataLoss[0].UnreadableFrames != 3 {
+		t.Fatalf("report %+v; want dead failed with DATA_LOSS of 3 unreadable frames (valid ones after the damage, FSN unknown)", rep)
 	}
 	after, err := os.ReadFile(segs[0])
 	if err != nil || !slices.Equal(after, b) {

@@ -200,8 +200,10 @@
 // Close then records every published frame as on disk in .ack-watermark, so
 // that a recovery that does not find some of them reports them as DATA_LOSS
 // (vanished) instead of starting without them in silence. ENOSPC is not
-// latched: the append is undone and refused as a full queue (DiskFull),
-// and appends succeed again once there is room. The exception is flush
+// latched: the append is undone and refused as a full queue (DiskFull,
+// counted in Stats.FullErrors and DiskFullErrors; logged at Warn at most
+// once a minute with the count since the last line), and appends succeed
+// again once there is room. The exception is flush
 // durability's group write (the flusher writes frames appends built): a
 // failure there, ENOSPC included, latches, as the appends it covers have
 // been taken. Segments there are preallocated, so a frame write finds its

@@ -99,9 +99,11 @@ type DataLossError struct {
 	Path   string // where the slot is: <Dir>/<SenderID>.unreplayable-<n>
 	Reason string // the first unreadable range and its cause
 	// Frames counts the readable frames above the ack watermark left in
-	// the set-aside slot, stray frames (valid, after damage, FSN unknown)
-	// included: the queue will not send them (an operator can, with the
-	// slot tool).
+	// the set-aside slot: the queue will not send them (an operator can,
+	// with the slot tool). Valid frames after a damage in the same segment
+	// (their FSN unknown) are in the damaged range's UnreadableFrames, not
+	// here, so Frames + UnreadableFrames is the slot's unacknowledged
+	// frames where the ranges' ends are known.
 	Frames int
 	// Unreadable lists every range that made the slot unreplayable, with
 	// file, offset and cause; UnreadableFrames counts their FSNs above the

@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // fillOptions: 1 KiB segments and a 3520-byte cap. A 200-byte payload takes
@@ -549,5 +553,49 @@ func TestFitsChangesNothing(t *testing.T) {
 	}
 	if q.Stats().Segments != segs || segs == 0 {
 		t.Fatalf("%d segments after Fits, %d before", q.Stats().Segments, segs)
+	}
+}
+
+// A full disk refuses every append: the refusals are counted (FullErrors,
+// DiskFullErrors), Fits answers no so the exporter counts the stall, and
+// the Warn is logged once per noSpaceLogInterval, not once per refusal
+// (issue 23, finding 5: 1,000 refused appends logged 1,001 lines).
+func TestDiskFullIsSummarisedAndCounted(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024,
+		AppendDeadline: time.Millisecond, Logger: zap.New(core)})
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 100))
+	cfs.mu.Lock()
+	cfs.failWrite = func(string) error { return syscall.ENOSPC } // memory durability: the frame write meets it
+	cfs.mu.Unlock()
+	const refused = 1000
+	for i := range refused {
+		if _, err := q.Append(context.Background(), testPayload(uint64(i+2), 100)); err == nil {
+			t.Fatal("append on a full disk succeeded")
+		}
+	}
+	if err := q.AddSymbols(0, 0, [][]byte{[]byte("x")}); err == nil {
+		t.Fatal("AddSymbols on a full disk succeeded")
+	}
+	st := q.Stats()
+	if st.FullErrors != refused+1 || st.DiskFullErrors != refused+1 {
+		t.Fatalf("FullErrors %d, DiskFullErrors %d; want %d refusals counted in both", st.FullErrors, st.DiskFullErrors, refused+1)
+	}
+	if q.Fits(Batch{Payloads: [][]byte{testPayload(9, 100)}}) {
+		t.Fatal("Fits answers yes on a full disk: the stall goes uncounted")
+	}
+	if n := logs.FilterMessageSnippet("file system full").Len(); n != 1 {
+		t.Fatalf("%d ENOSPC lines for %d refusals, want 1 (summarised)", n, refused+1)
+	}
+	cfs.mu.Lock()
+	cfs.failWrite = nil
+	cfs.mu.Unlock()
+	if fsn := mustAppend(t, q, testPayload(2, 100)); fsn != 2 {
+		t.Fatalf("append once there is room: FSN %d, want 2", fsn)
+	}
+	if !q.Fits(Batch{Payloads: [][]byte{testPayload(3, 100)}}) {
+		t.Fatal("Fits still answers no after an append found room")
 	}
 }

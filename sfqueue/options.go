@@ -129,6 +129,11 @@ type Options struct {
 	MarkUnreplayableFailed bool
 	// Logger receives warnings (evictions, torn tails, data loss); nil = nop.
 	Logger *zap.Logger
+	// CallerLogsDataLoss: the caller logs the *DataLossError of a slot set
+	// aside (RecoveryReport.Unreplayable) or marked .failed (Open's error)
+	// itself, in its own words, so the queue does not log it too: one
+	// DATA_LOSS line per event.
+	CallerLogsDataLoss bool
 	// FS is the file system of SF mode; nil = the operating system's. Tests
 	// inject a crashable layer here.
 	FS FS

@@ -50,10 +50,18 @@ type Queue struct {
 	used    int64  // header and frame bytes of the retained segments
 	// atCap: the latest append found no room under the cap (it waited, was
 	// refused, or evicted); cleared by an append admitted without evicting.
-	atCap   bool
-	fatal   *FatalError
-	closed  bool
-	syncing bool
+	atCap bool
+	// noSpace: the latest store met a full file system (ENOSPC) and no
+	// segment was deleted since; Fits answers no while it holds.
+	noSpace bool
+	// noSpaceLog is when the last ENOSPC Warn was logged and noSpaceQuiet
+	// the ENOSPC met since: a full disk is summarised, not logged per
+	// refused append (logNoSpaceLocked).
+	noSpaceLog   time.Time
+	noSpaceQuiet uint64
+	fatal        *FatalError
+	closed       bool
+	syncing      bool
 	// rotating: an append is fsyncing with q.mu released (the segment it
 	// seals, or its dictionary entries); other appends wait.
 	rotating bool
@@ -325,13 +333,14 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 			err = q.storeLocked(b, early)
 			if err == nil {
 				q.index = index
+				q.noSpace = false
 				break
 			}
 			if !isNoSpace(err) {
 				return 0, err
 			}
 			reason = DiskFull
-			q.log.Warn("sfqueue: file system full while appending", zap.String("slot", q.slot), zap.Error(err))
+			q.logNoSpaceLocked(err)
 		}
 		if q.o.OnFull == OnFullEvictOldest && q.evictOldestLocked() {
 			// The dictionaries only evicted frames used count in the cap:
@@ -343,6 +352,9 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		if err := q.waitSpaceLocked(ctx, deadline); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
 				q.st.fullErrors++
+				if reason == DiskFull {
+					q.st.diskFullErrors++
+				}
 				c := q.consumer
 				return 0, &FullError{Reason: reason, Attempts: c.Attempts, OutageStart: c.OutageStart,
 					Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: need, Waited: time.Since(start)}
@@ -351,6 +363,26 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 		}
 	}
 	return q.nextFSN - 1, nil
+}
+
+// noSpaceLogInterval is the shortest time between two ENOSPC Warns: a full
+// disk refuses every append, often several times each (every wake-up
+// retries), and the exporter's full-queue alert already reports it.
+const noSpaceLogInterval = time.Minute
+
+// logNoSpaceLocked notes a store refused by a full file system: it logs the
+// first, then at most one Warn per noSpaceLogInterval with how many were
+// met since the previous line.
+func (q *Queue) logNoSpaceLocked(err error) {
+	q.noSpace = true
+	q.noSpaceQuiet++
+	now := time.Now()
+	if !q.noSpaceLog.IsZero() && now.Sub(q.noSpaceLog) < noSpaceLogInterval {
+		return
+	}
+	q.log.Warn("sfqueue: file system full while appending; appends are refused as a full queue (DiskFull) until there is room; logged at most once a minute",
+		zap.String("slot", q.slot), zap.Uint64("enospc_since_last_line", q.noSpaceQuiet), zap.Error(err))
+	q.noSpaceLog, q.noSpaceQuiet = now, 0
 }
 
 // needLocked is what b adds to the bytes the cap counts (frames holds its
@@ -374,6 +406,9 @@ func (q *Queue) Fits(b Batch) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.noSpace {
+		return false
+	}
 	if len(q.segs) == 0 {
 		return true
 	}
@@ -1065,7 +1100,7 @@ func (q *Queue) detachFirstLocked() *segment {
 		q.active = nil
 	}
 	q.used -= s.size + s.slack
-	q.atCap = false
+	q.atCap, q.noSpace = false, false
 	s.removed = true
 	q.readOpen = slices.DeleteFunc(q.readOpen, func(o *segment) bool { return o == s })
 	s.unsealLocked() // acked or evicted: its fsync no longer matters

@@ -377,15 +377,16 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	if len(p.unreadable) > 0 {
 		// Nothing was changed: the slot goes aside as it was found.
+		// Valid frames after a damage (Stray) have no known FSN: they are
+		// in the damaged range, counted unreadable, not readable too (issue
+		// 26: a slot of 104 frames counted 131), as inspect and salvage
+		// count them.
 		dl := &DataLossError{Reason: p.unreadable[0].String(), Unreadable: p.unreadable}
 		for _, seg := range scan.Segments {
 			for i := range seg.Frames {
 				if seg.Base+uint64(i) > p.wm {
 					dl.Frames++
 				}
-			}
-			if seg.Damage != nil {
-				dl.Frames += len(seg.Damage.Stray)
 			}
 		}
 		for _, r := range p.unreadable {
@@ -394,6 +395,14 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			}
 			if !r.Readable {
 				dl.UnreadableFrames += r.Frames()
+			}
+			if r.Last == 0 && r.File != "" {
+				// Of unknown end: at least its valid frames are in it.
+				for _, seg := range scan.Segments {
+					if seg.Name == r.File && seg.Damage != nil {
+						dl.UnreadableFrames += uint64(len(seg.Damage.Stray))
+					}
+				}
 			}
 		}
 		rep.Unreplayable = dl
@@ -585,9 +594,11 @@ func (q *Queue) markUnreplayable(dl *DataLossError) error {
 	if err := replaceFile(q.fs, q.slot, failedFile, []byte(dl.Error()+"\n")); err != nil {
 		return fmt.Errorf("sfqueue: marking unreplayable slot %s .failed (%s): %w", q.slot, dl.Reason, err)
 	}
-	q.log.Error("sfqueue: DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept",
-		zap.String("slot", q.slot), zap.Int("unacked_frames", dl.Frames), zap.Uint64("unreadable_frames", dl.UnreadableFrames),
-		zap.String("reason", dl.Reason))
+	if !q.o.CallerLogsDataLoss {
+		q.log.Error("sfqueue: DATA_LOSS: orphan slot cannot be replayed; marked .failed and kept",
+			zap.String("slot", q.slot), zap.Int("unacked_frames", dl.Frames), zap.Uint64("unreadable_frames", dl.UnreadableFrames),
+			zap.String("reason", dl.Reason))
+	}
 	return dl
 }
 
@@ -607,12 +618,14 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		return rep, fmt.Errorf("sfqueue: set aside unreplayable slot %s (%s): %w", q.slot, rep.Unreplayable.Reason, err)
 	}
 	rep.Unreplayable.Path = dst
-	fields := []zap.Field{zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
-		zap.Uint64("unreadable_frames", rep.Unreplayable.UnreadableFrames), zap.String("reason", rep.Unreplayable.Reason)}
-	for i, r := range rep.Unreplayable.Unreadable {
-		fields = append(fields, zap.Stringer("unreadable_"+strconv.Itoa(i), r))
+	if !q.o.CallerLogsDataLoss {
+		fields := []zap.Field{zap.String("slot", q.slot), zap.String("moved_to", dst), zap.Int("unacked_frames", rep.Unreplayable.Frames),
+			zap.Uint64("unreadable_frames", rep.Unreplayable.UnreadableFrames), zap.String("reason", rep.Unreplayable.Reason)}
+		for i, r := range rep.Unreplayable.Unreadable {
+			fields = append(fields, zap.Stringer("unreadable_"+strconv.Itoa(i), r))
+		}
+		q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 	}
-	q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 
 	if err := q.fs.MkdirAll(q.slot); err != nil {
 		return rep, err

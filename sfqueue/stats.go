@@ -45,6 +45,9 @@ type Stats struct {
 	ItemsEvicted              uint64
 	FramesEvictedItemsUnknown uint64
 	FullErrors                uint64 // appends refused with *FullError
+	// DiskFullErrors counts the FullErrors whose reason is DiskFull: the
+	// file system refused space (ENOSPC) below the cap.
+	DiskFullErrors uint64
 
 	PublishedFSN uint64
 	AckedFSN     uint64
@@ -73,6 +76,7 @@ type counters struct {
 	framesAppended, bytesAppended, framesAcked uint64
 	bytesAcked                                 uint64
 	framesEvicted, bytesEvicted, fullErrors    uint64
+	diskFullErrors                             uint64
 	itemsEvicted, framesEvictedItemsUnknown    uint64
 	fsyncs                                     uint64
 	fsyncTotal, fsyncMax                       time.Duration
@@ -104,7 +108,7 @@ func (q *Queue) Stats() Stats {
 		FramesAppended: q.st.framesAppended, BytesAppended: q.st.bytesAppended,
 		FramesAcked: q.st.framesAcked, BytesAcked: q.st.bytesAcked, FramesEvicted: q.st.framesEvicted, BytesEvicted: q.st.bytesEvicted,
 		ItemsEvicted: q.st.itemsEvicted, FramesEvictedItemsUnknown: q.st.framesEvictedItemsUnknown,
-		FullErrors:   q.st.fullErrors,
+		FullErrors: q.st.fullErrors, DiskFullErrors: q.st.diskFullErrors,
 		PublishedFSN: q.nextFSN - 1, AckedFSN: q.acked, DurableFSN: q.durable,
 		TornBytesRecovered: q.recovery.TornBytes,
 		Fsyncs:             q.st.fsyncs, FsyncTotal: q.st.fsyncTotal, FsyncMax: q.st.fsyncMax,

@@ -460,6 +460,9 @@ func (q *Queue) AddSymbols(gen uint32, firstID int, entries [][]byte) error {
 	runs := []SymbolRun{{Gen: gen, FirstID: firstID, Entries: entries}}
 	if _, err := q.writeSymbolsLocked(runs); err != nil {
 		if isNoSpace(err) {
+			q.logNoSpaceLocked(err)
+			q.st.fullErrors++
+			q.st.diskFullErrors++
 			return &FullError{Reason: DiskFull, Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: q.dict.need(runs)}
 		}
 		return err

@@ -32,7 +32,11 @@ type salvageFlags struct {
 	username, password, token string
 	passwordFile, tokenFile   string
 	all, delete               bool
-	timeout                   time.Duration
+	// acceptLoss is --accept-loss: the unreadable frames the operator
+	// accepts to lose (-1: none given). --delete then removes a slot whose
+	// only missing frames are unreadable, if it is exactly their count.
+	acceptLoss int64
+	timeout    time.Duration
 }
 
 func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -49,6 +53,7 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line)")
 	fs.BoolVar(&f.all, "all", false, "send the frames at or below the acknowledged watermark too")
 	fs.BoolVar(&f.delete, "delete", false, "delete the slot after a complete salvage (every frame in scope delivered, none unreadable or refused)")
+	fs.Int64Var(&f.acceptLoss, "accept-loss", -1, "with --delete: delete a slot whose only undelivered frames are unreadable, accepting their loss; give their exact count, as the salvage reports it (it refuses any other number)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up waiting for QuestDB's acknowledgements after this long")
 	// The slot may come before or after the flags.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -77,7 +82,7 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "questdb-slot: %v\n", err)
 		return 1
 	}
-	if !rep.complete() {
+	if !rep.complete() && !rep.lossAccepted {
 		return 1
 	}
 	return 0
@@ -100,8 +105,32 @@ type salvageReport struct {
 	unsent       []uint64 // frames in scope not delivered (the sender stopped or timed out)
 	sendErr      string
 	unreadable   []string // unreadable ranges in scope
+	// lost is the FSNs in the unreadable ranges in scope; lostUnknown: a
+	// range's end is unknown, so the loss cannot be counted (nor accepted).
+	lost         uint64
+	lostUnknown  bool
+	lossAccepted bool     // --accept-loss matched lost and the slot was deleted
 	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
 	deleted      string   // what --delete did
+}
+
+// onlyUnreadable reports whether the frames in scope not delivered are
+// exactly the unreadable ones, a countable loss --accept-loss may accept.
+func (r *salvageReport) onlyUnreadable() bool {
+	return len(r.notSent) == 0 && len(r.unsent) == 0 && r.sendErr == "" && len(r.unreadable) > 0 && !r.lostUnknown
+}
+
+// lossSummary says what an --accept-loss that does not match the salvage
+// would have to accept.
+func (r *salvageReport) lossSummary() string {
+	switch {
+	case r.onlyUnreadable():
+		return fmt.Sprintf("%d unreadable frames (--accept-loss=%d accepts exactly them)", r.lost, r.lost)
+	case r.lostUnknown:
+		return "an unreadable range of unknown end, which cannot be counted or accepted"
+	default:
+		return "frames that are readable but were not delivered (not sent, or undelivered): salvage them first"
+	}
 }
 
 // complete reports whether every frame in scope was delivered.
@@ -141,7 +170,14 @@ func (r *salvageReport) print(w io.Writer) {
 		fmt.Fprintf(w, "torn tail:   %s: writes a crash cut short before their fsync; with sf_durability: flush no caller was told they were stored, so nothing accepted is lost\n", t)
 	}
 	verdict := "complete: every frame in scope was delivered"
-	if !r.complete() {
+	switch {
+	case r.lossAccepted:
+		verdict = fmt.Sprintf("loss accepted: every readable frame in scope was delivered; the %d unreadable frames above are lost (--accept-loss=%d)", r.lost, r.lost)
+	case r.onlyUnreadable():
+		verdict = fmt.Sprintf("INCOMPLETE: %d unreadable frames (above) were not delivered, every other frame in scope was; the slot is kept (--delete --accept-loss=%d deletes it, accepting their loss)", r.lost, r.lost)
+	case !r.complete() && r.lostUnknown:
+		verdict = "INCOMPLETE: the frames above were not delivered; the slot is kept (an unreadable range of unknown end cannot be counted, so no --accept-loss applies)"
+	case !r.complete():
 		verdict = "INCOMPLETE: the frames above were not delivered; the slot is kept"
 	}
 	fmt.Fprintf(w, "result:      %s\n", verdict)
@@ -210,6 +246,17 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	rep := &salvageReport{slot: f.slot, endpoint: settings.Sender.Endpoints[0], acked: v.acked, all: f.all}
 	inScope := func(fsn uint64) bool { return f.all || fsn > v.acked }
 	for _, r := range v.ranges {
+		if !r.Readable && !(r.Last != 0 && !inScope(r.Last)) && !(r.Torn && settings.Durability == "flush") {
+			switch first := r.First; {
+			case r.Last == 0:
+				rep.lostUnknown = true
+			default:
+				if !inScope(first) {
+					first = v.acked + 1
+				}
+				rep.lost += r.Last - first + 1
+			}
+		}
 		switch {
 		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
 		case r.Torn && settings.Durability == "flush":
@@ -242,15 +289,20 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 		}
 	}
 	if f.delete {
-		if !rep.complete() {
+		accept := !rep.complete() && rep.onlyUnreadable() && f.acceptLoss >= 0 && uint64(f.acceptLoss) == rep.lost
+		switch {
+		case !rep.complete() && f.acceptLoss >= 0 && !accept:
+			rep.deleted = fmt.Sprintf("not deleted: --accept-loss=%d does not name what the salvage left: %s", f.acceptLoss, rep.lossSummary())
+		case !rep.complete() && !accept:
 			rep.deleted = "not deleted: the salvage is incomplete"
-		} else if err := os.RemoveAll(f.slot); err != nil {
-			rep.deleted = "failed: " + err.Error()
-			return rep, fmt.Errorf("delete slot %s: %w", f.slot, err)
-		} else {
+		default:
+			if err := os.RemoveAll(f.slot); err != nil {
+				rep.deleted = "failed: " + err.Error()
+				return rep, fmt.Errorf("delete slot %s: %w", f.slot, err)
+			}
 			lock.Close()
 			locked = false
-			rep.deleted = "the slot was deleted"
+			rep.deleted, rep.lossAccepted = "the slot was deleted", accept
 		}
 	}
 	return rep, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -89,12 +90,25 @@ func TestSalvageSetAsideSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Recovery().Unreplayable == nil {
+	dl := q.Recovery().Unreplayable
+	if dl == nil {
 		t.Fatal("recovery did not set the damaged slot aside")
 	}
 	q.Close()
 	aside := filepath.Join(parent, "questdb-primary.unreplayable-1")
 	lostFrom, lostTo := bad.Base+1, s.Segments[2].Base-1
+	// Counts that add up (issue 26 item 4): recovery (the DATA_LOSS line
+	// and data_loss_frames report dl), inspect and salvage split the
+	// slot's unacknowledged frames alike, the valid frames after the
+	// damage counted once, as unreadable.
+	unacked := uint64(b.frames) - 3
+	if uint64(dl.Frames) != unacked-(lostTo-lostFrom+1) || dl.UnreadableFrames != lostTo-lostFrom+1 {
+		t.Fatalf("recovery counts %d readable + %d unreadable frames; want %d + %d (of %d unacked)",
+			dl.Frames, dl.UnreadableFrames, unacked-(lostTo-lostFrom+1), lostTo-lostFrom+1, unacked)
+	}
+	_, insp, _ := runTool(t, "inspect", aside)
+	mustContain(t, insp, fmt.Sprintf("unacked:     %d readable frames", dl.Frames),
+		fmt.Sprintf("unreadable:  %d unacknowledged frames", dl.UnreadableFrames))
 	lost := func(fsn uint64) bool { return fsn >= lostFrom && fsn <= lostTo }
 	want := b.rowsAbove(3, lost)
 
@@ -112,6 +126,34 @@ func TestSalvageSetAsideSlot(t *testing.T) {
 	}
 	if _, err := os.Stat(aside); err != nil {
 		t.Errorf("the incomplete slot is gone: %v", err)
+	}
+
+	// The loss is accepted only by its exact count: one frame more than
+	// the salvage reported (or fewer) deletes nothing; the count deletes
+	// the slot, and a second salvage sends nothing twice.
+	n := lostTo - lostFrom + 1
+	mustContain(t, out, fmt.Sprintf("--delete --accept-loss=%d deletes it", n))
+	for _, wrong := range []uint64{n + 1, n - 1} {
+		code, out, _ = runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete", fmt.Sprintf("--accept-loss=%d", wrong))
+		if code != 1 {
+			t.Errorf("--accept-loss=%d for %d unreadable frames: exit %d, want 1", wrong, n, code)
+		}
+		mustContain(t, out, fmt.Sprintf("not deleted: --accept-loss=%d does not name what the salvage left: %d unreadable frames (--accept-loss=%d accepts exactly them)", wrong, n, n))
+		if _, err := os.Stat(aside); err != nil {
+			t.Fatalf("--accept-loss=%d deleted the slot: %v", wrong, err)
+		}
+	}
+	code, out, _ = runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete", fmt.Sprintf("--accept-loss=%d", n))
+	if code != 0 {
+		t.Errorf("--accept-loss=%d: exit %d, want 0\n%s", n, code, out)
+	}
+	mustContain(t, out, fmt.Sprintf("result:      loss accepted: every readable frame in scope was delivered; the %d unreadable frames above are lost", n),
+		"delete:      the slot was deleted")
+	if _, err := os.Stat(aside); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the slot whose loss was accepted is still there: %v", err)
+	}
+	if n := srv.RowCount("otel_metrics_gauge"); n != want {
+		t.Errorf("after the salvages the server holds %d rows, want %d (dedup)", n, want)
 	}
 }
 
