@@ -356,8 +356,12 @@ func (t *Table) EndRow() error {
 	rows := t.rows + 1
 	var block int
 	anyNulls := false // any column with a bitmap after this row
-	if t.rowFast() {
+	if fast, bitmaps := t.rowFast(); fast {
 		block = t.size + t.rowDelta
+		if bitmaps {
+			block += t.bitmapGrowth(rows)
+			anyNulls = true
+		}
 		if rows&0x7f == 0 { // the row count's varint grows only at powers of 128
 			block += uvarintLen(uint64(rows)) - uvarintLen(uint64(t.rows))
 		}
@@ -405,11 +409,41 @@ func (t *Table) EndRow() error {
 	return nil
 }
 
-// rowFast reports that the row in progress sets every column of the block
-// once, adds none and the block has no NULL bitmap: its size is then the
-// ended rows' plus rowDelta (and the row count's varint).
-func (t *Table) rowFast() bool {
-	return t.rows > 0 && !t.bitmaps && !t.twice && t.setCols == len(t.active) && t.kept == len(t.active)
+// rowFast reports that the row in progress sets no column twice and adds
+// none, and either sets every column of a block without NULL bitmaps or
+// joins a block that has them (bitmaps): its size is then the ended rows'
+// plus rowDelta (and the row count's varint), plus with bitmaps their
+// growth. An unset column adds no data, only its bit.
+func (t *Table) rowFast() (fast, bitmaps bool) {
+	if t.rows == 0 || t.twice || t.kept != len(t.active) {
+		return false, false
+	}
+	if t.bitmaps {
+		return true, true
+	}
+	return t.setCols == len(t.active), false
+}
+
+// bitmapGrowth is what the NULL bitmaps of a block that keeps them grow by
+// when the row in progress ends it at rows rows: a byte for each bitmap
+// every 8 rows, and a whole bitmap for a column NULL for the first time.
+// It loops over the columns as blockSize does, but sizes none of them:
+// spans, whose parent id and status message are often NULL, end every row
+// here.
+func (t *Table) bitmapGrowth(rows int) int {
+	n := 0
+	grow := t.rows%8 == 0
+	for _, c := range t.active {
+		switch {
+		case c.nullCount > 0:
+			if grow {
+				n++
+			}
+		case c.setSeq != t.seq:
+			n += (rows + 7) / 8
+		}
+	}
+	return n
 }
 
 // blockSize is the block's exact size with rows rows, the row in progress

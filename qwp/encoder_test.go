@@ -659,7 +659,7 @@ func TestIncrementalBlockSize(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		fast := 0
+		fast, fastBitmaps := 0, 0
 		for frame := range iterations(400) {
 			width := 1 + r.IntN(len(specs)) // later columns join when the frame grows
 			for row := range 1 + r.IntN(40) {
@@ -688,10 +688,13 @@ func TestIncrementalBlockSize(t *testing.T) {
 					}
 					continue
 				}
-				fastRow := tb.rowFast()
+				fastRow, withBitmaps := tb.rowFast()
 				mustEndRow(t, tb)
 				if fastRow {
 					fast++
+				}
+				if withBitmaps {
+					fastBitmaps++
 				}
 				if want := ended(tb); tb.size != want {
 					t.Fatalf("gorilla %v frame %d row %d (fast %v): block size %d, column by column %d",
@@ -707,8 +710,8 @@ func TestIncrementalBlockSize(t *testing.T) {
 				t.Fatalf("frame %d: %v", frame, err)
 			}
 		}
-		if fast == 0 {
-			t.Fatal("no row took the fast path")
+		if fast == 0 || fastBitmaps == 0 {
+			t.Fatalf("%d rows took the fast path, %d of them into a block with NULL bitmaps: want both", fast, fastBitmaps)
 		}
 	}
 }

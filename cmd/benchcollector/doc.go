@@ -24,11 +24,16 @@
 //   - logs: 1,000 log records of one resource (3 attributes) and one scope,
 //     a 100-byte body, 4 attributes (two of them unique per record),
 //     severity and trace context.
+//   - traces: the data-model span benchmark's batch (issue #13): 1,000
+//     spans over 20 resources (5 attributes each; 50 spans per resource),
+//     names from a set of 50, traces of 10 spans, 10 span attributes of
+//     which 3 are unique per span (url.path, client.address, a request id),
+//     one event with 2 attributes per span, status error on every 20th.
 //   - churn: the metrics shape, but one point attribute is unique per
 //     point: every point is a new series (a new SYMBOL every row).
 //
 // Sinks: the qwpsink binary in count-only mode for questdb, an in-process
-// OTLP/HTTP server that counts data points and log records for otlp_http;
+// OTLP/HTTP server that counts data points, log records and spans for otlp_http;
 // nop keeps nothing, so its run ends with the last answer.
 //
 // Linux only (it reads /proc).

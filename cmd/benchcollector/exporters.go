@@ -44,7 +44,7 @@ var exporterConfigs = []exporterConfig{
 // collectorYAML is the whole collector configuration of one run: the OTLP
 // receiver on otlpPort, no processors (a batch processor would answer the
 // client before the exporter stored anything), the exporter under test in a
-// metrics and a logs pipeline, and the collector's own metrics for
+// metrics, a logs and a traces pipeline, and the collector's own metrics for
 // Prometheus on telemetryPort (the questdb exporter's frame counter).
 func collectorYAML(exporterEntry string, otlpPort, telemetryPort int) string {
 	id := strings.TrimSuffix(strings.TrimSpace(strings.SplitN(exporterEntry, "\n", 2)[0]), ":")
@@ -72,5 +72,8 @@ exporters:
     logs:
       receivers: [ otlp ]
       exporters: [ %s ]
-`, otlpPort, exporterEntry, telemetryPort, id, id)
+    traces:
+      receivers: [ otlp ]
+      exporters: [ %s ]
+`, otlpPort, exporterEntry, telemetryPort, id, id, id)
 }

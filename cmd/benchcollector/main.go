@@ -34,7 +34,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.durability, "durability", "memory", "sf_durability of the questdb configuration (memory, periodic, flush)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a sink may take to receive every accepted item")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every shape through every exporter configuration")
-	shapeList := fs.String("shapes", "metrics,logs,churn", "shapes, comma-separated (metrics, logs, churn)")
+	shapeList := fs.String("shapes", "metrics,logs,traces,churn", "shapes, comma-separated (metrics, logs, traces, churn)")
 	exporterList := fs.String("exporters", "nop,questdb,otlp_http", "exporter configurations, comma-separated (nop, questdb, questdb-memonly, otlp_http, otlp_http-none)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestBadFlagsExit2(t *testing.T) {
 	for _, args := range [][]string{
-		{"-shapes", "metrics,traces"},
+		{"-shapes", "metrics,profiles"},
 		{"-exporters", "nop,kafka"},
 		{"-rounds", "0"},
 		{"-concurrency", "0"},

@@ -10,11 +10,12 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // otlpSink is the otlp_http exporter's destination: an OTLP/HTTP server
 // that decodes every protobuf request (gzip or uncompressed) and counts the
-// data points and log records in it.
+// data points, log records and spans in it.
 type otlpSink struct {
 	srv    *http.Server
 	addr   string
@@ -46,6 +47,14 @@ func newOTLPSink() (*otlpSink, error) {
 		}
 		resp, err := plogotlp.NewExportResponse().MarshalProto()
 		return req.Logs().LogRecordCount(), resp, err
+	}))
+	mux.HandleFunc("POST /v1/traces", s.handle(func(b []byte) (int, []byte, error) {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(b); err != nil {
+			return 0, nil, err
+		}
+		resp, err := ptraceotlp.NewExportResponse().MarshalProto()
+		return req.Traces().SpanCount(), resp, err
 	}))
 	s.srv = &http.Server{Handler: mux}
 	go func() {

@@ -40,6 +40,10 @@ func TestOTLPSinkCountsItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	traces, err := newTracesPayload().marshal(0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var zipped bytes.Buffer
 	zw := gzip.NewWriter(&zipped)
 	if _, err := zw.Write(metrics); err != nil {
@@ -55,8 +59,11 @@ func TestOTLPSinkCountsItems(t *testing.T) {
 	if code := post(t, base+"/v1/logs", "", logs); code != http.StatusOK {
 		t.Fatalf("logs: %d", code)
 	}
-	if got := s.received(); got != 2*itemsPerRequest {
-		t.Fatalf("received %d items, want %d", got, 2*itemsPerRequest)
+	if code := post(t, base+"/v1/traces", "", traces); code != http.StatusOK {
+		t.Fatalf("traces: %d", code)
+	}
+	if got := s.received(); got != 3*itemsPerRequest {
+		t.Fatalf("received %d items, want %d", got, 3*itemsPerRequest)
 	}
 	// What it cannot read is refused and counted, never counted as items.
 	if code := post(t, base+"/v1/metrics", "zstd", metrics); code != http.StatusBadRequest {
@@ -68,7 +75,10 @@ func TestOTLPSinkCountsItems(t *testing.T) {
 	if code := post(t, base+"/v1/metrics", "", []byte{0xff, 0xff, 0xff}); code != http.StatusBadRequest {
 		t.Fatalf("garbage: %d, want 400", code)
 	}
-	if got, errs := s.received(), s.errors.Load(); got != 2*itemsPerRequest || errs != 3 {
-		t.Fatalf("after bad requests: %d items, %d errors; want %d, 3", got, errs, 2*itemsPerRequest)
+	if code := post(t, base+"/v1/traces", "", []byte{0xff, 0xff, 0xff}); code != http.StatusBadRequest {
+		t.Fatalf("garbage traces: %d, want 400", code)
+	}
+	if got, errs := s.received(), s.errors.Load(); got != 3*itemsPerRequest || errs != 4 {
+		t.Fatalf("after bad requests: %d items, %d errors; want %d, 4", got, errs, 3*itemsPerRequest)
 	}
 }

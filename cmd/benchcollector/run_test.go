@@ -79,8 +79,8 @@ func TestCollectorYAMLWiresTheExporter(t *testing.T) {
 		if id == "" {
 			id = "questdb/bench"
 		}
-		if strings.Count(y, "exporters: [ "+id+" ]") != 2 {
-			t.Errorf("%s: pipelines do not both use %s:\n%s", ec.name, id, y)
+		if strings.Count(y, "exporters: [ "+id+" ]") != 3 || !strings.Contains(y, "    traces:\n") {
+			t.Errorf("%s: the metrics, logs and traces pipelines do not all use %s:\n%s", ec.name, id, y)
 		}
 		if !strings.Contains(y, "endpoint: 127.0.0.1:4318") || !strings.Contains(y, "port: 8888") {
 			t.Errorf("%s: receiver or telemetry port missing:\n%s", ec.name, y)

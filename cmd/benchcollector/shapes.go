@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // The metrics shape: metricsPerRequest x seriesPerMetric series, each with
@@ -48,6 +50,8 @@ var shapes = []shape{
 		func() payload { return newMetricsPayload(false) }},
 	{"logs", "1,000 log records/request, 100-byte body, 4 attributes (2 unique per record), 3 resource attributes, trace context",
 		func() payload { return newLogsPayload() }},
+	{"traces", "1,000 spans/request over 20 resources (5 attributes), 50 span names, traces of 10 spans, 10 attributes (3 unique per span), one event with 2 attributes",
+		func() payload { return newTracesPayload() }},
 	{"churn", "the metrics shape with one point attribute unique per point: every point a new series",
 		func() payload { return newMetricsPayload(true) }},
 }
@@ -179,4 +183,108 @@ func logBody(dst []byte, n int64) []byte {
 		dst = append(dst, '.')
 	}
 	return dst[:start+logBodyBytes]
+}
+
+// The traces shape, the data-model span benchmark's (issue #13): 1,000 spans
+// per request, spansPerResource from each of spanResources resources, names
+// from 50 (5 methods x 10 routes), traces of spansPerTrace spans.
+const (
+	spanResources    = 20
+	spansPerResource = itemsPerRequest / spanResources
+	spansPerTrace    = 10
+)
+
+var spanMethods = [...]string{"GET", "POST", "PUT", "DELETE", "PATCH"}
+
+// tracesPayload is the traces shape.
+type tracesPayload struct {
+	td ptrace.Traces
+}
+
+// newTracesPayload builds the spans once: what is the same in every request
+// (resources, names, the 7 shared attributes, the event) is set here, what
+// is unique per span in marshal.
+func newTracesPayload() *tracesPayload {
+	td := ptrace.NewTraces()
+	for r := range spanResources {
+		rs := td.ResourceSpans().AppendEmpty()
+		ra := rs.Resource().Attributes()
+		service := "service-" + strconv.Itoa(r%5)
+		ra.PutStr("service.name", service)
+		ra.PutStr("service.version", "2.4.1")
+		ra.PutStr("service.instance.id", fmt.Sprintf("%s-7f9c8d6b5-%05d", service, r))
+		ra.PutStr("host.name", fmt.Sprintf("ip-10-0-%d-17.eu-west-1.compute.internal", r))
+		ra.PutStr("telemetry.sdk.language", "go")
+		ss := rs.ScopeSpans().AppendEmpty()
+		ss.Scope().SetName("go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp")
+		ss.Scope().SetVersion("0.72.0")
+		for i := range spansPerResource {
+			n := r*spansPerResource + i
+			route := fmt.Sprintf("/api/v1/resource%d/{id}", n%10)
+			method := spanMethods[(n/10)%len(spanMethods)]
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName(method + " " + route)
+			sp.SetKind(ptrace.SpanKindServer)
+			sp.SetFlags(1)
+			a := sp.Attributes()
+			a.PutStr("http.request.method", method)
+			a.PutStr("http.route", route)
+			a.PutInt("http.response.status_code", int64([...]int{200, 200, 201, 404, 200}[n%5]))
+			a.PutStr("url.scheme", "https")
+			a.PutStr("server.address", "api.example.com")
+			a.PutInt("server.port", 443)
+			a.PutStr("network.protocol.version", "1.1")
+			ev := sp.Events().AppendEmpty()
+			ev.SetName("http.response.started")
+			ev.Attributes().PutStr("message.type", "SENT")
+			if n%20 == 0 {
+				sp.Status().SetCode(ptrace.StatusCodeError)
+				sp.Status().SetMessage("upstream timeout")
+			}
+		}
+	}
+	return &tracesPayload{td: td}
+}
+
+func (p *tracesPayload) path() string { return "/v1/traces" }
+
+// marshal makes span s of request i unique: with n = i*itemsPerRequest + s,
+// its ids, times, url.path, client.address, request id and event size
+// derive from n; the first span of every 10 is a trace's root, the others
+// its children.
+func (p *tracesPayload) marshal(i int64) ([]byte, error) {
+	rss := p.td.ResourceSpans()
+	for r := range rss.Len() {
+		spans := rss.At(r).ScopeSpans().At(0).Spans()
+		for s := range spans.Len() {
+			sp := spans.At(s)
+			n := i*itemsPerRequest + int64(r*spansPerResource+s)
+			var trace pcommon.TraceID
+			binary.BigEndian.PutUint64(trace[:8], uint64(n/spansPerTrace)+1)
+			binary.BigEndian.PutUint64(trace[8:], 0x9a3c110755e241b0)
+			sp.SetTraceID(trace)
+			sp.SetSpanID(spanID(n))
+			if n%spansPerTrace != 0 {
+				sp.SetParentSpanID(spanID(n - n%spansPerTrace))
+			}
+			start := pcommon.NewTimestampFromTime(baseTime.Add(time.Duration(n) * time.Microsecond))
+			sp.SetStartTimestamp(start)
+			sp.SetEndTimestamp(start + pcommon.Timestamp(200_000+n*7919%5_000_000))
+			a := sp.Attributes()
+			a.PutStr("url.path", "/api/v1/resource"+strconv.FormatInt(n%10, 10)+"/"+strconv.FormatInt(100_000+n*37, 10))
+			a.PutStr("client.address", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255))
+			a.PutStr("http.request.id", fmt.Sprintf("%08x-%04x", n*2654435761, n&0xffff))
+			ev := sp.Events().At(0)
+			ev.SetTimestamp(start + 150_000)
+			ev.Attributes().PutInt("message.uncompressed_size", 512+n%4096)
+		}
+	}
+	return ptraceotlp.NewExportRequestFromTraces(p.td).MarshalProto()
+}
+
+// spanID is the id of span n of a run (never zero).
+func spanID(n int64) pcommon.SpanID {
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], uint64(n)+1)
+	return id
 }

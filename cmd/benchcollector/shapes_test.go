@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 )
 
 // seriesOf decodes a metrics request and adds each point's series (metric
@@ -128,6 +130,80 @@ func TestLogsShape(t *testing.T) {
 	}
 }
 
+// TestTracesShape decodes two requests and checks the stated shape: 1,000
+// spans over 20 resources, 50 names, 10 attributes of which 3 unique per
+// span, one event each, traces of 10 spans, and no span repeated.
+func TestTracesShape(t *testing.T) {
+	p := newTracesPayload()
+	spanIDs := map[pcommon.SpanID]bool{}
+	unique := map[string]map[string]bool{"url.path": {}, "client.address": {}, "http.request.id": {}}
+	names, traces := map[string]bool{}, map[pcommon.TraceID]int{}
+	roots := 0
+	for i := range int64(2) {
+		body, err := p.marshal(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			t.Fatal(err)
+		}
+		td := req.Traces()
+		if n := td.SpanCount(); n != itemsPerRequest {
+			t.Fatalf("%d spans per request, want %d", n, itemsPerRequest)
+		}
+		if n := td.ResourceSpans().Len(); n != spanResources {
+			t.Fatalf("%d resources, want %d", n, spanResources)
+		}
+		for r := range td.ResourceSpans().Len() {
+			rs := td.ResourceSpans().At(r)
+			if n := rs.Resource().Attributes().Len(); n != 5 {
+				t.Fatalf("%d resource attributes, want 5", n)
+			}
+			spans := rs.ScopeSpans().At(0).Spans()
+			for s := range spans.Len() {
+				sp := spans.At(s)
+				if spanIDs[sp.SpanID()] || sp.SpanID().IsEmpty() || sp.TraceID().IsEmpty() {
+					t.Fatalf("span id %s repeats or is empty", sp.SpanID())
+				}
+				spanIDs[sp.SpanID()] = true
+				traces[sp.TraceID()]++
+				if sp.ParentSpanID().IsEmpty() {
+					roots++
+				}
+				if sp.EndTimestamp() <= sp.StartTimestamp() || sp.Kind() != ptrace.SpanKindServer {
+					t.Fatalf("span %s: end %s, start %s, kind %s", sp.SpanID(), sp.EndTimestamp(), sp.StartTimestamp(), sp.Kind())
+				}
+				names[sp.Name()] = true
+				if n := sp.Attributes().Len(); n != 10 {
+					t.Fatalf("%d span attributes, want 10", n)
+				}
+				for k, seen := range unique {
+					v, ok := sp.Attributes().Get(k)
+					if !ok || seen[v.AsString()] {
+						t.Fatalf("%s %q missing or repeated", k, v.AsString())
+					}
+					seen[v.AsString()] = true
+				}
+				if sp.Events().Len() != 1 || sp.Events().At(0).Attributes().Len() != 2 || sp.Events().At(0).Timestamp() <= sp.StartTimestamp() {
+					t.Fatalf("span %s: events %d, want one with 2 attributes after the start", sp.SpanID(), sp.Events().Len())
+				}
+			}
+		}
+	}
+	if len(names) != 50 {
+		t.Fatalf("%d span names, want 50", len(names))
+	}
+	if len(traces) != 2*itemsPerRequest/spansPerTrace || roots != len(traces) {
+		t.Fatalf("%d traces with %d roots, want %d traces of %d spans with one root each", len(traces), roots, 2*itemsPerRequest/spansPerTrace, spansPerTrace)
+	}
+	for id, n := range traces {
+		if n != spansPerTrace {
+			t.Fatalf("trace %s has %d spans, want %d", id, n, spansPerTrace)
+		}
+	}
+}
+
 func TestLogBodyIsAlways100Bytes(t *testing.T) {
 	for _, n := range []int64{0, 7, 1 << 20, 1 << 62} {
 		if b := logBody([]byte("prefix"), n); len(b) != len("prefix")+logBodyBytes || string(b[:6]) != "prefix" {
@@ -141,8 +217,8 @@ func TestLookup(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].name != "otlp_http" || got[1].name != "nop" {
 		t.Fatalf("lookup = %v, %v", got, err)
 	}
-	_, err = lookup(shapes, func(s shape) string { return s.name }, "shape", []string{"metrics", "traces"})
-	if err == nil || !strings.Contains(err.Error(), `unknown shape "traces" (have metrics, logs, churn)`) {
+	_, err = lookup(shapes, func(s shape) string { return s.name }, "shape", []string{"metrics", "profiles"})
+	if err == nil || !strings.Contains(err.Error(), `unknown shape "profiles" (have metrics, logs, traces, churn)`) {
 		t.Fatalf("unknown shape: err = %v", err)
 	}
 }

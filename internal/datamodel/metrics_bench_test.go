@@ -55,6 +55,11 @@ func perPoint(b *testing.B, points int, body func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
+	// The setup's garbage is collected before the loop: a mark phase it
+	// started would otherwise run into the loop (write barriers, assists)
+	// and move the cachegrind difference of two runs by thousands of
+	// instructions per item, depending on where it ends.
+	runtime.GC()
 	b.ResetTimer()
 	cpu0 := threadCPUTime()
 	for b.Loop() {
