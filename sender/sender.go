@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 	"sync"
 	"time"
@@ -80,11 +81,14 @@ type Sender struct {
 	// everConnected: a connection was established since Start, so a
 	// failure is a lost connection rather than a first one never made.
 	everConnected bool
-	rejectFSN     uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects       int    // consecutive rejections of rejectFSN with no ack of it
-	attempts      int    // failed attempts since the last connection
-	outageStart   time.Time
-	outageLogged  time.Time // when the current outage was last logged
+	// writeLimit is the largest stored frame found over MaxBatchBytes: the
+	// write buffer connections are dialled with grows to it.
+	writeLimit   int
+	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects      int    // consecutive rejections of rejectFSN with no ack of it
+	attempts     int    // failed attempts since the last connection
+	outageStart  time.Time
+	outageLogged time.Time // when the current outage was last logged
 
 	// beforeCatchUp, set only by tests, runs on the I/O goroutine when the
 	// cursor has read a connection's first frame and its generation's
@@ -330,6 +334,7 @@ func (s *Sender) dialOptions(url string) qwp.DialOptions {
 	return qwp.DialOptions{
 		URL: url, TLS: s.o.TLS, Username: s.o.Username, Password: s.o.Password, Token: s.o.Token,
 		ClientID: s.o.ClientID, DurableAck: s.o.DurableAck, HandshakeTimeout: s.o.HandshakeTimeout,
+		MaxMessageBytes: max(s.writeLimit, s.o.MaxBatchBytes),
 	}
 }
 
@@ -520,8 +525,8 @@ func (s *Sender) serve(c *conn) end {
 			defer t.Stop()
 			drainTimeout = t.C
 		}
-		if c.genSwitch && s.acked+1 >= c.win.nextFSN() {
-			s.log.Debug("dictionary generation switch: recycling the connection", zap.Uint32("from", c.gen))
+		if c.recycle != "" && s.acked+1 >= c.win.nextFSN() {
+			s.log.Debug("recycling the connection", zap.String("reason", c.recycle))
 			return end{kind: endRecycle}
 		}
 		select {
@@ -543,7 +548,7 @@ func (s *Sender) serve(c *conn) end {
 
 // send writes frames while the in-flight limit allows.
 func (s *Sender) send(c *conn) (end, bool) {
-	for !c.genSwitch && c.win.inFlight() < s.o.MaxInFlight {
+	for c.recycle == "" && c.win.inFlight() < s.o.MaxInFlight {
 		fsn, payload, ok, err := s.cursor.Next()
 		if err != nil {
 			return terminal(qwp.CategoryNone, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
@@ -569,6 +574,12 @@ func (s *Sender) send(c *conn) (end, bool) {
 			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf("sender: stored frame FSN %d is %d bytes, shorter than the 4-byte generation prefix and the %d-byte QWP header", fsn, len(payload), qwp.HeaderSize)), true
 		}
 		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
+		if e, done := s.oversize(c, fsn, msg); done {
+			return e, true
+		}
+		if c.recycle != "" {
+			return s.commitTail(c)
+		}
 		if !c.genKnown {
 			if e, done := s.catchUp(c, gen, fsn, msg); done {
 				return e, true
@@ -577,13 +588,8 @@ func (s *Sender) send(c *conn) (end, bool) {
 			// The connection recycles once everything sent is
 			// acknowledged; a deferred last frame never would be.
 			s.cursor.Seek(fsn)
-			c.genSwitch = true
+			c.recycle = fmt.Sprintf("dictionary generation switch from %d", c.gen)
 			return s.commitTail(c)
-		}
-		if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
-			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-				"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
-				fsn, len(msg), limit, c.endpoint)), true
 		}
 		if err := c.write(msg); err != nil {
 			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
@@ -599,6 +605,38 @@ func (s *Sender) send(c *conn) (end, bool) {
 			s.maxSent = fsn
 		}
 		s.obs.InFlight(c.win.inFlight())
+	}
+	return end{}, false
+}
+
+// oversize checks that a stored frame can leave as one WebSocket frame:
+// QuestDB closes the connection on a fragmented message and on one over its
+// receive buffer, so an oversized frame could only be replayed forever. A
+// frame over the server's limit is refused for good; one that only outgrows
+// this connection's write buffer (it was stored under a larger
+// MaxBatchBytes) gets a connection with a buffer that fits, once the frames
+// before it are acknowledged.
+func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
+	if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
+			fsn, len(msg), limit, c.endpoint)), true
+	}
+	if len(msg) > qwp.MaxMessageBytes {
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes any QuestDB server accepts; frames on disk are never re-split: move the slot aside",
+			fsn, len(msg), qwp.MaxMessageBytes)), true
+	}
+	if len(msg) > c.qc.MessageLimit() {
+		// Room for larger frames too, so that a run of them recycles
+		// once or twice, not once per frame.
+		ceiling := qwp.MaxMessageBytes
+		if m := c.qc.MaxBatchSize; m > 0 {
+			ceiling = min(m, ceiling)
+		}
+		s.writeLimit = min(1<<bits.Len(uint(len(msg)-1)), ceiling)
+		s.cursor.Seek(fsn)
+		c.recycle = fmt.Sprintf("stored frame FSN %d is %d bytes, over this connection's %d-byte write buffer", fsn, len(msg), c.qc.MessageLimit())
 	}
 	return end{}, false
 }
