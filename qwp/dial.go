@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -196,6 +197,11 @@ func (e *UpgradeError) Unwrap() error { return e.Err }
 // response. Configuration mistakes are plain errors; everything that went
 // wrong with the server is an *UpgradeError.
 func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
+	return dial(ctx, o, nil)
+}
+
+// dial is Dial through netDial when not nil (a test's byte counter).
+func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Conn, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("qwp: endpoint URL %q: %w", o.URL, err)
@@ -242,6 +248,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		// once anyway, to be masked.
 		WriteBufferSize: limit,
 		WriteBufferPool: writePool(limit),
+		NetDialContext:  netDial,
 	}
 	if d.HandshakeTimeout <= 0 {
 		d.HandshakeTimeout = DefaultHandshakeTimeout

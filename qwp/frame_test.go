@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 // rawFrame is one WebSocket frame as read off the wire.
@@ -34,7 +36,7 @@ type rawPeer struct {
 
 // rawServer accepts one connection, answers its upgrade with the QWP
 // headers in kv, and hands the connection over.
-func rawServer(t *testing.T, kv ...string) (string, <-chan *rawPeer) {
+func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -218,6 +220,78 @@ func TestDialRefusesMaxMessageBytesOutOfRange(t *testing.T) {
 	for _, n := range []int{-1, MaxMessageBytes + 1} {
 		if _, err := Dial(context.Background(), DialOptions{URL: "ws://127.0.0.1:1/write/v4", MaxMessageBytes: n}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("MaxMessageBytes")) {
 			t.Errorf("MaxMessageBytes %d: err = %v, want a refusal naming MaxMessageBytes", n, err)
+		}
+	}
+}
+
+// countingConn counts the bytes and Write calls reaching the socket.
+type countingConn struct {
+	net.Conn
+	bytes, writes int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.bytes += int64(len(p))
+	c.writes++
+	return c.Conn.Write(p)
+}
+
+// BenchmarkWriteMessage sends one message per op to a peer that discards
+// it: "old" is the write path before messages became single frames
+// (gorilla's client with a 64 KiB write buffer, which fragments), "new" is
+// Conn.WriteMessage. wire-B/op and writes/op are what reached the socket;
+// B/op and allocs/op are the heap cost per message.
+func BenchmarkWriteMessage(b *testing.B) {
+	for _, size := range []int{1 << 10, 65_537, 1_887_436} {
+		for _, path := range []string{"old", "new"} {
+			b.Run(fmt.Sprintf("size=%d/%s", size, path), func(b *testing.B) {
+				url, peers := rawServer(b, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+				var cc *countingConn
+				netDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+					cc = &countingConn{Conn: c}
+					return cc, err
+				}
+				var write func([]byte) error
+				var closer io.Closer
+				if path == "old" {
+					d := websocket.Dialer{NetDialContext: netDial, WriteBufferSize: 64 << 10}
+					ws, _, err := d.Dial(url, http.Header{HeaderMaxVersion: {"1"}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					write = func(m []byte) error { return ws.WriteMessage(websocket.BinaryMessage, m) }
+					closer = ws
+				} else {
+					c, err := dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: size}, netDial)
+					if err != nil {
+						b.Fatal(err)
+					}
+					write, closer = c.WriteMessage, c
+				}
+				p := <-peers
+				drained := make(chan struct{})
+				go func() {
+					defer close(drained)
+					_, _ = io.Copy(io.Discard, p.br)
+				}()
+				msg := make([]byte, size)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				bytes0, writes0 := cc.bytes, cc.writes
+				for range b.N {
+					if err := write(msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(cc.bytes-bytes0)/float64(b.N), "wire-B/op")
+				b.ReportMetric(float64(cc.writes-writes0)/float64(b.N), "writes/op")
+				_ = closer.Close()
+				_ = p.conn.Close()
+				<-drained
+			})
 		}
 	}
 }
