@@ -514,6 +514,9 @@ func (s *Sender) serve(c *conn) end {
 				return *c.stopping
 			}
 		} else if e, done := s.send(c); done {
+			if e.kind == endBroken {
+				return s.writeFailed(c, e)
+			}
 			if e.kind != endTerminal || c.win.inFlight() == 0 && (c.stash == nil || !c.stash.pending()) {
 				return e
 			}
@@ -818,9 +821,10 @@ func (s *Sender) rejection(fsn uint64, cat qwp.Category, policy qwp.Policy, err 
 	return end{kind: endRetriable, err: err}
 }
 
-// readFailed handles the end of the read side. A CLOSE 1009 (message too
-// big) is the server refusing the oldest unacknowledged frame, and counts as
-// its rejection.
+// readFailed handles the end of the read side. A CLOSE frame that is not a
+// shutdown or a role change (closeIsRefusal) is the server refusing the
+// oldest unacknowledged frame, and counts as its rejection: replaying the
+// frame that provoked it could only provoke it again.
 func (s *Sender) readFailed(c *conn, cause error) end {
 	if s.ctx.Err() != nil {
 		return end{kind: endStop}
@@ -831,12 +835,64 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 		// reserved NOT_WRITABLE): try the next endpoint.
 		return end{kind: endRetriableOther, err: err}
 	}
+	var ce *websocket.CloseError
 	head := c.win.okSeq + 1
-	if !websocket.IsCloseError(cause, websocket.CloseMessageTooBig) || head >= c.win.sent {
+	if !errors.As(cause, &ce) || !closeIsRefusal(ce.Code) || head >= c.win.sent {
 		return end{kind: endBroken, err: err}
 	}
-	fsn, _, _ := c.win.rejected(head) // head is above okSeq and below sent
+	fsn, isData, _ := c.win.rejected(head) // head is above okSeq and below sent
+	what := "a frame without rows (symbol dictionary or commit)"
+	if isData {
+		what = fmt.Sprintf("frame FSN %d", fsn)
+	}
+	err = fmt.Errorf("sender: %s refused %s by closing the connection: WebSocket close %d %q: %w",
+		c.endpoint, what, ce.Code, ce.Text, cause)
 	s.obs.ServerError(qwp.CategoryUnknown)
 	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: qwp.CategoryUnknown, Policy: qwp.PolicyRetriable, FSN: fsn, Endpoint: c.endpoint, Err: err})
 	return s.rejection(fsn, qwp.CategoryUnknown, qwp.PolicyRetriable, err)
+}
+
+// closeIsRefusal says whether a server's CLOSE code refuses what the client
+// sent (QuestDB: 1002 for a fragmented or malformed frame, 1003 for a TEXT
+// frame, 1009 for one over its receive buffer; 1007, 1008, 1010, 1011 and
+// unassigned codes likewise) rather than end the connection for a reason of
+// the server's own: 1000 (normal, a demoting primary's), 1001 (going away),
+// 1012 (restart), 1013 (try again later), 1014 (bad gateway), or 1005, 1006
+// and 1015, which gorilla reports for a close without a code, a connection
+// lost without a CLOSE and a TLS failure.
+func closeIsRefusal(code int) bool {
+	switch code {
+	case websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseServiceRestart,
+		websocket.CloseTryAgainLater, 1014, websocket.CloseNoStatusReceived,
+		websocket.CloseAbnormalClosure, websocket.CloseTLSHandshake:
+		return false
+	}
+	return true
+}
+
+// writeFailed handles a failed write. A write fails when the server closed
+// the connection, and its CLOSE frame, which says why, may not have been
+// read yet: give the reader a moment, so that a refusal is counted as one
+// and not mistaken for a lost connection replayed forever.
+func (s *Sender) writeFailed(c *conn, e end) end {
+	t := time.NewTimer(closeFrameTimeout)
+	defer t.Stop()
+	select {
+	case <-c.readerDone:
+	case <-t.C:
+		return e
+	case <-s.ctx.Done():
+		return end{kind: endStop}
+	}
+	resps, readErr := c.take(nil)
+	for i := range resps {
+		if e, done := s.handle(c, &resps[i]); done {
+			return e
+		}
+	}
+	var ce *websocket.CloseError
+	if errors.As(readErr, &ce) {
+		return s.readFailed(c, readErr)
+	}
+	return e
 }
