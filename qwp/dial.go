@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -44,6 +46,16 @@ const MaxResponseBytes = 8 << 20
 // DefaultHandshakeTimeout applies when DialOptions.HandshakeTimeout is 0.
 const DefaultHandshakeTimeout = 10 * time.Second
 
+// MaxMessageBytes is the largest message a Conn can write: the most a
+// QuestDB server advertises in X-QWP-Max-Batch-Size (its receive buffer
+// less the frame header, capped at 16 MiB) and the largest payload_length
+// it accepts.
+const MaxMessageBytes = MaxPayloadBytes
+
+// DefaultMaxMessageBytes applies when DialOptions.MaxMessageBytes is 0: what
+// a QuestDB server with the default 2 MiB receive buffer advertises.
+const DefaultMaxMessageBytes = 2<<20 - 14
+
 // DialOptions configure Dial.
 type DialOptions struct {
 	// URL is ws://host:port/write/v4 or wss://…; the path is used as given.
@@ -61,10 +73,19 @@ type DialOptions struct {
 	DurableAck string
 	// HandshakeTimeout bounds the upgrade; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// MaxMessageBytes is the largest message WriteMessage will send, at
+	// most MaxMessageBytes; 0 means DefaultMaxMessageBytes. The connection
+	// writes through a buffer of this size, borrowed from a pool only for
+	// the length of one write.
+	MaxMessageBytes int
 }
 
 // Conn is an upgraded QWP connection.
 type Conn struct {
+	// WS is the WebSocket connection, for reading, control frames and
+	// deadlines. Messages are written with WriteMessage, never through WS:
+	// gorilla/websocket splits a message larger than the connection's write
+	// buffer into frames, which QuestDB refuses.
 	WS      *websocket.Conn
 	Version int
 	// MaxBatchSize is the server's per-message payload cap, 0 when not
@@ -74,10 +95,52 @@ type Conn struct {
 	DurableAck string
 	// Role is X-QuestDB-Role of the 101 response, "" when absent.
 	Role string
+
+	writeLimit int // DialOptions.MaxMessageBytes, resolved
 }
 
 // Close closes the underlying connection without a close handshake.
 func (c *Conn) Close() error { return c.WS.Close() }
+
+// ErrMessageTooLarge is returned by WriteMessage for a message over
+// MessageLimit.
+var ErrMessageTooLarge = errors.New("qwp: message too large for one WebSocket frame on this connection")
+
+// MessageLimit is the largest message WriteMessage sends: the smaller of
+// DialOptions.MaxMessageBytes and the server's X-QWP-Max-Batch-Size.
+func (c *Conn) MessageLimit() int {
+	if c.MaxBatchSize > 0 && c.MaxBatchSize < c.writeLimit {
+		return c.MaxBatchSize
+	}
+	return c.writeLimit
+}
+
+// WriteMessage sends msg as one binary WebSocket frame with FIN set: QuestDB
+// refuses a fragmented message with CLOSE 1002. A message over MessageLimit
+// is refused with ErrMessageTooLarge before anything is written, never split.
+// The payload is copied once, into the pooled frame buffer the client masks
+// it in. Like every gorilla write, it must not run concurrently with another
+// WriteMessage; WriteControl may.
+func (c *Conn) WriteMessage(msg []byte) error {
+	if len(msg) > c.MessageLimit() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(msg), c.MessageLimit())
+	}
+	return c.WS.WriteMessage(websocket.BinaryMessage, msg)
+}
+
+// writePools holds one buffer pool per write-buffer size: gorilla uses a
+// pooled buffer as it finds it, so a pool must only hold buffers of the size
+// its connections were dialled with. Borrowing the buffer per message means
+// an idle connection holds none, and a reconnect allocates none.
+var writePools sync.Map // int -> *sync.Pool
+
+func writePool(size int) *sync.Pool {
+	if p, ok := writePools.Load(size); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := writePools.LoadOrStore(size, &sync.Pool{})
+	return p.(*sync.Pool)
+}
 
 // UpgradeErrorKind says what a failed upgrade means for reconnecting.
 type UpgradeErrorKind int
@@ -134,6 +197,11 @@ func (e *UpgradeError) Unwrap() error { return e.Err }
 // response. Configuration mistakes are plain errors; everything that went
 // wrong with the server is an *UpgradeError.
 func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
+	return dial(ctx, o, nil)
+}
+
+// dial is Dial through netDial when not nil (a test's byte counter).
+func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Conn, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("qwp: endpoint URL %q: %w", o.URL, err)
@@ -143,6 +211,13 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	}
 	if o.Token != "" && (o.Username != "" || o.Password != "") {
 		return nil, errors.New("qwp: set either a username and password or a token, not both")
+	}
+	limit := o.MaxMessageBytes
+	if limit == 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	if limit < 0 || limit > MaxMessageBytes {
+		return nil, fmt.Errorf("qwp: MaxMessageBytes %d is outside 1..%d", o.MaxMessageBytes, MaxMessageBytes)
 	}
 	h := http.Header{}
 	h.Set(HeaderMaxVersion, strconv.Itoa(int(Version)))
@@ -168,7 +243,12 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		Proxy:            http.ProxyFromEnvironment,
 		TLSClientConfig:  o.TLS,
 		HandshakeTimeout: o.HandshakeTimeout,
-		WriteBufferSize:  64 << 10,
+		// A client frame leaves gorilla in one piece only when the whole
+		// message fits its write buffer; every message is copied into it
+		// once anyway, to be masked.
+		WriteBufferSize: limit,
+		WriteBufferPool: writePool(limit),
+		NetDialContext:  netDial,
 	}
 	if d.HandshakeTimeout <= 0 {
 		d.HandshakeTimeout = DefaultHandshakeTimeout
@@ -183,7 +263,7 @@ func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 		return nil, err
 	}
 	ws.SetReadLimit(MaxResponseBytes)
-	c.WS = ws
+	c.WS, c.writeLimit = ws, limit
 	return c, nil
 }
 

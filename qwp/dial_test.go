@@ -76,7 +76,7 @@ func TestDialSuccess(t *testing.T) {
 	if c.Version != 1 || c.MaxBatchSize != 2097138 || c.Role != "PRIMARY" || c.DurableAck != "" {
 		t.Fatalf("conn %+v", c)
 	}
-	if err := c.WS.WriteMessage(websocket.BinaryMessage, []byte("ping")); err != nil {
+	if err := c.WriteMessage([]byte("ping")); err != nil {
 		t.Fatal(err)
 	}
 	if _, b, err := c.WS.ReadMessage(); err != nil || string(b) != "ping" {
@@ -107,12 +107,12 @@ func TestDialBearerAndDefaults(t *testing.T) {
 // than growing a buffer without bound.
 func TestDialReadLimit(t *testing.T) {
 	url := upgradeServer(t, func(w http.ResponseWriter, r *http.Request) http.Header { return okHeaders() })
-	c, err := Dial(context.Background(), DialOptions{URL: url})
+	c, err := Dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: MaxResponseBytes + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.WS.WriteMessage(websocket.BinaryMessage, make([]byte, MaxResponseBytes+1)); err != nil {
+	if err := c.WriteMessage(make([]byte, MaxResponseBytes+1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := c.WS.ReadMessage(); !errors.Is(err, websocket.ErrReadLimit) {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -182,8 +180,8 @@ func (g *catchUpGen) wire(b *testing.B, srv *qwptest.Server, streamed bool) time
 	}
 	defer qc.WS.Close()
 	start := time.Now()
-	g.run(b, streamed, func(frame []byte) error { return qc.WS.WriteMessage(websocket.BinaryMessage, frame) })
-	if err := qc.WS.WriteMessage(websocket.BinaryMessage, qwp.AppendCommit(nil)); err != nil {
+	g.run(b, streamed, qc.WriteMessage)
+	if err := qc.WriteMessage(qwp.AppendCommit(nil)); err != nil {
 		b.Fatal(err)
 	}
 	_, msg, err := qc.WS.ReadMessage()

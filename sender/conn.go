@@ -25,9 +25,12 @@ type conn struct {
 	win   *window
 	stash *durableStash // nil without durable acks
 
-	gen       uint32 // dictionary generation registered on this connection
-	genKnown  bool
-	genSwitch bool // the next frame belongs to a newer generation
+	gen      uint32 // dictionary generation registered on this connection
+	genKnown bool
+	// recycle, when set, says why the next frame needs a new connection
+	// (a newer dictionary generation, or a larger write buffer): nothing
+	// more is sent, and the connection recycles once all sent is acked.
+	recycle string
 
 	tailDeferred bool   // the last frame sent is deferred and no commit followed it
 	commitBuf    []byte // a bare commit, reused
@@ -109,7 +112,7 @@ func (c *conn) write(msg []byte) error {
 	if err := c.ws.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
 		return err
 	}
-	return c.ws.WriteMessage(websocket.BinaryMessage, msg)
+	return c.qc.WriteMessage(msg)
 }
 
 func (c *conn) ping() error {

@@ -378,6 +378,8 @@ type proxy struct {
 	mu         sync.Mutex
 	accepted   []time.Time
 	opcodes    [16]atomic.Int64 // client WebSocket frames by opcode
+	fragments  atomic.Int64     // client frames with FIN clear
+	largest    atomic.Int64     // the client's largest frame payload
 	wg         sync.WaitGroup
 	conns      map[net.Conn]struct{}
 	closedDown bool
@@ -453,7 +455,7 @@ func (p *proxy) serve() {
 }
 
 // clientToServer forwards the upgrade request, then parses WebSocket frames
-// to count PINGs.
+// to count them by opcode and notice fragments.
 func (p *proxy) clientToServer(c, up net.Conn) {
 	r := bufio.NewReader(c)
 	for {
@@ -494,6 +496,12 @@ func (p *proxy) clientToServer(c, up net.Conn) {
 			n = binary.BigEndian.Uint64(hdr[2:])
 		}
 		p.opcodes[hdr[0]&0x0f].Add(1)
+		if hdr[0]&0x80 == 0 {
+			p.fragments.Add(1)
+		}
+		if int64(n) > p.largest.Load() {
+			p.largest.Store(int64(n))
+		}
 		if _, err := up.Write(hdr[:h]); err != nil {
 			return
 		}

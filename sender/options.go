@@ -53,9 +53,12 @@ type Options struct {
 	// MaxInFlight caps data frames sent and not yet confirmed by an OK
 	// (0 = 128).
 	MaxInFlight int
-	// MaxBatchBytes is the configured frame limit; dictionary catch-up
-	// frames are split to the smaller of it and the server's advertised
-	// X-QWP-Max-Batch-Size (0 = 1.8 MiB).
+	// MaxBatchBytes is the configured frame limit, at most
+	// qwp.MaxMessageBytes; dictionary catch-up frames are split to the
+	// smaller of it and the server's advertised X-QWP-Max-Batch-Size (0 =
+	// 1.8 MiB). Every message leaves as one WebSocket frame, through a
+	// write buffer of this size; a stored frame larger than it (written
+	// under a larger setting) is refused, never split.
 	MaxBatchBytes int
 
 	// InitialBackoff and MaxBackoff shape the reconnect delay: full jitter
@@ -177,6 +180,9 @@ func (o Options) withDefaults() (Options, error) {
 		} else if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	if o.MaxBatchBytes > qwp.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("sender: MaxBatchBytes %d is above %d, the largest message a QuestDB server accepts", o.MaxBatchBytes, qwp.MaxMessageBytes))
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net/http"
 	"sync"
 	"time"
@@ -80,11 +81,14 @@ type Sender struct {
 	// everConnected: a connection was established since Start, so a
 	// failure is a lost connection rather than a first one never made.
 	everConnected bool
-	rejectFSN     uint64 // frame of the last rejection (0: a catch-up frame)
-	rejects       int    // consecutive rejections of rejectFSN with no ack of it
-	attempts      int    // failed attempts since the last connection
-	outageStart   time.Time
-	outageLogged  time.Time // when the current outage was last logged
+	// writeLimit is the largest stored frame found over MaxBatchBytes: the
+	// write buffer connections are dialled with grows to it.
+	writeLimit   int
+	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
+	rejects      int    // consecutive rejections of rejectFSN with no ack of it
+	attempts     int    // failed attempts since the last connection
+	outageStart  time.Time
+	outageLogged time.Time // when the current outage was last logged
 
 	// beforeCatchUp, set only by tests, runs on the I/O goroutine when the
 	// cursor has read a connection's first frame and its generation's
@@ -330,6 +334,7 @@ func (s *Sender) dialOptions(url string) qwp.DialOptions {
 	return qwp.DialOptions{
 		URL: url, TLS: s.o.TLS, Username: s.o.Username, Password: s.o.Password, Token: s.o.Token,
 		ClientID: s.o.ClientID, DurableAck: s.o.DurableAck, HandshakeTimeout: s.o.HandshakeTimeout,
+		MaxMessageBytes: max(s.writeLimit, s.o.MaxBatchBytes),
 	}
 }
 
@@ -509,6 +514,9 @@ func (s *Sender) serve(c *conn) end {
 				return *c.stopping
 			}
 		} else if e, done := s.send(c); done {
+			if e.kind == endBroken {
+				return s.writeFailed(c, e)
+			}
 			if e.kind != endTerminal || c.win.inFlight() == 0 && (c.stash == nil || !c.stash.pending()) {
 				return e
 			}
@@ -520,8 +528,8 @@ func (s *Sender) serve(c *conn) end {
 			defer t.Stop()
 			drainTimeout = t.C
 		}
-		if c.genSwitch && s.acked+1 >= c.win.nextFSN() {
-			s.log.Debug("dictionary generation switch: recycling the connection", zap.Uint32("from", c.gen))
+		if c.recycle != "" && s.acked+1 >= c.win.nextFSN() {
+			s.log.Debug("recycling the connection", zap.String("reason", c.recycle))
 			return end{kind: endRecycle}
 		}
 		select {
@@ -543,7 +551,7 @@ func (s *Sender) serve(c *conn) end {
 
 // send writes frames while the in-flight limit allows.
 func (s *Sender) send(c *conn) (end, bool) {
-	for !c.genSwitch && c.win.inFlight() < s.o.MaxInFlight {
+	for c.recycle == "" && c.win.inFlight() < s.o.MaxInFlight {
 		fsn, payload, ok, err := s.cursor.Next()
 		if err != nil {
 			return terminal(qwp.CategoryNone, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
@@ -569,6 +577,12 @@ func (s *Sender) send(c *conn) (end, bool) {
 			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf("sender: stored frame FSN %d is %d bytes, shorter than the 4-byte generation prefix and the %d-byte QWP header", fsn, len(payload), qwp.HeaderSize)), true
 		}
 		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
+		if e, done := s.oversize(c, fsn, msg); done {
+			return e, true
+		}
+		if c.recycle != "" {
+			return s.commitTail(c)
+		}
 		if !c.genKnown {
 			if e, done := s.catchUp(c, gen, fsn, msg); done {
 				return e, true
@@ -577,13 +591,8 @@ func (s *Sender) send(c *conn) (end, bool) {
 			// The connection recycles once everything sent is
 			// acknowledged; a deferred last frame never would be.
 			s.cursor.Seek(fsn)
-			c.genSwitch = true
+			c.recycle = fmt.Sprintf("dictionary generation switch from %d", c.gen)
 			return s.commitTail(c)
-		}
-		if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
-			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-				"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
-				fsn, len(msg), limit, c.endpoint)), true
 		}
 		if err := c.write(msg); err != nil {
 			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
@@ -599,6 +608,38 @@ func (s *Sender) send(c *conn) (end, bool) {
 			s.maxSent = fsn
 		}
 		s.obs.InFlight(c.win.inFlight())
+	}
+	return end{}, false
+}
+
+// oversize checks that a stored frame can leave as one WebSocket frame:
+// QuestDB closes the connection on a fragmented message and on one over its
+// receive buffer, so an oversized frame could only be replayed forever. A
+// frame over the server's limit is refused for good; one that only outgrows
+// this connection's write buffer (it was stored under a larger
+// MaxBatchBytes) gets a connection with a buffer that fits, once the frames
+// before it are acknowledged.
+func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
+	if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
+			fsn, len(msg), limit, c.endpoint)), true
+	}
+	if len(msg) > qwp.MaxMessageBytes {
+		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
+			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes any QuestDB server accepts; frames on disk are never re-split: move the slot aside",
+			fsn, len(msg), qwp.MaxMessageBytes)), true
+	}
+	if len(msg) > c.qc.MessageLimit() {
+		// Room for larger frames too, so that a run of them recycles
+		// once or twice, not once per frame.
+		ceiling := qwp.MaxMessageBytes
+		if m := c.qc.MaxBatchSize; m > 0 {
+			ceiling = min(m, ceiling)
+		}
+		s.writeLimit = min(1<<bits.Len(uint(len(msg)-1)), ceiling)
+		s.cursor.Seek(fsn)
+		c.recycle = fmt.Sprintf("stored frame FSN %d is %d bytes, over this connection's %d-byte write buffer", fsn, len(msg), c.qc.MessageLimit())
 	}
 	return end{}, false
 }
@@ -780,9 +821,10 @@ func (s *Sender) rejection(fsn uint64, cat qwp.Category, policy qwp.Policy, err 
 	return end{kind: endRetriable, err: err}
 }
 
-// readFailed handles the end of the read side. A CLOSE 1009 (message too
-// big) is the server refusing the oldest unacknowledged frame, and counts as
-// its rejection.
+// readFailed handles the end of the read side. A CLOSE frame that is not a
+// shutdown or a role change (closeIsRefusal) is the server refusing the
+// oldest unacknowledged frame, and counts as its rejection: replaying the
+// frame that provoked it could only provoke it again.
 func (s *Sender) readFailed(c *conn, cause error) end {
 	if s.ctx.Err() != nil {
 		return end{kind: endStop}
@@ -793,12 +835,64 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 		// reserved NOT_WRITABLE): try the next endpoint.
 		return end{kind: endRetriableOther, err: err}
 	}
+	var ce *websocket.CloseError
 	head := c.win.okSeq + 1
-	if !websocket.IsCloseError(cause, websocket.CloseMessageTooBig) || head >= c.win.sent {
+	if !errors.As(cause, &ce) || !closeIsRefusal(ce.Code) || head >= c.win.sent {
 		return end{kind: endBroken, err: err}
 	}
-	fsn, _, _ := c.win.rejected(head) // head is above okSeq and below sent
+	fsn, isData, _ := c.win.rejected(head) // head is above okSeq and below sent
+	what := "a frame without rows (symbol dictionary or commit)"
+	if isData {
+		what = fmt.Sprintf("frame FSN %d", fsn)
+	}
+	err = fmt.Errorf("sender: %s refused %s by closing the connection: WebSocket close %d %q: %w",
+		c.endpoint, what, ce.Code, ce.Text, cause)
 	s.obs.ServerError(qwp.CategoryUnknown)
 	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: qwp.CategoryUnknown, Policy: qwp.PolicyRetriable, FSN: fsn, Endpoint: c.endpoint, Err: err})
 	return s.rejection(fsn, qwp.CategoryUnknown, qwp.PolicyRetriable, err)
+}
+
+// closeIsRefusal says whether a server's CLOSE code refuses what the client
+// sent (QuestDB: 1002 for a fragmented or malformed frame, 1003 for a TEXT
+// frame, 1009 for one over its receive buffer; 1007, 1008, 1010, 1011 and
+// unassigned codes likewise) rather than end the connection for a reason of
+// the server's own: 1000 (normal, a demoting primary's), 1001 (going away),
+// 1012 (restart), 1013 (try again later), 1014 (bad gateway), or 1005, 1006
+// and 1015, which gorilla reports for a close without a code, a connection
+// lost without a CLOSE and a TLS failure.
+func closeIsRefusal(code int) bool {
+	switch code {
+	case websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseServiceRestart,
+		websocket.CloseTryAgainLater, 1014, websocket.CloseNoStatusReceived,
+		websocket.CloseAbnormalClosure, websocket.CloseTLSHandshake:
+		return false
+	}
+	return true
+}
+
+// writeFailed handles a failed write. A write fails when the server closed
+// the connection, and its CLOSE frame, which says why, may not have been
+// read yet: give the reader a moment, so that a refusal is counted as one
+// and not mistaken for a lost connection replayed forever.
+func (s *Sender) writeFailed(c *conn, e end) end {
+	t := time.NewTimer(closeFrameTimeout)
+	defer t.Stop()
+	select {
+	case <-c.readerDone:
+	case <-t.C:
+		return e
+	case <-s.ctx.Done():
+		return end{kind: endStop}
+	}
+	resps, readErr := c.take(nil)
+	for i := range resps {
+		if e, done := s.handle(c, &resps[i]); done {
+			return e
+		}
+	}
+	var ce *websocket.CloseError
+	if errors.As(readErr, &ce) {
+		return s.readFailed(c, readErr)
+	}
+	return e
 }

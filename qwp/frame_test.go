@@ -1,0 +1,297 @@
+package qwp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// rawFrame is one WebSocket frame as read off the wire.
+type rawFrame struct {
+	fin, masked bool
+	rsv, opcode byte
+	payload     []byte // unmasked
+}
+
+// rawPeer is the server side of a connection upgraded by hand, so that the
+// test sees the client's frames exactly as written: no WebSocket library
+// reassembles them.
+type rawPeer struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+// rawServer accepts one connection, answers its upgrade with the QWP
+// headers in kv, and hands the connection over.
+func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := make(chan *rawPeer, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(peers)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(conn)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			_ = conn.Close()
+			return
+		}
+		h := sha1.Sum([]byte(req.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+		resp := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+			"Sec-WebSocket-Accept: " + base64.StdEncoding.EncodeToString(h[:]) + "\r\n" + HeaderVersion + ": 1\r\n"
+		for i := 0; i+1 < len(kv); i += 2 {
+			resp += kv[i] + ": " + kv[i+1] + "\r\n"
+		}
+		if _, err := io.WriteString(conn, resp+"\r\n"); err != nil {
+			_ = conn.Close()
+			return
+		}
+		peers <- &rawPeer{conn: conn, br: br}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	return "ws://" + ln.Addr().String() + "/write/v4", peers
+}
+
+// readFrame parses one frame (RFC 6455 section 5.2).
+func (p *rawPeer) readFrame() (rawFrame, error) {
+	var h [2]byte
+	if _, err := io.ReadFull(p.br, h[:]); err != nil {
+		return rawFrame{}, err
+	}
+	f := rawFrame{fin: h[0]&0x80 != 0, rsv: h[0] & 0x70, opcode: h[0] & 0x0f, masked: h[1]&0x80 != 0}
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var b [2]byte
+		if _, err := io.ReadFull(p.br, b[:]); err != nil {
+			return f, err
+		}
+		n = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err := io.ReadFull(p.br, b[:]); err != nil {
+			return f, err
+		}
+		n = binary.BigEndian.Uint64(b[:])
+	}
+	var key [4]byte
+	if f.masked {
+		if _, err := io.ReadFull(p.br, key[:]); err != nil {
+			return f, err
+		}
+	}
+	if n > MaxMessageBytes+1<<20 {
+		return f, fmt.Errorf("frame length %d", n)
+	}
+	f.payload = make([]byte, n)
+	if _, err := io.ReadFull(p.br, f.payload); err != nil {
+		return f, err
+	}
+	if f.masked {
+		for i := range f.payload {
+			f.payload[i] ^= key[i&3]
+		}
+	}
+	return f, nil
+}
+
+func dialRaw(t *testing.T, maxMessage int, kv ...string) (*Conn, *rawPeer) {
+	t.Helper()
+	url, peers := rawServer(t, kv...)
+	c, err := Dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: maxMessage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	p := <-peers
+	if p == nil {
+		t.Fatal("no connection reached the raw server")
+	}
+	t.Cleanup(func() { _ = p.conn.Close() })
+	return c, p
+}
+
+// writeAsync writes msg while the test reads the wire: a message larger
+// than the socket buffers only leaves as fast as the peer reads it.
+func writeAsync(c *Conn, msg []byte) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		_ = c.WS.SetWriteDeadline(time.Now().Add(time.Minute))
+		errc <- c.WriteMessage(msg)
+	}()
+	return errc
+}
+
+// TestWriteMessageIsOneFrame reads what a dialled connection puts on the
+// wire: every message, whatever its size up to the largest a server
+// advertises, is one masked BINARY frame with FIN set and the payload
+// intact. QuestDB answers FIN=0 and CONTINUATION frames with CLOSE 1002.
+func TestWriteMessageIsOneFrame(t *testing.T) {
+	const defaultMaxBatchBytes = 1_887_436 // the exporter's default max_batch_bytes
+	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	for _, size := range []int{0, 1 << 10, 65_535, 65_536, 65_537, defaultMaxBatchBytes, MaxMessageBytes} {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(i*7 + i>>11)
+		}
+		errc := writeAsync(c, msg)
+		f, err := p.readFrame()
+		if err != nil {
+			t.Fatalf("%d bytes: reading the frame: %v", size, err)
+		}
+		if werr := <-errc; werr != nil {
+			t.Fatalf("%d bytes: WriteMessage: %v", size, werr)
+		}
+		if !f.fin || f.opcode != 2 || !f.masked || f.rsv != 0 {
+			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v rsv=%#x; want one masked BINARY frame with FIN set (%d of %d bytes in it)",
+				size, f.fin, f.opcode, f.masked, f.rsv, len(f.payload), size)
+		}
+		if !bytes.Equal(f.payload, msg) {
+			t.Fatalf("%d bytes: the frame carries %d bytes that differ from the message", size, len(f.payload))
+		}
+	}
+}
+
+// TestWriteMessageRefusesOversize: a message over the smaller of the dialled
+// limit and the server's X-QWP-Max-Batch-Size is refused before a byte is
+// written, not split; the connection stays usable.
+func TestWriteMessageRefusesOversize(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		dialled    int
+		advertised string
+		limit      int
+	}{
+		{"server smaller", 1 << 20, "70000", 70000},
+		{"client smaller", 70000, "1048576", 70000},
+		{"not advertised", 70000, "", 70000},
+		{"default", 0, "", DefaultMaxMessageBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var kv []string
+			if tc.advertised != "" {
+				kv = []string{HeaderMaxBatchSize, tc.advertised}
+			}
+			c, p := dialRaw(t, tc.dialled, kv...)
+			if got := c.MessageLimit(); got != tc.limit {
+				t.Fatalf("MessageLimit = %d, want %d", got, tc.limit)
+			}
+			if err := c.WriteMessage(make([]byte, tc.limit+1)); !errors.Is(err, ErrMessageTooLarge) {
+				t.Fatalf("WriteMessage of limit+1 bytes = %v, want ErrMessageTooLarge", err)
+			}
+			msg := bytes.Repeat([]byte{0xa5}, tc.limit)
+			errc := writeAsync(c, msg)
+			f, err := p.readFrame()
+			if err != nil || <-errc != nil {
+				t.Fatalf("after the refusal: read %v", err)
+			}
+			if !f.fin || !bytes.Equal(f.payload, msg) {
+				t.Fatalf("the first frame on the wire is FIN=%v with %d bytes; want the %d-byte message that followed the refused one, whole", f.fin, len(f.payload), tc.limit)
+			}
+		})
+	}
+}
+
+func TestDialRefusesMaxMessageBytesOutOfRange(t *testing.T) {
+	for _, n := range []int{-1, MaxMessageBytes + 1} {
+		if _, err := Dial(context.Background(), DialOptions{URL: "ws://127.0.0.1:1/write/v4", MaxMessageBytes: n}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("MaxMessageBytes")) {
+			t.Errorf("MaxMessageBytes %d: err = %v, want a refusal naming MaxMessageBytes", n, err)
+		}
+	}
+}
+
+// countingConn counts the bytes and Write calls reaching the socket.
+type countingConn struct {
+	net.Conn
+	bytes, writes int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.bytes += int64(len(p))
+	c.writes++
+	return c.Conn.Write(p)
+}
+
+// BenchmarkWriteMessage sends one message per op to a peer that discards
+// it: "old" is the write path before messages became single frames
+// (gorilla's client with a 64 KiB write buffer, which fragments), "new" is
+// Conn.WriteMessage. wire-B/op and writes/op are what reached the socket;
+// B/op and allocs/op are the heap cost per message.
+func BenchmarkWriteMessage(b *testing.B) {
+	for _, size := range []int{1 << 10, 65_537, 1_887_436} {
+		for _, path := range []string{"old", "new"} {
+			b.Run(fmt.Sprintf("size=%d/%s", size, path), func(b *testing.B) {
+				url, peers := rawServer(b, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+				var cc *countingConn
+				netDial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+					cc = &countingConn{Conn: c}
+					return cc, err
+				}
+				var write func([]byte) error
+				var closer io.Closer
+				if path == "old" {
+					d := websocket.Dialer{NetDialContext: netDial, WriteBufferSize: 64 << 10}
+					ws, _, err := d.Dial(url, http.Header{HeaderMaxVersion: {"1"}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					write = func(m []byte) error { return ws.WriteMessage(websocket.BinaryMessage, m) }
+					closer = ws
+				} else {
+					c, err := dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: size}, netDial)
+					if err != nil {
+						b.Fatal(err)
+					}
+					write, closer = c.WriteMessage, c
+				}
+				p := <-peers
+				drained := make(chan struct{})
+				go func() {
+					defer close(drained)
+					_, _ = io.Copy(io.Discard, p.br)
+				}()
+				msg := make([]byte, size)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				bytes0, writes0 := cc.bytes, cc.writes
+				for range b.N {
+					if err := write(msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(cc.bytes-bytes0)/float64(b.N), "wire-B/op")
+				b.ReportMetric(float64(cc.writes-writes0)/float64(b.N), "writes/op")
+				_ = closer.Close()
+				_ = p.conn.Close()
+				<-drained
+			})
+		}
+	}
+}

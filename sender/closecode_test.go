@@ -1,0 +1,199 @@
+package sender
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/questdbexporter/questdbexporter/qwp"
+)
+
+// closingServer acknowledges every message up to over bytes with an OK and
+// answers a larger one with a WebSocket CLOSE of code and reason, the way
+// QuestDB refuses a frame it cannot read: pending OKs first, then the
+// CLOSE, then it drains what the client still sends until the client
+// hangs up (hard: it hangs up at once instead). It closes that way the
+// first closes times (-1: always), and acknowledges the frame afterwards.
+type closingServer struct {
+	over        int
+	code        int
+	reason      string
+	hard        bool
+	closes      int
+	mu          sync.Mutex
+	closed      int
+	connections atomic.Int64
+	srv         *httptest.Server
+	wg          sync.WaitGroup
+}
+
+func newClosingServer(t *testing.T, over, code int, reason string, closes int) *closingServer {
+	t.Helper()
+	cs := &closingServer{over: over, code: code, reason: reason, closes: closes}
+	cs.srv = httptest.NewServer(http.HandlerFunc(cs.serve))
+	t.Cleanup(func() {
+		cs.srv.CloseClientConnections()
+		cs.srv.Close()
+		cs.wg.Wait()
+	})
+	return cs
+}
+
+func (cs *closingServer) URL() string { return "ws" + strings.TrimPrefix(cs.srv.URL, "http") + "/write/v4" }
+
+// refuse says whether this big frame gets a CLOSE, counting it.
+func (cs *closingServer) refuse() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closes >= 0 && cs.closed >= cs.closes {
+		return false
+	}
+	cs.closed++
+	return true
+}
+
+func (cs *closingServer) serve(w http.ResponseWriter, r *http.Request) {
+	cs.wg.Add(1)
+	defer cs.wg.Done()
+	up := websocket.Upgrader{}
+	ws, err := up.Upgrade(w, r, http.Header{qwp.HeaderVersion: {"1"}})
+	if err != nil {
+		return
+	}
+	defer ws.Close()
+	cs.connections.Add(1)
+	ws.SetReadLimit(qwp.MaxMessageBytes)
+	for seq := int64(0); ; seq++ {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if len(msg) > cs.over && cs.refuse() {
+			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(cs.code, cs.reason), time.Now().Add(time.Second))
+			if cs.hard {
+				return
+			}
+			_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for {
+				if _, _, err := ws.NextReader(); err != nil {
+					return
+				}
+			}
+		}
+		ok, _ := qwp.AppendOK(nil, seq, nil)
+		if err := ws.WriteMessage(websocket.BinaryMessage, ok); err != nil {
+			return
+		}
+	}
+}
+
+// TestRefusingCloseIsARejection: a CLOSE whose code refuses what the client
+// sent counts against the oldest unacknowledged frame; after
+// MaxFrameRejections the sender stops with PROTOCOL_VIOLATION on that frame
+// (kept in the queue), each close an error event naming its code and
+// reason, each reconnect counted, never an endless replay.
+func TestRefusingCloseIsARejection(t *testing.T) {
+	for _, tc := range []struct {
+		code   int
+		reason string
+		hard   bool
+	}{
+		{1002, "fragmented WebSocket frames are not supported", false},
+		{1002, "fragmented WebSocket frames are not supported", true},
+		{1003, "text frames are not supported", false},
+		{1007, "invalid utf-8", false},
+		{1009, "message too big", false},
+		{1011, "internal error", false},
+		{4000, "application defined", false},
+	} {
+		t.Run(fmt.Sprintf("%d/hard=%v", tc.code, tc.hard), func(t *testing.T) {
+			cs := newClosingServer(t, 1000, tc.code, tc.reason, -1)
+			cs.hard = tc.hard
+			q := memQueue(t)
+			f := newFeeder(t, q, false)
+			f.frames(2, 1)
+			big := f.frames(1, 1000) // ~9 KB
+			f.frames(5, 1)
+			rec := &recorder{}
+			s := startSender(t, q, testOptions(rec, cs.URL()))
+			te := waitTerminal(t, s)
+			if te.Category != qwp.CategoryProtocolViolation || te.FSN != big {
+				t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, big)
+			}
+			if !strings.Contains(te.Error(), fmt.Sprint(tc.code)) || !strings.Contains(te.Error(), tc.reason) {
+				t.Fatalf("terminal error %q does not name the close code %d and reason %q", te, tc.code, tc.reason)
+			}
+			if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
+				t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
+			}
+			// The inbox is dispatched on its own goroutine.
+			waitFor(t, "an error event per close, naming its code", func() bool {
+				n := 0
+				for _, e := range rec.Events() {
+					if e.Kind == EventServerError && e.FSN == big && strings.Contains(e.Err.Error(), fmt.Sprintf("close %d", tc.code)) {
+						n++
+					}
+				}
+				return n == DefaultMaxFrameRejections
+			})
+			if n := rec.attempts.Load(); n != DefaultMaxFrameRejections-1 {
+				t.Fatalf("%d reconnects counted, want %d", n, DefaultMaxFrameRejections-1)
+			}
+			if q.AckedFSN() != big-1 || q.PublishedFSN() != big+5 {
+				t.Fatalf("acked %d published %d; want the frames before FSN %d acknowledged and the rest kept", q.AckedFSN(), q.PublishedFSN(), big)
+			}
+			if n := cs.connections.Load(); n != DefaultMaxFrameRejections {
+				t.Fatalf("%d connections, want %d", n, DefaultMaxFrameRejections)
+			}
+		})
+	}
+}
+
+// TestShutdownCloseIsNoRejection: a CLOSE for a reason of the server's own
+// (going away, restart, try again later, a demoting primary's 1000) is a
+// lost connection: more of them than MaxFrameRejections in a row do not
+// stop the sender, which delivers everything once the server takes it.
+func TestShutdownCloseIsNoRejection(t *testing.T) {
+	for _, code := range []int{1000, 1001, 1012, 1013} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			cs := newClosingServer(t, 1000, code, "bye", DefaultMaxFrameRejections+2)
+			q := memQueue(t)
+			f := newFeeder(t, q, false)
+			f.frames(2, 1)
+			f.frames(1, 1000)
+			f.frames(2, 1)
+			rec := &recorder{}
+			s := startSender(t, q, testOptions(rec, cs.URL()))
+			waitAll(t, s, q)
+			if err := s.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if n := rec.errCount(qwp.CategoryUnknown); n != 0 {
+				t.Fatalf("%d closes counted as rejections", n)
+			}
+			if n := cs.connections.Load(); n != DefaultMaxFrameRejections+3 {
+				t.Fatalf("%d connections, want %d", n, DefaultMaxFrameRejections+3)
+			}
+		})
+	}
+}
+
+// TestCloseIsRefusalCodes: every code a server may send, and those gorilla
+// reports for itself, on its side of the line.
+func TestCloseIsRefusalCodes(t *testing.T) {
+	for code, want := range map[int]bool{
+		1000: false, 1001: false, 1005: false, 1006: false, 1012: false, 1013: false, 1014: false, 1015: false,
+		1002: true, 1003: true, 1007: true, 1008: true, 1009: true, 1010: true, 1011: true, 3000: true, 4999: true,
+	} {
+		if got := closeIsRefusal(code); got != want {
+			t.Errorf("closeIsRefusal(%d) = %v, want %v", code, got, want)
+		}
+	}
+}
