@@ -190,14 +190,15 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 }
 
 // TestSenderStoppedGauge: sender_stopped, which QuestDBExporterStopped
-// alerts on, is 0 while the sender works or reconnects and 1 once QuestDB
-// refuses the credentials.
+// alerts on, is 0 while the sender works or reconnects and 1 once it
+// stopped for good (here: a durable-ack tier the server does not confirm).
 func TestSenderStoppedGauge(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
 	srv := newServer(t, qwptest.Options{})
-	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 401, Message: "who are you"})
-	startWithTelemetry(t, tt, "questdb", testConfig(t, srv.Addr()))
+	cfg := testConfig(t, srv.Addr())
+	cfg.RequestDurableAck = "on"
+	startWithTelemetry(t, tt, "questdb", cfg)
 	waitFor(t, func() bool { return takeScrape(t, tt, "questdb")["otelcol_exporter_questdb_sender_stopped"] == 1 })
 
 	ok := componenttest.NewTelemetry()

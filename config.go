@@ -1,12 +1,11 @@
 package questdbexporter
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/url"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configtls"
-	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap"
 
 	"github.com/questdbexporter/questdbexporter/internal/datamodel"
@@ -117,6 +115,10 @@ type Config struct {
 	// created tables as QuestDB's TTL clause.
 	TTL string `mapstructure:"ttl"`
 
+	// emptyCredentials lists the credential keys the configuration sets
+	// to nothing (an unset ${env:VAR}), for the warning at start.
+	emptyCredentials []string
+
 	// prevent unkeyed literal initialization
 	_ struct{}
 }
@@ -183,54 +185,15 @@ const (
 	memoryModeMaxTotalBytes ByteSize = 128 << 20
 )
 
-var (
-	_ component.Config    = (*Config)(nil)
-	_ confmap.Unmarshaler = (*Config)(nil)
-)
-
-// Unmarshal refuses, before decoding, what the decoder would take silently:
-// a bare number for a duration (the decoder reads it as nanoseconds, so
-// "reconnect_max_backoff: 5" would reconnect in a loop) and a fractional
-// number for a size (it would be truncated, and 0.5 means the default).
-func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	var errs []error
-	t := reflect.TypeOf(*c)
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := f.Tag.Get("mapstructure")
-		if key == "" || !conf.IsSet(key) {
-			continue
-		}
-		v := conf.Get(key)
-		switch f.Type {
-		case reflect.TypeOf(time.Duration(0)):
-			if isNumber(v) {
-				errs = append(errs, fmt.Errorf("%s: %v has no unit, and a bare number would be nanoseconds; write a duration such as 5s or 250ms", key, v))
-			}
-		case reflect.TypeOf(ByteSize(0)):
-			if x, ok := v.(float64); ok && x != math.Trunc(x) {
-				errs = append(errs, fmt.Errorf("%s: %v is not a whole number of bytes; write bytes or a size such as 512KiB or 4MiB", key, v))
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return conf.Unmarshal(c)
-}
-
-// isNumber reports whether a raw configuration value is a YAML number.
-func isNumber(v any) bool {
-	switch v.(type) {
-	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
-		return true
-	}
-	return false
-}
-
 // Validate refuses every value the exporter cannot run with; each message
-// names the key, the value and what is allowed.
+// names the key, the value and what is allowed. It also checks what the
+// start would find missing on this machine (validateFiles).
 func (c *Config) Validate() error {
+	return errors.Join(c.validateValues(), c.validateFiles())
+}
+
+// validateValues applies the rules that depend on the values alone.
+func (c *Config) validateValues() error {
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -244,6 +207,29 @@ func (c *Config) Validate() error {
 	add(c.validateErrorPolicies())
 	add(c.validateDataModel())
 	return errors.Join(errs...)
+}
+
+// validateFiles checks, on this machine, what the start would otherwise
+// find missing: sf_dir (or, for a missing one, where it would be created;
+// as file_storage checks its directory at validation) and the tls
+// section's files.
+func (c *Config) validateFiles() error {
+	if c.SFDir == "" {
+		return c.validateTLSFiles()
+	}
+	return errors.Join(checkSFDir(c.SFDir, c.isDefaultSFDir()), c.validateTLSFiles())
+}
+
+// validateTLSFiles loads the tls section the way a connection does, so a
+// missing or unreadable ca_file, cert_file or key_file is named before the
+// first connection fails.
+func (c *Config) validateTLSFiles() error {
+	if t := c.TLS.Get(); t != nil && !t.Insecure {
+		if _, err := t.LoadTLSConfig(context.Background()); err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *Config) validateEndpoints() error {

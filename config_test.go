@@ -22,10 +22,15 @@ import (
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
+// defaultConfig is the default configuration with sf_dir in a temporary
+// directory: Validate checks sf_dir on this machine, and the tests must
+// not depend on whether the default /var/lib/otelcol/questdb could be
+// created here (TestConfigDefaults checks the default itself).
 func defaultConfig(t *testing.T) *Config {
 	t.Helper()
 	cfg, ok := createDefaultConfig().(*Config)
 	require.True(t, ok)
+	cfg.SFDir = filepath.Join(t.TempDir(), "questdb")
 	return cfg
 }
 
@@ -35,12 +40,12 @@ func TestConfigLoad(t *testing.T) {
 
 	full := defaultConfig(t)
 	tls := configtls.NewDefaultClientConfig()
-	tls.CAFile = "/etc/ssl/questdb-ca.pem"
+	tls.CAFile = filepath.Join("testdata", "questdb-ca.pem")
 	tls.ServerName = "questdb.example.com"
 	full.Endpoints = []string{"questdb-a:9000", "wss://questdb-b.example.com:443", "wss://questdb-c.example.com/custom/ingest"}
 	full.TLS = configoptional.Some(tls)
 	full.Username, full.Password = "ingest", "s3cret"
-	full.SFDir = "/data/otelcol/questdb"
+	full.SFDir = filepath.Join("testdata", "slots")
 	full.SenderID = "edge-7"
 	full.SFMaxTotalBytes = 2 << 30
 	full.SFMaxSegmentBytes = 8 << 20
@@ -77,7 +82,7 @@ func TestConfigLoad(t *testing.T) {
 		id   component.ID
 		want *Config
 	}{
-		{component.NewID(metadata.Type), defaultConfig(t)},
+		{component.NewID(metadata.Type), createDefaultConfig().(*Config)},
 		{component.NewIDWithName(metadata.Type, "full"), full},
 	}
 	for _, tt := range tests {
@@ -86,17 +91,21 @@ func TestConfigLoad(t *testing.T) {
 			sub, err := cm.Sub(tt.id.String())
 			require.NoError(t, err)
 			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, confmap.Validate(cfg))
 			assert.Equal(t, tt.want, cfg)
+			// The default sf_dir is checked by TestConfigSFDirCheckedAtValidate.
+			if cfg.(*Config).isDefaultSFDir() {
+				cfg.(*Config).SFDir = t.TempDir()
+			}
+			require.NoError(t, confmap.Validate(cfg))
 		})
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
+	assert.Equal(t, "/var/lib/otelcol/questdb", createDefaultConfig().(*Config).SFDir)
 	cfg := defaultConfig(t)
 	require.NoError(t, cfg.Validate())
 	assert.Equal(t, []string{"localhost:9000"}, cfg.Endpoints)
-	assert.Equal(t, "/var/lib/otelcol/questdb", cfg.SFDir)
 	assert.Equal(t, ByteSize(1887436), cfg.MaxBatchBytes)
 	assert.Equal(t, ByteSize(4<<20), cfg.SFMaxSegmentBytes)
 	assert.Equal(t, 1000000, cfg.SymbolDictMaxEntries)
@@ -479,7 +488,7 @@ max_batch_bytes: 1048576.0
 }
 
 func TestSymbolDictMaxBytesDefault(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig(t)
 	if got := cfg.effectiveSymbolDictMaxBytes(); got != 16<<20 {
 		t.Fatalf("default symbol_dict_max_bytes %v, want 16MiB", got)
 	}

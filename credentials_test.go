@@ -1,12 +1,15 @@
 package questdbexporter
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -71,5 +74,42 @@ func TestPlaintextCredentialsWarnedOnceAtStart(t *testing.T) {
 	got, _ := warns[0].ContextMap()["unencrypted"].([]any)
 	if len(got) != 2 || got[0] != "ws://db.invalid:9000/write/v4" || got[1] != "http://db.invalid:9000/exec" {
 		t.Fatalf("warning names %v, want the ws:// endpoint and the DDL's http:// /exec", got)
+	}
+}
+
+// TestEmptyCredentialWarnedAtStart: token: ${env:QUESTDB_TOKEN} with the
+// variable unset starts (the server may not need it) but warns once,
+// naming the key; a configuration without credential keys does not warn.
+func TestEmptyCredentialWarnedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		raw  map[string]any
+		warn bool
+	}{
+		{map[string]any{"token": nil}, true},
+		{map[string]any{"username": "", "password": ""}, true},
+		{map[string]any{}, false},
+	} {
+		cfg := testConfig(t, closedPort(t))
+		if err := confmap.NewFromStringMap(tc.raw).Unmarshal(cfg); err != nil {
+			t.Fatal(err)
+		}
+		set := exportertest.NewNopSettings(metadata.Type)
+		core, logs := observer.New(zapcore.InfoLevel)
+		set.Logger = zap.New(core)
+		startExporterWith(t, cfg, set)
+		warns := logs.FilterMessageSnippet("credential keys are set but empty").All()
+		switch {
+		case !tc.warn && len(warns) != 0:
+			t.Errorf("%v: warned %v", tc.raw, warns)
+		case tc.warn && (len(warns) != 1 || warns[0].Level != zapcore.WarnLevel):
+			t.Errorf("%v: %d warnings, want one at warn: %v", tc.raw, len(warns), warns)
+		case tc.warn:
+			keys := fmt.Sprint(warns[0].ContextMap()["empty_keys"])
+			for k := range tc.raw {
+				if !strings.Contains(keys, k) {
+					t.Errorf("%v: the warning names %s, not %s", tc.raw, keys, k)
+				}
+			}
+		}
 	}
 }

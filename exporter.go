@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -193,7 +191,7 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 // one that frames or .symbol-dict know of.
 func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	if e.cfg.SFDir != "" {
-		if err := prepareSFDir(e.cfg.SFDir, e.logger); err != nil {
+		if err := prepareSFDir(e.cfg.SFDir, e.cfg.isDefaultSFDir(), e.logger); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -267,31 +265,6 @@ func (e *questdbExporter) reportUnreplayable(dl *sfqueue.DataLossError, fields [
 	e.tel.dataLoss(lossUnreplayable, uint64(dl.Frames)+dl.UnreadableFrames)
 }
 
-// prepareSFDir makes sure sf_dir can hold the slot: sf_dir is created when
-// missing (and that is logged), but its parent must exist, so a mistyped
-// path fails the start instead of starting an empty queue unnoticed beside
-// the one holding data.
-func prepareSFDir(dir string, logger *zap.Logger) error {
-	fi, err := os.Stat(dir)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil
-	case err == nil:
-		return fmt.Errorf("questdb exporter: sf_dir %q is not a directory", dir)
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("questdb exporter: sf_dir %q: %w", dir, err)
-	}
-	parent := filepath.Dir(filepath.Clean(dir))
-	if pfi, perr := os.Stat(parent); perr != nil || !pfi.IsDir() {
-		return fmt.Errorf("questdb exporter: sf_dir %q does not exist and neither does its parent %q; the exporter creates sf_dir only inside an existing directory, so a mistyped path cannot start an empty queue: fix sf_dir or create the parent (owned by the collector's user)", dir, parent)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("questdb exporter: creating sf_dir %q: %w", dir, err)
-	}
-	logger.Info("created sf_dir for the store-and-forward queue", zap.String("sf_dir", dir))
-	return nil
-}
-
 // logStart is the one line an operator needs to know what this exporter
 // runs with: where its data waits, where it goes, the bounds, the
 // authentication mode (never the secret) and what was recovered.
@@ -310,6 +283,10 @@ func (e *questdbExporter) logStart(recovered int) {
 	if urls := e.cfg.plaintextCredentialURLs(); len(urls) > 0 {
 		e.logger.Warn("credentials (username/password or token) go unencrypted over the network: anyone on the path can read them and the data; use wss:// endpoints (or a tls section with host:port endpoints), which also makes the DDL use https://",
 			zap.Strings("unencrypted", urls))
+	}
+	if keys := e.cfg.emptyCredentials; len(keys) > 0 {
+		e.logger.Warn("credential keys are set but empty, usually an environment variable that is not set (token: ${env:QUESTDB_TOKEN} without QUESTDB_TOKEN); a server that requires authentication will refuse the connection with 401 until the variable is set and the collector restarted",
+			zap.Strings("empty_keys", keys))
 	}
 	e.logger.Info("QuestDB exporter started",
 		zap.String("slot", slot), zap.Strings("endpoints", e.cfg.endpointURLs()),

@@ -327,11 +327,14 @@ func TestExporterWaitForAckHonoursDeadline(t *testing.T) {
 	}
 }
 
+// TestExporterTerminalSenderIsRetryable: a sender that stopped for good (here
+// a durable-ack tier the server does not confirm) makes later calls fail
+// retryably, and the status is PermanentError with the sender's error.
 func TestExporterTerminalSenderIsRetryable(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
-	srv.RefuseUpgrades(1000, qwptest.Refusal{Status: 401, Message: "bad credentials"})
 	host := newStatusHost()
 	cfg := testConfig(t, srv.Addr())
+	cfg.RequestDurableAck = "on"
 	e := startExporter(t, cfg, host)
 	waitFor(t, func() bool { return e.sender.Err() != nil })
 	err := e.consumeMetrics(context.Background(), gaugeBatch(0, 1))

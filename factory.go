@@ -144,37 +144,32 @@ func (f *factory) acquire(set exporter.Settings, cfg component.Config) (*handle,
 }
 
 func (f *factory) createMetrics(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Metrics, error) {
-	h, err := f.acquire(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	exp, err := exporterhelper.NewMetrics(ctx, helperSettings(set), cfg, h.consumeMetrics, f.helperOptions(h)...)
-	if err != nil {
-		return nil, releaseAfter(ctx, h, err)
-	}
-	return exp, nil
+	return create(ctx, f, set, cfg, exporterhelper.NewMetrics, func(h *handle) consumer.ConsumeMetricsFunc { return h.consumeMetrics })
 }
 
 func (f *factory) createLogs(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Logs, error) {
-	h, err := f.acquire(set, cfg)
-	if err != nil {
-		return nil, err
-	}
-	exp, err := exporterhelper.NewLogs(ctx, helperSettings(set), cfg, h.consumeLogs, f.helperOptions(h)...)
-	if err != nil {
-		return nil, releaseAfter(ctx, h, err)
-	}
-	return exp, nil
+	return create(ctx, f, set, cfg, exporterhelper.NewLogs, func(h *handle) consumer.ConsumeLogsFunc { return h.consumeLogs })
 }
 
 func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {
+	return create(ctx, f, set, cfg, exporterhelper.NewTraces, func(h *handle) consumer.ConsumeTracesFunc { return h.consumeTraces })
+}
+
+// create builds one signal's exporter over the shared instance, the same
+// way for every signal (helperSettings included: a signal built with the
+// collector's settings as they are logs a stack trace per refused call).
+func create[E any, P any](ctx context.Context, f *factory, set exporter.Settings, cfg component.Config,
+	newHelper func(context.Context, exporter.Settings, component.Config, P, ...exporterhelper.Option) (E, error),
+	push func(*handle) P,
+) (E, error) {
+	var zero E
 	h, err := f.acquire(set, cfg)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	exp, err := exporterhelper.NewTraces(ctx, set, cfg, h.consumeTraces, f.helperOptions(h)...)
+	exp, err := newHelper(ctx, helperSettings(set), cfg, push(h), f.helperOptions(h)...)
 	if err != nil {
-		return nil, releaseAfter(ctx, h, err)
+		return zero, releaseAfter(ctx, h, err)
 	}
 	return exp, nil
 }

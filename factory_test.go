@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 )
@@ -118,5 +120,51 @@ func TestFactorySharedSlotReopens(t *testing.T) {
 
 		require.NoError(t, le.Shutdown(ctx))
 		require.NoError(t, me.Shutdown(ctx))
+	}
+}
+
+// TestRefusedCallsAreQuietPerSignal: a refused consume call of any signal
+// logs nothing (exporterhelper's "Exporting failed. Rejecting data." line
+// and its stack trace are dropped for every signal): the refusal reaches
+// the caller, which keeps the data and retries, and the exporter reports
+// the condition once, not per call.
+func TestRefusedCallsAreQuietPerSignal(t *testing.T) {
+	const calls = 20
+	full := status.Error(codes.ResourceExhausted, "questdb exporter queue full")
+	for _, signal := range []string{"metrics", "logs", "traces"} {
+		t.Run(signal, func(t *testing.T) {
+			fs := &fakes{prepare: func(f *fakeInstance) { f.consumeErr = full }}
+			f := newFactory(newRegistry(fs.newInstance))
+			logger, logs := collectorLogger()
+			set := settingsFor("quiet")
+			set.Logger = logger
+			ctx := context.Background()
+			var consume func() error
+			var comp component.Component
+			switch signal {
+			case "metrics":
+				exp, err := f.CreateMetrics(ctx, set, validConfig(t))
+				require.NoError(t, err)
+				comp, consume = exp, func() error { return exp.ConsumeMetrics(ctx, gaugeBatch(0, 3)) }
+			case "logs":
+				exp, err := f.CreateLogs(ctx, set, validConfig(t))
+				require.NoError(t, err)
+				comp, consume = exp, func() error { return exp.ConsumeLogs(ctx, logBatch(0, 3)) }
+			case "traces":
+				exp, err := f.CreateTraces(ctx, set, validConfig(t))
+				require.NoError(t, err)
+				comp, consume = exp, func() error { return exp.ConsumeTraces(ctx, spanBatch(0, 3)) }
+			}
+			require.NoError(t, comp.Start(ctx, componenttest.NewNopHost()))
+			for range calls {
+				require.Equal(t, codes.ResourceExhausted, status.Code(consume()), "the refusal reaches the caller")
+			}
+			require.NoError(t, comp.Shutdown(ctx))
+			if n := logs.Len(); n != 0 {
+				e := logs.All()[0]
+				t.Errorf("%d refused %s calls logged %d lines, want none; the first: %v %q (stack %d bytes)",
+					calls, signal, n, e.Level, e.Message, len(e.Stack))
+			}
+		})
 	}
 }

@@ -32,9 +32,10 @@ type SlotToolSettings struct {
 }
 
 // SlotToolSettings validates c and maps it for the slot tool; senderID
-// names the client in the upgrade request.
+// names the client in the upgrade request. sf_dir is not checked: the tool
+// is given the slot's path, and may run where sf_dir is not.
 func (c *Config) SlotToolSettings(ctx context.Context, senderID string) (SlotToolSettings, error) {
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(c.validateValues(), c.validateTLSFiles()); err != nil {
 		return SlotToolSettings{}, err
 	}
 	o, err := c.senderOptions(ctx, senderID)

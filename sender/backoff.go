@@ -27,6 +27,28 @@ const MinDelay = time.Millisecond
 // attempt: a uniform draw from [0, min(max, initial*2^(failures-1))], and
 // never below MinDelay.
 func (b *backoff) next() time.Duration {
+	ceiling := b.ceiling()
+	if ceiling <= 0 {
+		return MinDelay
+	}
+	return max(time.Duration(b.rand(int64(ceiling)+1)), MinDelay)
+}
+
+// nextLong records one more failure and returns a delay drawn from the
+// upper half, [c/2, c] with c = min(max, initial*2^(failures-1)): for
+// refusals that a retry soon cannot cure (credentials), where a full-jitter
+// draw near zero would only knock again at once.
+func (b *backoff) nextLong() time.Duration {
+	ceiling := b.ceiling()
+	if ceiling <= 0 {
+		return MinDelay
+	}
+	half := ceiling / 2
+	return max(half+time.Duration(b.rand(int64(ceiling-half)+1)), MinDelay)
+}
+
+// ceiling records one more failure and returns the cap of the next draw.
+func (b *backoff) ceiling() time.Duration {
 	b.failures++
 	ceiling := b.max
 	// Past 2^30 the shift would overflow long before any sane cap.
@@ -35,10 +57,7 @@ func (b *backoff) next() time.Duration {
 			ceiling = d
 		}
 	}
-	if ceiling <= 0 {
-		return MinDelay
-	}
-	return max(time.Duration(b.rand(int64(ceiling)+1)), MinDelay)
+	return ceiling
 }
 
 // jitter is a uniform draw from [0, d], never below MinDelay.

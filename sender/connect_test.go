@@ -19,37 +19,78 @@ import (
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
-func TestUnauthorizedIsTerminalAndKeepsData(t *testing.T) {
+// TestRefusedCredentialsRecoverWithoutRestart: a server that refuses the
+// credentials (401) or the user (403) three times, then accepts (the
+// operator fixed it on the server): the sender never stops, counts each
+// refusal as a SECURITY_ERROR, reports the episode once with what to fix,
+// waits the credentials backoff between rounds (here 40 ms doubling, each
+// wait at least half its step: 20 + 40 + 80 ms at least), and every frame
+// lands without a restart. On the code before, the first 401 stopped the
+// sender for good.
+func TestRefusedCredentialsRecoverWithoutRestart(t *testing.T) {
 	for _, code := range []int{401, 403} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			srv := newServer(t, qwptest.Options{})
-			srv.RefuseUpgrades(1, qwptest.Refusal{Status: code, Message: "bad credentials"})
+			srv.RefuseUpgrades(3, qwptest.Refusal{Status: code, Message: "bad credentials"})
 			q := memQueue(t)
 			newFeeder(t, q, true).frames(5, 2)
 			rec := &recorder{}
-			s := startSender(t, q, testOptions(rec, srv.URL()))
-			te := waitTerminal(t, s)
-			if te.Category != qwp.CategorySecurityError || !strings.Contains(te.Error(), "bad credentials") {
-				t.Fatalf("terminal error %v (category %v); want SECURITY_ERROR naming the server's reason", te, te.Category)
+			o := testOptions(rec, srv.URL())
+			o.AuthInitialBackoff, o.AuthMaxBackoff = 40*time.Millisecond, time.Second
+			began := time.Now()
+			s := startSender(t, q, o)
+			waitAll(t, s, q)
+			if took := time.Since(began); took < 140*time.Millisecond {
+				t.Errorf("three refusals were retried within %v; the credentials backoff waits at least 140 ms", took)
 			}
-			// It says what to do: what to fix, and that only a restart retries.
-			fix := map[int]string{401: "fix username/password or token", 403: "grant it"}[code]
-			for _, want := range []string{fix, "restart the collector", "queued data is kept"} {
-				if !strings.Contains(te.Error(), want) {
-					t.Fatalf("terminal error %q does not say %q", te, want)
+			if dups := exactRows(t, rowIDs(t, srv), 10); dups != 0 {
+				t.Fatalf("%d duplicates", dups)
+			}
+			if s.Err() != nil {
+				t.Fatalf("the sender latched %v", s.Err())
+			}
+			if n := rec.errCount(qwp.CategorySecurityError); n != 3 {
+				t.Errorf("%d SECURITY_ERROR counted, want one per refusal (3)", n)
+			}
+			var reports []Event
+			for _, e := range rec.Events() {
+				if e.Category == qwp.CategorySecurityError {
+					reports = append(reports, e)
 				}
 			}
-			if q.AckedFSN() != 0 || q.PublishedFSN() != 5 || srv.Accepted() != 0 {
-				t.Fatalf("acked %d published %d accepted %d; want 0, 5, 0", q.AckedFSN(), q.PublishedFSN(), srv.Accepted())
+			if len(reports) != 1 {
+				t.Fatalf("%d error-inbox reports of the refusals, want 1 for the episode: %v", len(reports), reports)
 			}
-			states := rec.States()
-			if last := states[len(states)-1]; last.Kind != Terminal || last.Err == nil {
-				t.Fatalf("last state %+v, want Terminal with its error", last)
+			fix := map[int]string{401: "fix username/password or token", 403: "grant it"}[code]
+			for _, want := range []string{"bad credentials", fix, "no restart needed", "queued data is kept"} {
+				if !strings.Contains(reports[0].Err.Error(), want) {
+					t.Errorf("the report %q does not say %q", reports[0].Err, want)
+				}
 			}
-			if rec.attempts.Load() != 0 {
-				t.Fatalf("%d reconnect attempts after an authentication failure", rec.attempts.Load())
+			for _, st := range rec.States() {
+				if st.Kind == Terminal {
+					t.Fatalf("state %+v: a credentials refusal must not stop the sender", st)
+				}
 			}
 		})
+	}
+}
+
+// TestRefusedCredentialsTryTheOtherEndpoints: a refusal by one endpoint
+// moves on at once to the next (it may hold other users), and the long
+// credentials backoff applies only once every endpoint refused.
+func TestRefusedCredentialsTryTheOtherEndpoints(t *testing.T) {
+	refusing := newServer(t, qwptest.Options{})
+	refusing.RefuseUpgrades(1000, qwptest.Refusal{Status: 401, Message: "unknown user"})
+	good := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	newFeeder(t, q, true).frames(4, 2)
+	o := testOptions(&recorder{}, refusing.URL(), good.URL())
+	o.AuthInitialBackoff, o.AuthMaxBackoff = time.Minute, time.Minute
+	s := startSender(t, q, o)
+	waitAllWithin(t, s, q, 10*time.Second)
+	if dups := exactRows(t, rowIDs(t, good), 8); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
 	}
 }
 

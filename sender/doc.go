@@ -25,7 +25,7 @@
 //	        +---+    +--dial ok--> Connected <+
 //	   (backoff, rotate endpoints)
 //
-//	any state --401/403, unconfirmed durable ack, terminal error policy,
+//	any state --unconfirmed durable ack, terminal error policy,
 //	            poison frame, oversized frame--> Terminal
 //
 // Terminal stops sending for good and keeps every frame in the queue; Err
@@ -40,6 +40,13 @@
 // (capped at 60 s) is a minimum. A failed dial moves to the next endpoint; a
 // 421 role reject or a version mismatch moves on after at most
 // InitialBackoff, backing off in full only once every endpoint refused.
+// A 401 or 403 (credentials refused, or a user not allowed to write) is
+// not terminal: the fix is often on the server, and a stopped sender would
+// need a restart after it. It is counted as a SECURITY_ERROR, reported to
+// the error inbox once until a connection succeeds, and retried like a
+// role reject, except that once every endpoint refused the wait is the
+// credentials backoff: AuthInitialBackoff doubling to AuthMaxBackoff (30 s
+// and 5 min by default), drawn from the upper half of each step.
 //
 // # Wire mapping
 //

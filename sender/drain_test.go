@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
@@ -94,34 +96,29 @@ func TestDrainOrphansWhileForegroundSends(t *testing.T) {
 	}
 }
 
-func TestDrainOrphanAuthFailureMarksFailed(t *testing.T) {
+// TestDrainOrphanAuthRefusalIsRetried: a drainer whose credentials are
+// refused keeps trying after the credentials backoff (it does not mark the
+// slot .failed), and drains the slot once the server accepts them.
+func TestDrainOrphanAuthRefusalIsRetried(t *testing.T) {
 	dir := t.TempDir()
 	orphan(t, dir, "dead", 0, 4)
 	srv := newServer(t, qwptest.Options{})
 	srv.RefuseUpgrades(1, qwptest.Refusal{Status: 401, Message: "who are you"})
 	rec := &recorder{}
-	rep, err := DrainOrphans(context.Background(), dir, nil, 2, DrainOptions{Sender: testOptions(rec, srv.URL())})
+	o := testOptions(rec, srv.URL())
+	o.AuthInitialBackoff, o.AuthMaxBackoff = 20*time.Millisecond, 20*time.Millisecond
+	rep, err := DrainOrphans(context.Background(), dir, nil, 2, DrainOptions{Sender: o})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Failed, []string{"dead"}) {
-		t.Fatalf("report %+v; want dead failed", rep)
+	if !slices.Equal(rep.Drained, []string{"dead"}) || len(rep.Failed) != 0 {
+		t.Fatalf("report %+v; want dead drained", rep)
 	}
-	reason, err := os.ReadFile(filepath.Join(dir, "dead", ".failed"))
-	if err != nil || !strings.Contains(string(reason), "who are you") {
-		t.Fatalf(".failed = %q, %v; want the authentication failure", reason, err)
+	if _, err := os.Stat(filepath.Join(dir, "dead")); !os.IsNotExist(err) {
+		t.Fatalf("the drained slot is still there (%v)", err)
 	}
-	// The data is kept, and later scans skip the slot.
-	q := sfQueue(t, dir, "dead")
-	defer q.Close()
-	if q.PublishedFSN() != 4 || q.AckedFSN() != 0 {
-		t.Fatalf("failed slot: published %d acked %d, want 4, 0", q.PublishedFSN(), q.AckedFSN())
-	}
-	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || len(ids) != 0 {
-		t.Fatalf("ListOrphans after .failed = %v, %v", ids, err)
-	}
-	if rec.drainers[2].Load() != 1 {
-		t.Fatalf("failed drainers %d, want 1", rec.drainers[2].Load())
+	if rec.errCount(qwp.CategorySecurityError) != 1 || rec.drainers[2].Load() != 0 {
+		t.Fatalf("security errors %d, failed drainers %d; want 1, 0", rec.errCount(qwp.CategorySecurityError), rec.drainers[2].Load())
 	}
 }
 

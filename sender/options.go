@@ -26,6 +26,8 @@ const (
 	DefaultOutageLogInterval   = 5 * time.Minute
 	DefaultErrorInboxCapacity  = 256
 	DefaultHandshakeTimeout    = 10 * time.Second
+	DefaultAuthInitialBackoff  = 30 * time.Second
+	DefaultAuthMaxBackoff      = 5 * time.Minute
 	// writeTimeout bounds one WebSocket write so a peer that stopped
 	// reading cannot hold the loop (or Close) forever.
 	writeTimeout = 30 * time.Second
@@ -65,6 +67,13 @@ type Options struct {
 	// over initial*2^n, capped (0 = 100 ms and 5 s). RetryAfterCap caps an
 	// upgrade's Retry-After (0 = 60 s).
 	InitialBackoff, MaxBackoff, RetryAfterCap time.Duration
+	// AuthInitialBackoff and AuthMaxBackoff shape the wait after every
+	// endpoint refused the credentials (HTTP 401 or 403 on the upgrade):
+	// doubling from the initial value to the cap, each wait drawn from its
+	// upper half (0 = 30 s and 5 min). The sender keeps trying, so a fix
+	// on the server side (a user created, a grant, a token renewed) needs
+	// no restart; credentials changed in the configuration need one.
+	AuthInitialBackoff, AuthMaxBackoff time.Duration
 	// OutageLogInterval is how often an outage is logged again while it
 	// lasts, with its length, attempts, last error and the backlog (0 =
 	// 5 min): the first failure is logged at once and each attempt only at
@@ -149,6 +158,8 @@ func (o Options) withDefaults() (Options, error) {
 		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
 		{"RetryAfterCap", &o.RetryAfterCap, DefaultRetryAfterCap},
 		{"OutageLogInterval", &o.OutageLogInterval, DefaultOutageLogInterval},
+		{"AuthInitialBackoff", &o.AuthInitialBackoff, DefaultAuthInitialBackoff},
+		{"AuthMaxBackoff", &o.AuthMaxBackoff, DefaultAuthMaxBackoff},
 	} {
 		if *d.v < 0 {
 			errs = append(errs, fmt.Errorf("sender: %s %v is negative", d.name, *d.v))
@@ -158,6 +169,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBackoff < o.InitialBackoff {
 		errs = append(errs, fmt.Errorf("sender: MaxBackoff %v is below InitialBackoff %v", o.MaxBackoff, o.InitialBackoff))
+	}
+	if o.AuthMaxBackoff < o.AuthInitialBackoff {
+		errs = append(errs, fmt.Errorf("sender: AuthMaxBackoff %v is below AuthInitialBackoff %v", o.AuthMaxBackoff, o.AuthInitialBackoff))
 	}
 	// Below MinDelay a keepalive would spin; the backoffs are floored where
 	// each delay is drawn.

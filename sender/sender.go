@@ -32,7 +32,7 @@ var ErrClosed = errors.New("sender: closed")
 // sending and every unacknowledged frame stays in the queue.
 type TerminalError struct {
 	// Category is the server's category, PROTOCOL_VIOLATION for a poison
-	// frame, SECURITY_ERROR for a 401/403 upgrade, PARSE_ERROR for a stored
+	// frame, PARSE_ERROR for a stored
 	// frame no server can take, NONE for other client-side conditions (an
 	// unconfirmed durable ack, an unreadable queue).
 	Category qwp.Category
@@ -70,10 +70,14 @@ type Sender struct {
 	stopped bool // the loop has exited
 
 	// Owned by the I/O goroutine.
-	cursor   *sfqueue.Cursor
-	bo       *backoff
-	endpoint int    // index into o.Endpoints
-	acked    uint64 // ackedFSN as this sender last set it
+	cursor *sfqueue.Cursor
+	bo     *backoff
+	authBo *backoff // waits after every endpoint refused the credentials
+	// authRefused: the server refuses the credentials since the last
+	// connection; the refusal was reported once, later ones are not.
+	authRefused bool
+	endpoint    int    // index into o.Endpoints
+	acked       uint64 // ackedFSN as this sender last set it
 	// maxSent is the highest FSN sent, to count replays; it starts at the
 	// frames recovered from the slot, which an earlier process stored and
 	// sending now is a replay too.
@@ -114,6 +118,7 @@ func New(q *sfqueue.Queue, o Options) (*Sender, error) {
 		dispatchDone: make(chan struct{}),
 		ackCh:        make(chan struct{}),
 		bo:           newBackoff(o.InitialBackoff, o.MaxBackoff),
+		authBo:       newBackoff(o.AuthInitialBackoff, o.AuthMaxBackoff),
 	}
 	if s.o.ErrorHandler == nil {
 		s.o.ErrorHandler = s.logEvent
@@ -312,6 +317,8 @@ func (s *Sender) connected(c *conn) {
 			zap.Int("attempts", s.attempts), zap.Duration("outage", time.Since(s.outageStart)))
 	}
 	s.attempts = 0
+	s.authRefused = false
+	s.authBo.reset()
 	s.q.SetConsumerState(sfqueue.ConsumerState{})
 	s.state(State{Kind: Connected, Endpoint: c.endpoint, Since: c.opened})
 }
@@ -356,13 +363,13 @@ func (s *Sender) run() {
 			if s.ctx.Err() != nil {
 				return
 			}
-			delay, te := s.dialFailed(err, url, &rejectsThisRound)
+			delay, te, cause := s.dialFailed(err, url, &rejectsThisRound)
 			if te != nil {
 				s.fail(te, url)
 				<-s.ctx.Done()
 				return
 			}
-			s.lost(err, url)
+			s.lost(cause, url)
 			if !s.sleep(delay) {
 				return
 			}
@@ -419,46 +426,70 @@ func (s *Sender) run() {
 }
 
 // dialFailed classifies a failed upgrade: the delay before the next
-// attempt, or a terminal error.
-func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (time.Duration, *TerminalError) {
+// attempt and the failure to report, or a terminal error.
+func (s *Sender) dialFailed(err error, url string, rejectsThisRound *int) (delay time.Duration, te *TerminalError, cause error) {
 	var ue *qwp.UpgradeError
 	if !errors.As(err, &ue) {
 		s.rotate()
-		return s.bo.next(), nil
+		return s.bo.next(), nil, err
 	}
 	switch ue.Kind {
 	case qwp.UpgradeTerminal:
-		cat := qwp.CategoryNone // an unconfirmed durable ack is no server error
 		if ue.StatusCode == http.StatusUnauthorized || ue.StatusCode == http.StatusForbidden {
-			cat = qwp.CategorySecurityError
+			delay, cause := s.credentialsRefused(err, ue.StatusCode, url, rejectsThisRound)
+			return delay, nil, cause
 		}
-		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: cat, Endpoint: url, Err: err})
-		restart := "restart the collector: the sender does not retry this, and the queued data is kept"
-		what := "fix the cause and " + restart
-		switch ue.StatusCode {
-		case http.StatusUnauthorized:
-			what = "the server refused the credentials: fix username/password or token, then " + restart
-		case http.StatusForbidden:
-			what = "the user may not write over QWP: grant it (or use another user), then " + restart
-		}
-		return 0, &TerminalError{Category: cat, Err: fmt.Errorf("sender: connecting to %s: %w; %s", url, err, what)}
+		// An unconfirmed durable ack is no server error.
+		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: qwp.CategoryNone, Endpoint: url, Err: err})
+		return 0, &TerminalError{Category: qwp.CategoryNone, Err: fmt.Errorf(
+			"sender: connecting to %s: %w; fix the cause and restart the collector: the sender does not retry this, and the queued data is kept", url, err)}, nil
 	case qwp.UpgradeRoleReject, qwp.UpgradeVersionMismatch:
 		// Another endpoint may serve us right away; back off only once
 		// every endpoint has refused.
 		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Endpoint: url, Err: err})
-		s.rotate()
-		*rejectsThisRound++
-		if *rejectsThisRound < len(s.o.Endpoints) {
-			return s.bo.jitter(s.o.InitialBackoff), nil
-		}
-		*rejectsThisRound = 0
-		return s.bo.next(), nil
+		return s.nextEndpointDelay(rejectsThisRound, s.bo.next), nil, err
 	}
 	s.rotate()
 	if ue.RetryAfter > 0 {
-		return retryAfterDelay(ue.RetryAfter, s.o.RetryAfterCap, s.bo.next()), nil
+		return retryAfterDelay(ue.RetryAfter, s.o.RetryAfterCap, s.bo.next()), nil, err
 	}
-	return s.bo.next(), nil
+	return s.bo.next(), nil, err
+}
+
+// nextEndpointDelay moves to the next endpoint after a refusal that another
+// endpoint may not share: at once (jittered) until every endpoint of the
+// round refused, then after wait().
+func (s *Sender) nextEndpointDelay(rejectsThisRound *int, wait func() time.Duration) time.Duration {
+	s.rotate()
+	*rejectsThisRound++
+	if *rejectsThisRound < len(s.o.Endpoints) {
+		return s.bo.jitter(s.o.InitialBackoff)
+	}
+	*rejectsThisRound = 0
+	return wait()
+}
+
+// credentialsRefused handles a 401 or 403 on the upgrade. It is not
+// terminal: the fix is often on the server's side (a user created, a grant,
+// a token renewed), and a sender that stopped would need a restart after
+// it. It is counted as a SECURITY_ERROR each time, reported once per
+// episode (until a connection succeeds) with what to fix, and retried on
+// the other endpoints and then after the long credentials backoff (30 s
+// doubling to 5 min by default), so a refused sender knocks a few times an
+// hour, not ten times a second. The data stays queued meanwhile.
+func (s *Sender) credentialsRefused(err error, code int, url string, rejectsThisRound *int) (time.Duration, error) {
+	s.obs.ServerError(qwp.CategorySecurityError)
+	what := "the server refused the credentials: fix username/password or token (on the server, or in the configuration and restart)"
+	if code == http.StatusForbidden {
+		what = "the user may not write over QWP: grant it on the server (or use another user)"
+	}
+	cause := fmt.Errorf("sender: connecting to %s: %w; %s; retrying every %v to %v until accepted, no restart needed for a fix on the server; the queued data is kept",
+		url, err, what, s.o.AuthInitialBackoff, s.o.AuthMaxBackoff)
+	if !s.authRefused {
+		s.authRefused = true
+		s.box.put(Event{Time: time.Now(), Kind: EventConnect, Category: qwp.CategorySecurityError, Endpoint: url, Err: cause})
+	}
+	return s.nextEndpointDelay(rejectsThisRound, s.authBo.nextLong), cause
 }
 
 type endKind int
