@@ -46,7 +46,9 @@ func newClosingServer(t *testing.T, over, code int, reason string, closes int) *
 	return cs
 }
 
-func (cs *closingServer) URL() string { return "ws" + strings.TrimPrefix(cs.srv.URL, "http") + "/write/v4" }
+func (cs *closingServer) URL() string {
+	return "ws" + strings.TrimPrefix(cs.srv.URL, "http") + "/write/v4"
+}
 
 // refuse says whether this big frame gets a CLOSE, counting it.
 func (cs *closingServer) refuse() bool {
