@@ -867,7 +867,14 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 		return end{kind: endRetriableOther, err: err}
 	}
 	var ce *websocket.CloseError
+	// The oldest frame without an OK, past the catch-up frames when a data
+	// frame follows them: the server withholds their OK until it commits
+	// one, so one of them at the head says nothing, and blaming them would
+	// count the rejections of one frame against two.
 	head := c.win.okSeq + 1
+	if c.win.sent > c.win.catchUp {
+		head = max(head, c.win.catchUp)
+	}
 	if !errors.As(cause, &ce) || !closeIsRefusal(ce.Code) || head >= c.win.sent {
 		return end{kind: endBroken, err: err}
 	}
@@ -876,8 +883,7 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 	if isData {
 		what = fmt.Sprintf("frame FSN %d", fsn)
 	}
-	err = fmt.Errorf("sender: %s refused %s by closing the connection: WebSocket close %d %q: %w",
-		c.endpoint, what, ce.Code, ce.Text, cause)
+	err = fmt.Errorf("sender: %s refused %s by closing the connection: %w", c.endpoint, what, cause)
 	s.obs.ServerError(qwp.CategoryUnknown)
 	s.box.put(Event{Time: time.Now(), Kind: EventServerError, Category: qwp.CategoryUnknown, Policy: qwp.PolicyRetriable, FSN: fsn, Endpoint: c.endpoint, Err: err})
 	return s.rejection(fsn, qwp.CategoryUnknown, qwp.PolicyRetriable, err)

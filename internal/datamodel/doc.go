@@ -56,7 +56,8 @@
 // Files: rows.go (the Encoder, table and column declarations, the row size
 // bound), metrics.go, logs.go and traces.go (one writer per signal; traces.go
 // also documents span_key), attrjson.go
-// (attribute maps as sorted-key JSON), hash.go (series and record ids),
+// (attribute maps as sorted-key JSON), hash.go (series and record ids,
+// never QuestDB's LONG NULL), intnull.go (INT values at QuestDB's INT NULL),
 // sanitize.go (UTF-8 repair and promoted column names), ddl.go (the DDL).
 //
 // DDL writes, per table, "CREATE TABLE IF NOT EXISTS name (...)

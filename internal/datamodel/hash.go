@@ -2,6 +2,7 @@ package datamodel
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -58,10 +59,28 @@ import (
 // DEDUP key is (timestamp, record_id), so two records merge only if they
 // also share the nanosecond timestamp: even 10⁶ records on one timestamp
 // collide with probability 2.7·10⁻⁸.
+//
+// QuestDB stores math.MinInt64 in a LONG column as NULL, and a NULL DEDUP
+// key makes every row holding it one and the same row. keyID moves the one
+// hash value equal to it to math.MinInt64+1: that value then stands for two
+// hashes, which adds 2⁻⁶⁴ per identity to the collision chances above.
 const (
 	seriesTag byte = 'S'
 	recordTag byte = 'R'
 )
+
+// keyID is a 64-bit hash as a LONG key column's value: never math.MinInt64,
+// which QuestDB stores as NULL (see above).
+func keyID(h uint64) int64 {
+	if int64(h) == math.MinInt64 {
+		return math.MinInt64 + 1
+	}
+	return int64(h)
+}
+
+// seriesID is series_id: XXH64 of the point's attributes JSON, seeded with
+// the scope and metric identity.
+func seriesID(seed uint64, attrJSON []byte) int64 { return keyID(xxh64(seed, attrJSON)) }
 
 // appendField appends a length-prefixed byte string to a canonical encoding.
 func appendField(dst, b []byte) []byte {
@@ -145,7 +164,8 @@ func (r *Encoder) appendRowAttrsField(dst []byte, m pcommon.Map) (_ []byte, at i
 	return dst, at - 1 + k
 }
 
-// recordID is record_id from record_key and the ordinal: XXH64 of the
+// recordID is record_id (and span_key) from record_key and the ordinal, as
+// keyID: XXH64 of the
 // ordinal's four little-endian bytes seeded with the key, written out for
 // that one length (the general xxh64 call walked its stripe, word and byte
 // loops for four bytes, once per log record and span).
@@ -153,7 +173,7 @@ func recordID(key uint64, ordinal uint32) int64 {
 	h := key + xxPrime5 + 4
 	h ^= uint64(ordinal) * xxPrime1
 	h = bits.RotateLeft64(h, 23)*xxPrime2 + xxPrime3
-	return int64(xxAvalanche(h))
+	return keyID(xxAvalanche(h))
 }
 
 // XXH64 primes.

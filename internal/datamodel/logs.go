@@ -92,7 +92,7 @@ func (r *Encoder) writeLog(lr plog.LogRecord, emit func([]byte) error) error {
 			t.TimestampNanos(tb.observed, observed)
 		}
 		r.setServiceSeverity(tb, f.severityText)
-		t.Int(tb.severityNumber, int32(f.severityNumber))
+		t.Int(tb.severityNumber, intQuantity(int32(f.severityNumber)))
 		if hasBody {
 			t.VarcharValid(tb.body, body)
 		}

@@ -131,7 +131,7 @@ func (r *Encoder) preparePoint(tb *table, mr *metricRow, attrs pcommon.Map, time
 		time:     time,
 		start:    start,
 		flags:    flags,
-		seriesID: int64(xxh64(mr.seed, r.attrJSON)),
+		seriesID: seriesID(mr.seed, r.attrJSON),
 		bound:    tb.fixed + mr.bound + symbolBound(len(r.attrJSON)) + varcharOverhead + r.pointPromoted(attrs),
 	}
 }
@@ -264,12 +264,12 @@ func (r *Encoder) writeExpHistogramPoints(mr *metricRow, h pmetric.ExponentialHi
 			2*arrayOverhead + 8*(len(r.floats)+len(r.floats2))
 		err := r.writeMetricRow(tb, mr, &pc, variable, emit, func(t *qwp.Table) {
 			setHistogramStats(t, tb, dp)
-			t.Int(tb.scale, dp.Scale())
+			t.Int(tb.scale, intQuantity(dp.Scale()))
 			t.Long(tb.zeroCount, clampCount(dp.ZeroCount()))
 			t.Double(tb.zeroThreshold, dp.ZeroThreshold())
-			t.Int(tb.posOffset, pos.Offset())
+			t.Int(tb.posOffset, intQuantity(pos.Offset()))
 			r.setArray(t, tb.posCounts, r.floats)
-			t.Int(tb.negOffset, neg.Offset())
+			t.Int(tb.negOffset, intQuantity(neg.Offset()))
 			r.setArray(t, tb.negCounts, r.floats2)
 			t.SymbolStringKeyed(tb.temporality, temporality, mr.key)
 			if len(r.exJSON) > 0 {
