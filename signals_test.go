@@ -67,20 +67,8 @@ func TestConnectionAndLagGauges(t *testing.T) {
 func TestSentCountsQueuedRows(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
-	f := newFactory(newRegistry(newInstance))
 	ctx := context.Background()
-	exp, err := f.CreateMetrics(ctx, metadatatest.NewSettings(tt), testConfig(t, closedPort(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := exp.Start(ctx, componenttest.NewNopHost()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := exp.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	exp := startMetricsExporter(t, newFactory(newRegistry(newInstance)), metadatatest.NewSettings(tt), testConfig(t, closedPort(t)))
 	for i := range 3 {
 		if err := exp.ConsumeMetrics(ctx, gaugeBatch(i*100, 100)); err != nil {
 			t.Fatal(err)
@@ -113,16 +101,8 @@ func TestRefusedCredentialsKeepTheExporterWorking(t *testing.T) {
 	set := metadatatest.NewSettings(tt)
 	core, logs := observer.New(zapcore.InfoLevel)
 	set.Logger = zap.New(core)
-	inst, err := newInstance(cfg, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := inst.(*questdbExporter)
 	host := newStatusHost()
-	if err := e.Start(context.Background(), host); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	e := startExporterOn(t, cfg, set, host)
 	security := seriesKey("otelcol_exporter_questdb_server_errors", "category", "security_error")
 	waitFor(t, func() bool { return takeScrape(t, tt, "questdb")[security] >= 1 })
 	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 5)); err != nil {
