@@ -103,12 +103,23 @@ func readmeAlertRules(t *testing.T) map[string]string {
 // TestEvictOldestIsCountedAndAlerted sees fire.
 const rowsEvictedRule = "increase(otelcol_exporter_questdb_rows_evicted[10m]) > 0"
 
+// dataLossRule and tornFramesRule are the README's alerts on losses, which
+// recovery may count before the first scrape (TestAlertRulesAcrossRestarts).
+const (
+	dataLossRule = "increase(otelcol_exporter_questdb_frames_evicted[10m]) > 0 or increase(otelcol_exporter_questdb_data_loss_frames[10m]) > 0 or " +
+		`increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0 or ` +
+		"(otelcol_exporter_questdb_data_loss_frames > 0 unless otelcol_exporter_questdb_data_loss_frames <= otelcol_exporter_questdb_data_loss_frames offset 10m)"
+	tornFramesRule = "increase(otelcol_exporter_questdb_torn_frames[10m]) > 0 or " +
+		"(otelcol_exporter_questdb_torn_frames > 0 unless otelcol_exporter_questdb_torn_frames <= otelcol_exporter_questdb_torn_frames offset 10m)"
+)
+
 // TestAlertRulesAgainstOutageScrape evaluates the README's example alert
 // rules on two scrapes of an exporter whose QuestDB is down and whose queue
 // filled until calls were refused: every metric and label the rules use
 // exists for the exporter, and the rules that must fire during such an
-// outage (queue filling, queue full, reconnecting) do, and the others (data
-// loss, stopped sender) do not. Each rule's expression must be the README's
+// outage (queue filling, queue full, disconnected) do, and the others (data
+// loss, torn frames, set-aside slots, stopped sender, refused credentials,
+// lag past 15 minutes) do not. Each rule's expression must be the README's
 // word for word.
 func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	rules := readmeAlertRules(t)
@@ -150,15 +161,21 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	}
 	increase := func(key string) float64 { return get(now, key) - get(before, key) }
 	const (
-		fill      = "otelcol_exporter_questdb_queue_fill_ratio"
-		stopped   = "otelcol_exporter_questdb_sender_stopped"
-		evicted   = "otelcol_exporter_questdb_frames_evicted"
-		rows      = "otelcol_exporter_questdb_rows_evicted"
-		lost      = "otelcol_exporter_questdb_data_loss_frames"
-		attempts  = "otelcol_exporter_questdb_reconnect_attempts"
-		successes = "otelcol_exporter_questdb_reconnect_successes"
+		fill     = "otelcol_exporter_questdb_queue_fill_ratio"
+		stopped  = "otelcol_exporter_questdb_sender_stopped"
+		evicted  = "otelcol_exporter_questdb_frames_evicted"
+		rows     = "otelcol_exporter_questdb_rows_evicted"
+		lost     = "otelcol_exporter_questdb_data_loss_frames"
+		torn     = "otelcol_exporter_questdb_torn_frames"
+		aside    = "otelcol_exporter_questdb_set_aside_slots"
+		conn     = "otelcol_exporter_questdb_connected"
+		age      = "otelcol_exporter_questdb_oldest_unacked_age"
+		security = `otelcol_exporter_questdb_server_errors{category="security_error"}`
 	)
 	dataLoss := seriesKey("otelcol_exporter_questdb_server_errors", "category", "data_loss")
+	// newOrHigher is the rules' guard for counts taken at start; these two
+	// scrapes are minutes apart, not ten, so "10 minutes ago" is before.
+	newOrHigher := func(key string) bool { return get(now, key) > 0 && get(now, key) > get(before, key) }
 	for _, r := range []struct {
 		name, expr string
 		fires      bool
@@ -166,15 +183,21 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 	}{
 		{"QuestDBExporterQueueFilling", fill + " >= 0.8", true, func() bool { return get(now, fill) >= 0.8 }},
 		{"QuestDBExporterQueueFull", fill + " >= 1", true, func() bool { return get(now, fill) >= 1 }},
-		{"QuestDBExporterDataLoss", "increase(" + evicted + "[10m]) > 0 or increase(" + lost + `[10m]) > 0 or increase(otelcol_exporter_questdb_server_errors{category="data_loss"}[10m]) > 0`,
-			false, func() bool {
-				return increase(evicted) > 0 || increase(seriesKey(lost, "cause", "unreplayable")) > 0 ||
-					increase(seriesKey(lost, "cause", "vanished")) > 0 || increase(dataLoss) > 0
-			}},
+		{"QuestDBExporterDataLoss", dataLossRule, false, func() bool {
+			return increase(evicted) > 0 || increase(seriesKey(lost, "cause", "unreplayable")) > 0 ||
+				increase(seriesKey(lost, "cause", "vanished")) > 0 || increase(dataLoss) > 0 ||
+				newOrHigher(seriesKey(lost, "cause", "unreplayable")) || newOrHigher(seriesKey(lost, "cause", "vanished"))
+		}},
 		{"QuestDBExporterRowsEvicted", rowsEvictedRule, false, func() bool { return increase(rows) > 0 }},
+		{"QuestDBExporterTornFrames", tornFramesRule, false, func() bool { return increase(torn) > 0 || newOrHigher(torn) }},
+		{"QuestDBExporterSlotSetAside", aside + " > 0", false, func() bool { return get(now, aside) > 0 }},
 		{"QuestDBExporterStopped", stopped + " == 1", false, func() bool { return get(now, stopped) == 1 }},
-		{"QuestDBExporterReconnecting", "increase(" + attempts + "[10m]) > 0 and increase(" + successes + "[10m]) == 0",
-			true, func() bool { return increase(attempts) > 0 && increase(successes) == 0 }},
+		{"QuestDBExporterDisconnected", conn + " == 0", true, func() bool { return get(now, conn) == 0 }},
+		{"QuestDBExporterCredentialsRefused", "increase(" + security + "[10m]) > 0", false,
+			func() bool {
+				return increase(seriesKey("otelcol_exporter_questdb_server_errors", "category", "security_error")) > 0
+			}},
+		{"QuestDBExporterLagging", age + " > 900", false, func() bool { return get(now, age) > 900 }},
 	} {
 		if got := rules[r.name]; got != r.expr {
 			t.Errorf("README rule %s: expr %q, want %q", r.name, got, r.expr)
@@ -184,8 +207,8 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 			t.Errorf("rule %s fired %v during the outage, want %v (before %v, now %v)", r.name, fired, r.fires, before, now)
 		}
 	}
-	if len(rules) != 6 {
-		t.Errorf("README has %d alert rules, the test checks 6: %v", len(rules), rules)
+	if len(rules) != 10 {
+		t.Errorf("README has %d alert rules, the test checks 10: %v", len(rules), rules)
 	}
 }
 
@@ -231,6 +254,116 @@ func TestReadmeListsEveryOwnMetric(t *testing.T) {
 	for _, m := range names {
 		if !strings.Contains(string(readme), "| `otelcol_"+m[1]+"` |") {
 			t.Errorf("README's own-telemetry table does not list otelcol_%s", m[1])
+		}
+	}
+}
+
+// promSeries is one counter series as Prometheus stores it: a sample per
+// scrape, in time order.
+type promSeries []promSample
+
+type promSample struct {
+	at time.Duration // since the start of the scenario
+	v  float64
+}
+
+// promLookback is Prometheus's default lookback for an instant selector.
+const promLookback = 5 * time.Minute
+
+// instant is the selector's value at at (the latest sample within the
+// lookback), and whether there is one.
+func (s promSeries) instant(at time.Duration) (float64, bool) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i].at <= at {
+			return s[i].v, at-s[i].at <= promLookback
+		}
+	}
+	return 0, false
+}
+
+// increase is increase(x[w]) at at as Prometheus computes it, without the
+// extrapolation (which scales the result and cannot change its sign): the
+// growth between the samples inside the window, a drop counted as a
+// counter reset; no result with fewer than two samples.
+func (s promSeries) increase(at, w time.Duration) (float64, bool) {
+	var in []float64
+	for _, p := range s {
+		if p.at > at-w && p.at <= at {
+			in = append(in, p.v)
+		}
+	}
+	if len(in) < 2 {
+		return 0, false
+	}
+	var inc float64
+	for i := 1; i < len(in); i++ {
+		if in[i] < in[i-1] {
+			inc += in[i]
+		} else {
+			inc += in[i] - in[i-1]
+		}
+	}
+	return inc, true
+}
+
+// lossRuleFires evaluates, at at, the README's guard for a count taken at
+// start on the series x:
+//
+//	increase(x[10m]) > 0 or (x > 0 unless x <= x offset 10m)
+//
+// and returns it with the first term alone, the rule before the guard.
+func lossRuleFires(x promSeries, at time.Duration) (rule, increaseOnly bool) {
+	inc, ok := x.increase(at, 10*time.Minute)
+	increaseOnly = ok && inc > 0
+	now, ok := x.instant(at)
+	if !ok || now <= 0 {
+		return increaseOnly, increaseOnly
+	}
+	before, was := x.instant(at - 10*time.Minute)
+	return increaseOnly || !was || now > before, increaseOnly
+}
+
+// scrapes is a series scraped every 30 s from from to to (exclusive) at
+// value v.
+func scrapes(from, to time.Duration, v float64) promSeries {
+	var s promSeries
+	for at := from; at < to; at += 30 * time.Second {
+		s = append(s, promSample{at, v})
+	}
+	return s
+}
+
+// TestAlertRulesAcrossRestarts: recovery counts data_loss_frames and
+// torn_frames in Start, before the first scrape, so the series of the
+// collector that found the loss starts at its final value. Evaluated the way
+// Prometheus does, increase() alone misses that (a new pod; a container
+// restarted after a gap longer than the window), and the README's guard
+// catches it, firing within a minute and for no longer than 10 minutes past
+// the last change; a collector that lost nothing, or lost long ago, does not
+// fire. (The rule strings themselves are checked against the README by
+// TestAlertRulesAgainstOutageScrape.)
+func TestAlertRulesAcrossRestarts(t *testing.T) {
+	m := time.Minute
+	for _, tc := range []struct {
+		name     string
+		series   promSeries
+		at       time.Duration
+		fires    bool
+		increase bool // what increase() alone says
+	}{
+		{"new pod, loss counted at start", scrapes(0, 20*m, 131), 1 * m, true, false},
+		{"new pod, 9 minutes later", scrapes(0, 20*m, 131), 9 * m, true, false},
+		{"new pod, 16 minutes later: resolved", scrapes(0, 20*m, 131), 16 * m, false, false},
+		{"restarted container, scraped at 0 before", append(scrapes(0, 30*m, 0), scrapes(31*m, 60*m, 131)...), 32 * m, true, true},
+		{"restarted after 12 minutes down", append(scrapes(0, 30*m, 0), scrapes(42*m, 60*m, 131)...), 43 * m, true, false},
+		{"restart whose earlier run had counted more", append(scrapes(0, 30*m, 500), scrapes(31*m, 60*m, 131)...), 32 * m, true, true},
+		{"loss while running", append(scrapes(0, 30*m, 0), scrapes(30*m, 60*m, 7)...), 31 * m, true, true},
+		{"nothing lost", scrapes(0, 60*m, 0), 30 * m, false, false},
+		{"lost an hour ago", scrapes(0, 120*m, 131), 90 * m, false, false},
+	} {
+		fires, inc := lossRuleFires(tc.series, tc.at)
+		if fires != tc.fires || inc != tc.increase {
+			t.Errorf("%s: the README's rule fires %v (want %v), increase() alone %v (want %v)", tc.name, fires, tc.fires, inc, tc.increase)
 		}
 	}
 }

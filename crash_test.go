@@ -249,6 +249,12 @@ func startLoggedExporter(t *testing.T, cfg *Config) *questdbExporter {
 // startExporterWith is startExporter with the given settings.
 func startExporterWith(t *testing.T, cfg *Config, set exporter.Settings) *questdbExporter {
 	t.Helper()
+	return startExporterOn(t, cfg, set, componenttest.NewNopHost())
+}
+
+// startExporterOn is startExporter with the given settings and host.
+func startExporterOn(t *testing.T, cfg *Config, set exporter.Settings, host component.Host) *questdbExporter {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +263,7 @@ func startExporterWith(t *testing.T, cfg *Config, set exporter.Settings) *questd
 		t.Fatal(err)
 	}
 	e := inst.(*questdbExporter)
-	if err := e.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+	if err := e.Start(context.Background(), host); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -266,6 +272,27 @@ func startExporterWith(t *testing.T, cfg *Config, set exporter.Settings) *questd
 		}
 	})
 	return e
+}
+
+// startMetricsExporter builds the metrics exporter of f (exporterhelper in
+// front, as the collector builds it) and starts it; it is shut down at the
+// end of the test.
+func startMetricsExporter(t *testing.T, f exporter.Factory, set exporter.Settings, cfg *Config) exporter.Metrics {
+	t.Helper()
+	ctx := context.Background()
+	exp, err := f.CreateMetrics(ctx, set, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(ctx, componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := exp.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return exp
 }
 
 // tailBuffer keeps the last max bytes written to it.

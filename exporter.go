@@ -218,6 +218,9 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	if gens := q.SymbolGenerations(); len(gens) > 0 {
 		maxGen = max(maxGen, slices.Max(gens))
 	}
+	if e.cfg.SFDir != "" {
+		e.tel.unacked.recovered(q.AckedFSN(), q.PublishedFSN(), filepath.Join(e.cfg.SFDir, e.senderID), time.Now())
+	}
 	return q, maxGen, nil
 }
 

@@ -49,18 +49,7 @@ func TestOTLPReceiverBackpressure(t *testing.T) {
 	}
 	ctx := context.Background()
 	set := exportertest.NewNopSettings(metadata.Type)
-	exp, err := f.CreateMetrics(ctx, set, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := exp.Start(ctx, componenttest.NewNopHost()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := exp.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-	}()
+	exp := startMetricsExporter(t, f, set, cfg)
 	inst := reg.entries[set.ID].inst.(*questdbExporter)
 	waitFor(t, func() bool {
 		inst.status.mu.Lock()

@@ -15,15 +15,25 @@ import (
 
 // statusReporter turns the sender's connection state and the queue level
 // into component status events (componentstatus.ReportStatus through the
-// host), reporting only changes:
+// host), reporting only changes.
+//
+// The collector's status model has no "degraded but doing its job": a
+// component is OK, in a RecoverableError, or in a PermanentError, which can
+// only be left by stopping (the collector's status FSM). The exporter keeps
+// accepting data through every condition it can ride out, so those are
+// RecoverableError, however long they last; PermanentError means it stopped
+// doing its job until a person acts and restarts it. Health checks should
+// not probe on either (README, Probes and the health check): a restart
+// does not end an outage.
 //
 //   - PermanentError once the queue latched an I/O failure (a failed fsync
 //     or write): nothing new is accepted until a restart reopens the slot;
 //   - PermanentError while the sender is terminal (a server error whose
-//     policy is terminal, refused authentication): it will not recover
+//     policy is terminal, an unconfirmed durable ack): it will not recover
 //     without a fix and a restart;
 //   - RecoverableError while the queue is full (new data is refused or the
-//     oldest evicted) or the sender is reconnecting, naming the condition;
+//     oldest evicted) or the sender is reconnecting (an outage, or refused
+//     credentials, which the sender retries), naming the condition;
 //   - RecoverableError while set-aside slots (DATA_LOSS) are present under
 //     sf_dir, naming them (with the outage, during a reconnect):
 //     recoverable, not permanent, so that health checks do not restart a

@@ -39,6 +39,8 @@ type telemetry struct {
 	dictLen   atomic.Int64                  // entries of the current dictionary generation
 	dictIndex atomic.Int64                  // its index in RAM (text, map, slice; estimated)
 	stopped   atomic.Int64                  // 1 while the sender is terminal
+	connected atomic.Int64                  // 1 while the sender is connected
+	unacked   unackedAge                    // when the unacknowledged frames were appended
 	setAside  atomic.Int64                  // set-aside slots under sf_dir, per the monitor
 	queue     atomic.Pointer[sfqueue.Queue] // the started queue, read live
 	last      atomic.Pointer[queueSample]   // the last sample, once the queue is closed
@@ -84,6 +86,14 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 		}),
 		tb.RegisterExporterQuestdbSenderStoppedCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(t.stopped.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbConnectedCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(t.connected.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbOldestUnackedAgeCallback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(t.oldestUnackedAge(time.Now()).Seconds(), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryDiskBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -195,14 +205,31 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 	t.prevRowsEvicted = s.ItemsEvicted
 }
 
-// senderState records whether the sender stopped for good, for the
-// sender_stopped gauge.
+// senderState records whether the sender is connected and whether it
+// stopped for good, for the connected and sender_stopped gauges.
 func (t *telemetry) senderState(s sender.State) {
-	var v int64
-	if s.Kind == sender.Terminal {
-		v = 1
+	var stopped, connected int64
+	switch s.Kind {
+	case sender.Terminal:
+		stopped = 1
+	case sender.Connected:
+		connected = 1
 	}
-	t.stopped.Store(v)
+	t.stopped.Store(stopped)
+	t.connected.Store(connected)
+}
+
+// oldestUnackedAge is how long the oldest frame QuestDB has not
+// acknowledged has waited; 0 before Start and after Shutdown.
+func (t *telemetry) oldestUnackedAge(now time.Time) time.Duration {
+	q := t.queue.Load()
+	if q == nil {
+		return 0
+	}
+	// Acked before published: a frame appended in between only makes the
+	// pair look further behind, never ahead.
+	acked := q.AckedFSN()
+	return t.unacked.age(acked, q.PublishedFSN(), now)
 }
 
 // lossCause is the cause attribute of data_loss_frames.
@@ -247,7 +274,8 @@ func (t *telemetry) ddlRefused(table string) {
 	t.tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1, t.with(attribute.String("table", table)))
 }
 
-func (t *telemetry) groupAppended(_, frames, rows int) {
+func (t *telemetry) groupAppended(_, frames, rows int, lastFSN uint64) {
+	t.unacked.appended(lastFSN, time.Now())
 	ctx := context.Background()
 	t.tb.ExporterQuestdbFramesAppended.Add(ctx, int64(frames), t.attrs)
 	t.tb.ExporterQuestdbRowsAppended.Add(ctx, int64(rows), t.attrs)

@@ -45,8 +45,8 @@ type batchEncoder interface {
 // writer goroutine.
 type writerObserver interface {
 	// groupAppended: one AppendBatch of frames carrying rows rows, for
-	// callers callers.
-	groupAppended(callers, frames, rows int)
+	// callers callers, whose last frame is lastFSN.
+	groupAppended(callers, frames, rows int, lastFSN uint64)
 	// groupStalled: the queue lacked room for a group when its append
 	// started, so the append waits (on_full: block) and may be refused.
 	groupStalled()
@@ -341,7 +341,7 @@ func (w *writer) commit(group []*writeRequest) {
 			first = last - uint64(len(w.ends)) + 1
 			w.dict.storedPending()
 			w.dict.markQueued(w.genEnd)
-			w.obs.groupAppended(len(group), len(w.ends), w.rows)
+			w.obs.groupAppended(len(group), len(w.ends), w.rows, last)
 		}
 	}
 	// Entries of generations rotated away from went with the frames, or

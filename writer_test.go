@@ -176,7 +176,7 @@ type countingObserver struct {
 	groups, callers, frames, rows, failed, stalls atomic.Int64
 }
 
-func (o *countingObserver) groupAppended(callers, frames, rows int) {
+func (o *countingObserver) groupAppended(callers, frames, rows int, _ uint64) {
 	o.groups.Add(1)
 	o.callers.Add(int64(callers))
 	o.frames.Add(int64(frames))

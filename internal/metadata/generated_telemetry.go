@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                        []metric.Registration
 	ExporterQuestdbAckLatency            metric.Float64Histogram
 	ExporterQuestdbBackpressureStalls    metric.Int64Counter
+	ExporterQuestdbConnected             metric.Int64ObservableGauge
 	ExporterQuestdbDataLossFrames        metric.Int64Counter
 	ExporterQuestdbDdlFailures           metric.Int64Counter
 	ExporterQuestdbDictionaryDiskBytes   metric.Int64ObservableGauge
@@ -44,6 +45,7 @@ type TelemetryBuilder struct {
 	ExporterQuestdbFramesEvicted         metric.Int64Counter
 	ExporterQuestdbFramesReplayed        metric.Int64Counter
 	ExporterQuestdbFsyncLatency          metric.Float64Histogram
+	ExporterQuestdbOldestUnackedAge      metric.Float64ObservableGauge
 	ExporterQuestdbQueueBytes            metric.Int64ObservableGauge
 	ExporterQuestdbQueueCapacity         metric.Int64ObservableGauge
 	ExporterQuestdbQueueFillRatio        metric.Float64ObservableGauge
@@ -67,6 +69,21 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterExporterQuestdbConnectedCallback sets callback for observable ExporterQuestdbConnected metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbConnectedCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbConnected, obs: o})
+		return nil
+	}, builder.ExporterQuestdbConnected)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterExporterQuestdbDictionaryDiskBytesCallback sets callback for observable ExporterQuestdbDictionaryDiskBytes metric.
@@ -120,6 +137,21 @@ func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionarySizeCallback(c
 		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionarySize, obs: o})
 		return nil
 	}, builder.ExporterQuestdbDictionarySize)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbOldestUnackedAgeCallback sets callback for observable ExporterQuestdbOldestUnackedAge metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbOldestUnackedAgeCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ExporterQuestdbOldestUnackedAge, obs: o})
+		return nil
+	}, builder.ExporterQuestdbOldestUnackedAge)
 	if err != nil {
 		return err
 	}
@@ -255,6 +287,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{stalls}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbConnected, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_connected",
+		metric.WithDescription("1 while the sender holds a connection to QuestDB and frames can flow; 0 while it connects, reconnects (an outage, refused credentials) or has stopped for good. [Alpha]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDataLossFrames, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_data_loss_frames",
 		metric.WithDescription("Accepted frames the exporter will never send (DATA_LOSS: page on it): frames of a slot recovery could not replay, counted when it was set aside (readable ones wait there for the slot tool), and frames the slot recorded as on disk that recovery found nowhere. [Alpha]"),
@@ -340,6 +378,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithExplicitBucketBoundaries([]float64{0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}...),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbOldestUnackedAge, err = builder.meter.Float64ObservableGauge(
+		"otelcol_exporter_questdb_oldest_unacked_age",
+		metric.WithDescription("Seconds since the oldest frame QuestDB has not acknowledged was appended to the queue (how far behind QuestDB is); 0 when it has everything. Append times are kept per second (coarser during a long backlog, never later than the truth). A frame recovered from disk at start counts from when its segment file was last written, so after a restart the age can be short by up to the time that segment took to fill. [Alpha]"),
+		metric.WithUnit("s"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbQueueBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_queue_bytes",
 		metric.WithDescription("Bytes of unacknowledged frames in the store-and-forward queue (0 once QuestDB acknowledged everything); the SYMBOL dictionary they need is dictionary_disk_bytes (SF) or dictionary_ram_bytes (memory-only), which count in the cap too. [Alpha]"),
@@ -384,13 +428,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbSenderStopped, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_sender_stopped",
-		metric.WithDescription("1 while the sender has stopped for good (credentials refused, a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]"),
+		metric.WithDescription("1 while the sender has stopped for good (a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]"),
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbServerErrors, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_server_errors",
-		metric.WithDescription("Error frames received from the server, by category. [Alpha]"),
+		metric.WithDescription("Error frames received from the server, by category, and upgrades refused for the credentials (401/403, counted as security_error). [Alpha]"),
 		metric.WithUnit("{errors}"),
 	)
 	errs = errors.Join(errs, err)

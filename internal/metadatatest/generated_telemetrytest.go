@@ -52,6 +52,20 @@ func AssertEqualExporterQuestdbBackpressureStalls(t *testing.T, tt *componenttes
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbConnected(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_connected",
+		Description: "1 while the sender holds a connection to QuestDB and frames can flow; 0 while it connects, reconnects (an outage, refused credentials) or has stopped for good. [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_connected")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDataLossFrames(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_data_loss_frames",
@@ -267,6 +281,20 @@ func AssertEqualExporterQuestdbFsyncLatency(t *testing.T, tt *componenttest.Tele
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbOldestUnackedAge(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_oldest_unacked_age",
+		Description: "Seconds since the oldest frame QuestDB has not acknowledged was appended to the queue (how far behind QuestDB is); 0 when it has everything. Append times are kept per second (coarser during a long backlog, never later than the truth). A frame recovered from disk at start counts from when its segment file was last written, so after a restart the age can be short by up to the time that segment took to fill. [Alpha]",
+		Unit:        "s",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_oldest_unacked_age")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbQueueBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_queue_bytes",
@@ -376,7 +404,7 @@ func AssertEqualExporterQuestdbRowsEvicted(t *testing.T, tt *componenttest.Telem
 func AssertEqualExporterQuestdbSenderStopped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_sender_stopped",
-		Description: "1 while the sender has stopped for good (credentials refused, a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]",
+		Description: "1 while the sender has stopped for good (a frame QuestDB refuses for its content, an unconfirmed durable-ack tier); the data stays queued until the cause is fixed and the collector restarted. 0 otherwise. [Alpha]",
 		Unit:        "1",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
@@ -390,7 +418,7 @@ func AssertEqualExporterQuestdbSenderStopped(t *testing.T, tt *componenttest.Tel
 func AssertEqualExporterQuestdbServerErrors(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_server_errors",
-		Description: "Error frames received from the server, by category. [Alpha]",
+		Description: "Error frames received from the server, by category, and upgrades refused for the credentials (401/403, counted as security_error). [Alpha]",
 		Unit:        "{errors}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
