@@ -133,6 +133,9 @@ func TestExporterFragmentCloseIsPoisonFrame(t *testing.T) {
 		t.Fatalf("terminal error %q does not name the close code and reason", te)
 	}
 	if n := fs.closes.Load(); n != int64(cfg.MaxFrameRejections) {
+		for _, l := range logs.All() {
+			t.Log(l.Message, l.ContextMap())
+		}
 		t.Fatalf("the server closed %d connections, want max_frame_rejections (%d): no endless replay", n, cfg.MaxFrameRejections)
 	}
 	if acked, published := e.queue.AckedFSN(), e.queue.PublishedFSN(); acked != te.FSN-1 || published <= acked {
