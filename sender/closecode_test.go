@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // closingServer acknowledges every message with an OK (withheld for a
@@ -46,6 +47,22 @@ func newClosingServer(t *testing.T, refuses func(msg []byte) bool, code int, rea
 		cs.wg.Wait()
 	})
 	return cs
+}
+
+// poisoned runs a sender on q against url until it stops, and checks that
+// it stopped with PROTOCOL_VIOLATION on frame fsn after exactly
+// MaxFrameRejections rejections.
+func poisoned(t *testing.T, q *sfqueue.Queue, rec *recorder, url string, fsn uint64) *TerminalError {
+	t.Helper()
+	s := startSender(t, q, testOptions(rec, url))
+	te := waitTerminal(t, s)
+	if te.Category != qwp.CategoryProtocolViolation || te.FSN != fsn {
+		t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, fsn)
+	}
+	if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
+		t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
+	}
+	return te
 }
 
 // over refuses messages larger than n bytes.
@@ -133,16 +150,9 @@ func TestRefusingCloseIsARejection(t *testing.T) {
 			big := f.frames(1, 1000) // ~9 KB
 			f.frames(5, 1)
 			rec := &recorder{}
-			s := startSender(t, q, testOptions(rec, cs.URL()))
-			te := waitTerminal(t, s)
-			if te.Category != qwp.CategoryProtocolViolation || te.FSN != big {
-				t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, big)
-			}
+			te := poisoned(t, q, rec, cs.URL(), big)
 			if !strings.Contains(te.Error(), fmt.Sprint(tc.code)) || !strings.Contains(te.Error(), tc.reason) {
 				t.Fatalf("terminal error %q does not name the close code %d and reason %q", te, tc.code, tc.reason)
-			}
-			if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
-				t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
 			}
 			// The inbox is dispatched on its own goroutine.
 			waitFor(t, "an error event per close, naming its code", func() bool {
@@ -178,15 +188,7 @@ func TestRefusedCatchUpCountsAgainstItsFrame(t *testing.T) {
 	f := newFeeder(t, q, true)
 	first := f.frames(1, 5)
 	f.frames(3, 5)
-	rec := &recorder{}
-	s := startSender(t, q, testOptions(rec, cs.URL()))
-	te := waitTerminal(t, s)
-	if te.Category != qwp.CategoryProtocolViolation || te.FSN != first {
-		t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, first)
-	}
-	if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
-		t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
-	}
+	poisoned(t, q, &recorder{}, cs.URL(), first)
 	if q.AckedFSN() != 0 {
 		t.Fatalf("acked %d, want 0", q.AckedFSN())
 	}
