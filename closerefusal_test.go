@@ -106,20 +106,7 @@ func TestExporterFragmentCloseIsPoisonFrame(t *testing.T) {
 	cfg.SFDir, cfg.SenderID = dir, "frag"
 	cfg.CreateTables = false // the refusing server has no /exec
 	cfg.MaxFrameRejections = 3
-	tt := componenttest.NewTelemetry()
-	defer tt.Shutdown(context.Background())
-	set := metadatatest.NewSettings(tt)
-	core, logs := observer.New(zapcore.InfoLevel)
-	set.Logger = zap.New(core)
-	host := newStatusHost()
-	inst, err := newInstance(cfg, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := inst.(*questdbExporter)
-	if err := e.Start(context.Background(), host); err != nil {
-		t.Fatal(err)
-	}
+	e, tt, logs, host := startObserved(t, cfg)
 	shut := false
 	defer func() {
 		if !shut {
@@ -146,6 +133,9 @@ func TestExporterFragmentCloseIsPoisonFrame(t *testing.T) {
 		t.Fatalf("terminal error %q does not name the close code and reason", te)
 	}
 	if n := fs.closes.Load(); n != int64(cfg.MaxFrameRejections) {
+		for _, l := range logs.All() {
+			t.Log(l.Message, l.ContextMap())
+		}
 		t.Fatalf("the server closed %d connections, want max_frame_rejections (%d): no endless replay", n, cfg.MaxFrameRejections)
 	}
 	if acked, published := e.queue.AckedFSN(), e.queue.PublishedFSN(); acked != te.FSN-1 || published <= acked {
@@ -250,4 +240,26 @@ func TestExporterLargeFramesLandOnConformingServer(t *testing.T) {
 	if err := e.sender.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startObserved builds and starts an instance for cfg with telemetry, logs
+// (Info and up) and component status a test can read; the caller shuts it
+// down.
+func startObserved(t *testing.T, cfg *Config) (*questdbExporter, *componenttest.Telemetry, *observer.ObservedLogs, *statusHost) {
+	t.Helper()
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	set := metadatatest.NewSettings(tt)
+	core, logs := observer.New(zapcore.InfoLevel)
+	set.Logger = zap.New(core)
+	host := newStatusHost()
+	inst, err := newInstance(cfg, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := inst.(*questdbExporter)
+	if err := e.Start(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	return e, tt, logs, host
 }

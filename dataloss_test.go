@@ -47,19 +47,7 @@ func TestDataLossStatusGaugeAndCounter(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	cfg := testConfig(t, srv.Addr())
 	cfg.SFDir, cfg.SenderID = dir, "lossy"
-	tt := componenttest.NewTelemetry()
-	defer tt.Shutdown(context.Background())
-	set := metadatatest.NewSettings(tt)
-	core, logs := observer.New(zapcore.InfoLevel)
-	set.Logger = zap.New(core)
-	host := newStatusHost()
-	inst, err := newInstance(cfg, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := inst.Start(context.Background(), host); err != nil {
-		t.Fatal(err)
-	}
+	inst, tt, logs, host := startObserved(t, cfg)
 	defer inst.Shutdown(context.Background())
 
 	if n, _ := metricTotal(t, tt, "otelcol_exporter_questdb_data_loss_frames", attribute.String("cause", "unreplayable")); n != 3 {

@@ -365,6 +365,10 @@ func TestMemDictEntryBytes(t *testing.T) {
 func measureMemDict(t *testing.T, n, size int) (est, held int64) {
 	d := qwp.NewMemDict()
 	var before, after runtime.MemStats
+	// Twice: the first collection moves sync.Pool contents (qwp's pooled
+	// write buffers, left by earlier tests) to the victim cache, the second
+	// frees them, so they cannot leave the heap between the two readings.
+	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	buf := make([]byte, size)

@@ -13,16 +13,19 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
-// closingServer acknowledges every message up to over bytes with an OK and
-// answers a larger one with a WebSocket CLOSE of code and reason, the way
+// closingServer acknowledges every message with an OK (withheld for a
+// deferred one until a later message commits it, as QuestDB does) unless
+// refuses says otherwise: such a message gets a WebSocket CLOSE of code
+// and reason, the way
 // QuestDB refuses a frame it cannot read: pending OKs first, then the
 // CLOSE, then it drains what the client still sends until the client
 // hangs up (hard: it hangs up at once instead). It closes that way the
 // first closes times (-1: always), and acknowledges the frame afterwards.
 type closingServer struct {
-	over        int
+	refuses     func(msg []byte) bool
 	code        int
 	reason      string
 	hard        bool
@@ -34,9 +37,9 @@ type closingServer struct {
 	wg          sync.WaitGroup
 }
 
-func newClosingServer(t *testing.T, over, code int, reason string, closes int) *closingServer {
+func newClosingServer(t *testing.T, refuses func(msg []byte) bool, code int, reason string, closes int) *closingServer {
 	t.Helper()
-	cs := &closingServer{over: over, code: code, reason: reason, closes: closes}
+	cs := &closingServer{refuses: refuses, code: code, reason: reason, closes: closes}
 	cs.srv = httptest.NewServer(http.HandlerFunc(cs.serve))
 	t.Cleanup(func() {
 		cs.srv.CloseClientConnections()
@@ -45,6 +48,25 @@ func newClosingServer(t *testing.T, over, code int, reason string, closes int) *
 	})
 	return cs
 }
+
+// poisoned runs a sender on q against url until it stops, and checks that
+// it stopped with PROTOCOL_VIOLATION on frame fsn after exactly
+// MaxFrameRejections rejections.
+func poisoned(t *testing.T, q *sfqueue.Queue, rec *recorder, url string, fsn uint64) *TerminalError {
+	t.Helper()
+	s := startSender(t, q, testOptions(rec, url))
+	te := waitTerminal(t, s)
+	if te.Category != qwp.CategoryProtocolViolation || te.FSN != fsn {
+		t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, fsn)
+	}
+	if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
+		t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
+	}
+	return te
+}
+
+// over refuses messages larger than n bytes.
+func over(n int) func([]byte) bool { return func(msg []byte) bool { return len(msg) > n } }
 
 func (cs *closingServer) URL() string {
 	return "ws" + strings.TrimPrefix(cs.srv.URL, "http") + "/write/v4"
@@ -77,7 +99,7 @@ func (cs *closingServer) serve(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if len(msg) > cs.over && cs.refuse() {
+		if cs.refuses(msg) && cs.refuse() {
 			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(cs.code, cs.reason), time.Now().Add(time.Second))
 			if cs.hard {
 				return
@@ -120,7 +142,7 @@ func TestRefusingCloseIsARejection(t *testing.T) {
 		{4000, "application defined", false, false},
 	} {
 		t.Run(fmt.Sprintf("%d/hard=%v/syms=%v", tc.code, tc.hard, tc.syms), func(t *testing.T) {
-			cs := newClosingServer(t, 1000, tc.code, tc.reason, -1)
+			cs := newClosingServer(t, over(1000), tc.code, tc.reason, -1)
 			cs.hard = tc.hard
 			q := memQueue(t)
 			f := newFeeder(t, q, tc.syms)
@@ -128,16 +150,9 @@ func TestRefusingCloseIsARejection(t *testing.T) {
 			big := f.frames(1, 1000) // ~9 KB
 			f.frames(5, 1)
 			rec := &recorder{}
-			s := startSender(t, q, testOptions(rec, cs.URL()))
-			te := waitTerminal(t, s)
-			if te.Category != qwp.CategoryProtocolViolation || te.FSN != big {
-				t.Fatalf("terminal %v: category %v FSN %d; want PROTOCOL_VIOLATION on FSN %d", te, te.Category, te.FSN, big)
-			}
+			te := poisoned(t, q, rec, cs.URL(), big)
 			if !strings.Contains(te.Error(), fmt.Sprint(tc.code)) || !strings.Contains(te.Error(), tc.reason) {
 				t.Fatalf("terminal error %q does not name the close code %d and reason %q", te, tc.code, tc.reason)
-			}
-			if n := rec.errCount(qwp.CategoryUnknown); n != DefaultMaxFrameRejections {
-				t.Fatalf("%d rejections counted, want %d", n, DefaultMaxFrameRejections)
 			}
 			// The inbox is dispatched on its own goroutine.
 			waitFor(t, "an error event per close, naming its code", func() bool {
@@ -162,6 +177,23 @@ func TestRefusingCloseIsARejection(t *testing.T) {
 	}
 }
 
+// TestRefusedCatchUpCountsAgainstItsFrame: a server that closes on the
+// dictionary catch-up may read the data frame pipelined after it or not
+// before it does; either way the refusal counts against that data frame,
+// so the replays add up to PROTOCOL_VIOLATION instead of alternating
+// between two frames forever.
+func TestRefusedCatchUpCountsAgainstItsFrame(t *testing.T) {
+	cs := newClosingServer(t, qwp.Deferred, 1002, "fragmented WebSocket frames are not supported", -1)
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	first := f.frames(1, 5)
+	f.frames(3, 5)
+	poisoned(t, q, &recorder{}, cs.URL(), first)
+	if q.AckedFSN() != 0 {
+		t.Fatalf("acked %d, want 0", q.AckedFSN())
+	}
+}
+
 // TestShutdownCloseIsNoRejection: a CLOSE for a reason of the server's own
 // (going away, restart, try again later, a demoting primary's 1000) is a
 // lost connection: more of them than MaxFrameRejections in a row do not
@@ -169,7 +201,7 @@ func TestRefusingCloseIsARejection(t *testing.T) {
 func TestShutdownCloseIsNoRejection(t *testing.T) {
 	for _, code := range []int{1000, 1001, 1012, 1013} {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
-			cs := newClosingServer(t, 1000, code, "bye", DefaultMaxFrameRejections+2)
+			cs := newClosingServer(t, over(1000), code, "bye", DefaultMaxFrameRejections+2)
 			q := memQueue(t)
 			f := newFeeder(t, q, false)
 			f.frames(2, 1)

@@ -867,21 +867,20 @@ func (s *Sender) readFailed(c *conn, cause error) end {
 		return end{kind: endRetriableOther, err: err}
 	}
 	var ce *websocket.CloseError
-	// The oldest frame without an OK, past the catch-up frames when a data
-	// frame follows them: the server withholds their OK until it commits
-	// one, so one of them at the head says nothing, and blaming them would
-	// count the rejections of one frame against two.
-	head := c.win.okSeq + 1
-	if c.win.sent > c.win.catchUp {
-		head = max(head, c.win.catchUp)
-	}
-	if !errors.As(cause, &ce) || !closeIsRefusal(ce.Code) || head >= c.win.sent {
+	if !errors.As(cause, &ce) || !closeIsRefusal(ce.Code) || c.win.okSeq+1 >= c.win.sent {
 		return end{kind: endBroken, err: err}
 	}
-	fsn, isData, _ := c.win.rejected(head) // head is above okSeq and below sent
-	what := "a frame without rows (symbol dictionary or commit)"
-	if isData {
-		what = fmt.Sprintf("frame FSN %d", fsn)
+	// A CLOSE names no frame, and with frames pipelined it may answer any
+	// of those after the last OK: the oldest data frame without an OK, or
+	// a catch-up frame or commit sent before or after it. The rejection is
+	// counted against that data frame (the next one to send when only
+	// frames without rows are out), the same frame on every replay of the
+	// same sequence, so the poison-frame detector sees one frame refused
+	// again and again, whichever of them the server choked on.
+	fsn := c.win.fsnAtZero + uint64(c.win.okData)
+	what := fmt.Sprintf("frame FSN %d", fsn)
+	if c.win.nextFSN() == fsn {
+		what = fmt.Sprintf("a frame without rows (symbol dictionary or commit) before frame FSN %d", fsn)
 	}
 	err = fmt.Errorf("sender: %s refused %s by closing the connection: %w", c.endpoint, what, cause)
 	s.obs.ServerError(qwp.CategoryUnknown)
