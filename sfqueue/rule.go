@@ -70,6 +70,12 @@ const (
 // none): the slot tool passes the configured sf_durability.
 func (s *SlotScan) AssumeDurability(d Durability) { s.assumed, s.assumedKnown = d, true }
 
+// WindowDurability is the durability whose loss window the slot is judged
+// by (.ack-watermark's record, else AssumeDurability's), and whether it is
+// known; without it the ordered rule of periodic and flush applies and a
+// torn range's loss cannot be told from a flush-mode write never answered.
+func (s *SlotScan) WindowDurability() (Durability, bool) { return s.durability() }
+
 // durability is the mode whose window applies, and whether it is known.
 func (s *SlotScan) durability() (Durability, bool) {
 	if s.WatermarkOK && s.Watermark.DurabilityKnown {
@@ -349,8 +355,8 @@ func (s *SlotScan) emptyTail(tail int) (last uint64, ok bool) {
 // TornCreation reports whether segment i is a torn creation (doc.go,
 // Recovery): the tail segment (SlotScan.tail), with
 // an unusable header (not of a newer format), and no FSN of it recorded
-// as fsynced, by an intact .ack-watermark whose on-disk FSN is below the
-// segment's base or not known fsynced ("SQWu"), or by none at all. Every
+// as fsynced, by an intact .ack-watermark whose synced FSN is below the
+// segment's base, or by none at all. Every
 // fsync of a segment file covers
 // its header, which is written before any frame, so no fsync of this file
 // completed: its frames are the durability mode's loss window, a torn

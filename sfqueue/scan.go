@@ -548,7 +548,7 @@ func (s *SlotScan) Ranges() []FSNRange {
 
 // damageRange is the unreadable range of seg's damage, up to the FSN
 // before next (the next segment's base; 0 for the tail, whose range ends
-// where .ack-watermark's on-disk FSN, when it records the damage, says).
+// where .ack-watermark's synced FSN, when it records the damage, says).
 func (s *SlotScan) damageRange(seg *SegmentScan, next uint64) FSNRange {
 	d := seg.Damage
 	r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}

@@ -68,14 +68,20 @@ func readSlot(dir string) (*view, error) {
 	if v.dict, err = loadDict(scan); err != nil {
 		return nil, err
 	}
-	for _, r := range scan.Ranges() {
+	v.judge()
+	return v, nil
+}
+
+// judge lists the scan's ranges as the recovery rule sees them.
+func (v *view) judge() {
+	v.ranges = v.ranges[:0]
+	for _, r := range v.scan.Ranges() {
 		fr := fsnRange{FSNRange: r}
 		if v.holder.live && !r.Readable {
-			fr.live = liveCause(dir, scan, r)
+			fr.live = liveCause(v.dir, v.scan, r)
 		}
 		v.ranges = append(v.ranges, fr)
 	}
-	return v, nil
 }
 
 // liveCause says why the unreadable range r of a slot a live process holds
