@@ -957,7 +957,10 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 			return nil
 		}
 		q.sealSyncing = true
-		op, err := q.fsyncUnlocked(segs, false)
+		// Memory durability: the directory too, so that what q.durable
+		// then records is durable, names included (nothing else fsyncs
+		// the directory but the .ack-watermark's save).
+		op, err := q.fsyncUnlocked(segs, q.o.Durability == DurabilityMemory)
 		q.sealSyncing = false
 		q.syncDone.Broadcast()
 		if err != nil {
