@@ -280,6 +280,28 @@ type powerResult struct {
 	unreplayable   bool
 }
 
+// ackWithLag is QuestDB for the power-loss tests: it reads q and acks
+// each frame lag frames behind, until ctx ends.
+func ackWithLag(ctx context.Context, q *Queue, lag uint64) {
+	c := q.NewCursor()
+	for ctx.Err() == nil {
+		fsn, _, ok, err := c.Next()
+		if err != nil {
+			return
+		}
+		if !ok {
+			select {
+			case <-q.Published():
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if fsn > lag {
+			q.Ack(fsn - lag)
+		}
+	}
+}
+
 // powerLossRun appends from several goroutines (registering symbols as it
 // goes) while a consumer acks with a lag, cuts the power at a random moment
 // between cutAfter/2 and 1.5*cutAfter (each appender sleeping pace between
@@ -335,25 +357,7 @@ func powerLossRun(t *testing.T, d Durability, mode crashMode, seed uint64, cutAf
 			}
 		})
 	}
-	wg.Go(func() { // consumer: acks with a lag of 20 frames
-		c := q.NewCursor()
-		for ctx.Err() == nil {
-			fsn, _, ok, err := c.Next()
-			if err != nil {
-				return
-			}
-			if !ok {
-				select {
-				case <-q.Published():
-				case <-ctx.Done():
-				}
-				continue
-			}
-			if fsn > 20 {
-				q.Ack(fsn - 20)
-			}
-		}
-	})
+	wg.Go(func() { ackWithLag(ctx, q, 20) })
 	time.Sleep(cutAfter/2 + time.Duration(r.Int64N(int64(cutAfter))))
 	mu.Lock()
 	snap := cfs.PowerLoss(mode, r)

@@ -98,26 +98,7 @@ func powerLossCampaignRun(t *testing.T, d Durability, seed uint64, f *campaignFi
 			}
 		})
 	}
-	wg.Go(func() { // QuestDB: acks with a lag of 60 frames (several segments)
-		c := q.NewCursor()
-		for ctx.Err() == nil {
-			fsn, _, ok, err := c.Next()
-			if err != nil {
-				return
-			}
-			if !ok {
-				select {
-				case <-q.Published():
-				case <-ctx.Done():
-				case <-time.After(time.Millisecond):
-				}
-				continue
-			}
-			if fsn > 60 {
-				q.Ack(fsn - 60)
-			}
-		}
-	})
+	wg.Go(func() { ackWithLag(ctx, q, 60) }) // several segments stay unacked
 	// Before and after the first .ack-watermark saves (every 250 ms). In
 	// half of the runs the appends stop 300 ms before the cut (a lull):
 	// the last save then records every published frame, and every frame
