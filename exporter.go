@@ -238,14 +238,19 @@ func (e *questdbExporter) reportRecovery(rep sfqueue.RecoveryReport, fields []za
 				zap.String("cause", r.Cause))...)
 		e.tel.dataLoss(lossVanished, r.Frames())
 	}
-	if rep.TornFrames > 0 {
-		torn := append(fields, zap.Uint64("first_fsn", rep.TornFirstFSN), zap.Uint64("last_fsn", rep.TornFirstFSN+rep.TornFrames-1),
-			zap.Uint64("frames", rep.TornFrames), zap.Int64("bytes", rep.TornBytes), zap.String("sf_durability", e.cfg.SFDurability))
-		if e.cfg.SFDurability == "flush" {
-			e.logger.Info("recovery cut the torn tail of the newest segment: frames whose write never completed, answered to no caller", torn...)
+	for _, r := range rep.Torn {
+		// The slot's writer's mode sets the window (a restart may have
+		// changed sf_durability).
+		mode := rep.TornDurability.String()
+		torn := append(fields, zap.Uint64("first_fsn", r.First), zap.Uint64("last_fsn", r.Last),
+			zap.Uint64("frames", r.Frames()), zap.String("cause", r.Cause), zap.String("sf_durability", mode))
+		if rep.TornDurability == sfqueue.DurabilityFlush {
+			e.logger.Info("recovery cut torn frames: frames whose write never completed, answered to no caller", torn...)
 		} else {
-			e.logger.Error("recovery cut the torn tail of the newest segment: accepted frames that had not reached the disk are lost (the loss window of sf_durability "+e.cfg.SFDurability+"; flush has none)", torn...)
+			e.logger.Error("recovery lost torn frames: accepted frames that had not reached the disk (the loss window of sf_durability "+mode+"; flush has none)", torn...)
 		}
+	}
+	if rep.TornFrames > 0 {
 		e.tel.tornFrames(rep.TornFrames)
 	}
 	if rep.SymbolTornBytes > 0 || rep.SymbolsRebuilt > 0 {

@@ -148,6 +148,60 @@ func BenchmarkAppendMemory(b *testing.B) {
 	}
 }
 
+// BenchmarkMemorySealSync measures what memory durability's background
+// fsync of sealed segments costs (issue 23): one appender, 4 MiB segments,
+// acks every 64 frames, at full speed (the worst case for fsyncs per
+// second: the appender outruns the disk) and paced at 20 MB/s (a busy
+// collector). It reports the ingest rate, the append latency (p50, p99,
+// max) and the fsyncs the queue ran per second and the device time they
+// took per second of ingest (Stats.Fsyncs, Stats.FsyncTotal).
+func BenchmarkMemorySealSync(b *testing.B) {
+	for _, rate := range []int{0, 20} { // MB/s; 0: unpaced
+		for _, size := range benchSizes {
+			name := "rate=max/size=" + sizeName(size)
+			if rate > 0 {
+				name = "rate=" + strconv.Itoa(rate) + "MBps/size=" + sizeName(size)
+			}
+			b.Run(name, func(b *testing.B) { benchSealSync(b, size, rate) })
+		}
+	}
+}
+
+func benchSealSync(b *testing.B, size, rate int) {
+	payload := makePayload(1, size, 0, -1)
+	q := benchQueue(b, sfqueue.DurabilityMemory)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	before := q.Stats()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if rate > 0 { // stay at or under rate, a millisecond at a time
+			due := start.Add(time.Duration(float64(i*size) / float64(rate) * 1e3)) // bytes / (MB/s) = µs; *1e3 = ns
+			if d := time.Until(due); d > time.Millisecond {
+				time.Sleep(d)
+			}
+		}
+		t0 := time.Now()
+		fsn, err := q.Append(ctx, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		if fsn%benchAckEvery == 0 {
+			q.Ack(fsn)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	st := q.Stats()
+	b.ReportMetric(float64(size)*float64(b.N)/1e6/elapsed.Seconds(), "MB/s")
+	latencyMetrics(b, "", lat, elapsed)
+	b.ReportMetric(float64(slices.Max(lat).Microseconds()), "max-us")
+	b.ReportMetric(float64(st.Fsyncs-before.Fsyncs)/elapsed.Seconds(), "fsyncs/s")
+	b.ReportMetric(float64((st.FsyncTotal-before.FsyncTotal).Milliseconds())/elapsed.Seconds(), "fsync-ms/s")
+}
+
 // latencyMetrics reports frames/s and the p50/p99 latency of one frame,
 // their names prefixed, and returns the p99.
 func latencyMetrics(b *testing.B, prefix string, lat []time.Duration, elapsed time.Duration) time.Duration {

@@ -119,15 +119,20 @@
 //
 // # Side files
 //
-// .ack-watermark is 24 bytes: magic u32 | acked FSN u64 | on-disk FSN
-// u64 | CRC32C u32. The on-disk FSN is the highest frame its writer knew to be
-// durable (all published frames at a clean Close); recovery reports frames
-// up to it that it cannot find as DATA_LOSS (RecoveryReport.Lost). The
-// magic is "SQW1" when completed fsyncs covered all of them, "SQWu" when
-// some were only written (Close in memory durability, or after a failed
-// fsync; Watermark.Unsynced). It
-// is replaced by write-temp, fsync, rename, fsync-directory, at most every
-// 250 ms and only when the acked FSN moved, and on Close.
+// .ack-watermark is 36 bytes (format 2): magic u32 "SQW2" | durability u8
+// (+1) | 3 zero bytes | acked FSN u64 | synced FSN u64 | published FSN
+// u64 | CRC32C u32. The synced FSN is the highest frame completed fsyncs
+// covered: recovery reports frames up to it that it cannot find as
+// DATA_LOSS (RecoveryReport.Lost). The published FSN is the highest frame
+// published when it was written: frames above the synced FSN and up to it
+// that recovery cannot find are torn frames, the mode's loss window,
+// counted (RecoveryReport.Torn). The durability is the writer's, whose
+// window the next recovery applies. It is replaced by write-temp, fsync,
+// rename, fsync-directory, at most every 250 ms and only when something in
+// it moved, and on Close. Format 1 (24 bytes, "SQW1" or "SQWu": acked FSN
+// and one on-disk FSN) is still read; a release before format 2 reads a
+// format 2 file as corrupt and replays from the oldest segment
+// (duplicates, never loss).
 //
 // .symbol-dict.<generation, 10 digits> is one dictionary generation, an
 // append-only log of records
@@ -157,7 +162,26 @@
 //
 // # Durability
 //
-//   - memory: writes reach the page cache only. Survives a process crash.
+// What a caller may lose to a power loss (a process crash loses nothing
+// in any mode), the rule recovery applies (rule.go, SlotScan.judge):
+//
+//   - flush: nothing that was answered.
+//   - periodic: at most what was appended since the last completed tick.
+//   - memory: at most what was appended since the last segment seal and
+//     watermark save: the active segment, plus at most one sealed segment
+//     still being synced.
+//
+// Everything inside the window that is lost is counted (RecoveryReport.Torn
+// and TornFrames, by cause: the torn tail, a torn creation, a segment of
+// memory durability not synced, frames published but never written) and
+// logged at Error with its FSN range (Info in flush, where none of it was
+// answered). Everything outside it that is unreadable is media damage:
+// DATA_LOSS, and the slot is set aside (Recovery, below).
+//
+//   - memory: writes reach the page cache only; a segment, once sealed at a
+//     rotation, is fsynced by the background goroutine, off the append path
+//     (a rotation waits only when the previous sealed segment's fsync is
+//     still running), and .ack-watermark then records it as synced.
 //   - periodic: a background goroutine fsyncs every SyncInterval; a power
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
@@ -231,7 +255,18 @@
 //     searched at every offset for valid frames ("stray" frames): their
 //     presence means the damage is in the middle of the written data, not
 //     at a torn tail.
-//  3. Decide, by one rule for every durability mode. "The newest segment"
+//  3. Decide, by the rule of the mode that wrote the slot (.ack-watermark
+//     records it; else the opening queue's): rule.go. Acknowledged frames
+//     are those at or below .ack-watermark's acked FSN, even past every
+//     frame found (QuestDB has them; new FSNs resume above it); without a
+//     usable watermark, the frames of a dictionary generation older than
+//     the oldest one present (a generation is deleted only after the
+//     watermark covered its frames). In memory durability the cut is the
+//     first damage above the synced FSN in the last two segments holding
+//     frames (a hole, a torn frame, an unusable header, an empty segment
+//     before another); everything after it is deleted and counted as torn
+//     frames. In periodic and flush durability:
+//     "The newest segment"
 //     is the newest one holding a valid frame (or the last file, when it
 //     holds damage past an intact header and .ack-watermark recorded an
 //     FSN of it as on disk): a batch creates every segment it needs
@@ -243,8 +278,8 @@
 //     newest segment holds no frame and such segments follow it, its FSNs
 //     up to the next one's base were written and lost: torn frames.
 //     - The newest segment's tail: a bad frame with nothing valid after it,
-//     at an FSN .ack-watermark does not record as fsynced ("SQW1" and the
-//     on-disk FSN at or past it: the medium damaged it after a completed
+//     at an FSN .ack-watermark does not record as fsynced (its synced FSN
+//     at or past it: the medium damaged it after a completed
 //     fsync, which is damage like any other, below), is
 //     cut, and the frames it appears to hold above the watermark are
 //     RecoveryReport.TornFrames from TornFirstFSN. In flush durability
@@ -254,7 +289,7 @@
 //     its FSN range, and the caller counts it (torn_frames).
 //     - A torn creation is a torn tail too: the newest segment with an
 //     unusable header (not a newer format's) when .ack-watermark is absent
-//     or intact and records no FSN of it as on disk (on-disk FSN below its
+//     or intact and records no FSN of it as on disk (synced FSN below its
 //     base). The header is written before any frame and every fsync of the
 //     file covers it, so no fsync of the file completed: all of it is the
 //     mode's loss window (a directory fsync made its name durable first).
@@ -279,7 +314,7 @@
 //     sections of the surviving frames define (Options.SymbolDefs: the
 //     dictionary is rebuilt from them first, and the rebuilt entries are
 //     appended to .symbol-dict when the slot replays).
-//     - Frames the watermark recorded as on disk (its on-disk FSN) beyond
+//     - Frames the watermark recorded as on disk (its synced FSN) beyond
 //     everything found, not even torn, are gone: nothing is left to keep,
 //     so the slot replays, and they are reported as DATA_LOSS all the same
 //     (RecoveryReport.Lost, LostFrames; logged at Error).
@@ -302,16 +337,17 @@
 //     creations, never-written and wholly acked segments deleted,
 //     .symbol-dict cut to
 //     its valid prefix and extended with the rebuilt entries.
-//  6. ackedFSN = max(lowest base - 1, watermark); the next FSN follows the
-//     last frame, or the watermark when no segment survives, so an FSN at or
-//     below a recorded watermark is never reused. A watermark past the last
-//     readable frame is ignored with a warning. Recovered segments are
-//     sealed; appends go to a new segment. In periodic and flush
-//     durability the recovered segments holding frames .ack-watermark does
-//     not record as fsynced (the previous holder may have died before
-//     their fsync) are fsynced before the queue counts them durable, and
-//     a watermark recording FSNs past the last recovered frame as on disk
-//     (they were reported lost, and will be given again) is rewritten.
+//  6. ackedFSN = max(lowest base - 1, the acknowledged FSN of 3.); the
+//     next FSN follows the last frame or ackedFSN, whichever is higher, so
+//     an FSN at or below a recorded watermark is never reused. Recovered
+//     segments are sealed; appends go to a new segment. The recovered
+//     segments holding frames .ack-watermark does not record as fsynced
+//     (the previous holder may have died before their fsync, or closed in
+//     memory durability) are fsynced before the queue counts them durable.
+//     .ack-watermark is then rewritten, before any FSN is handed out,
+//     whenever it differs from what recovery decided (unusable, FSNs past
+//     the last recovered frame recorded, another mode), so that it is never
+//     left stale.
 //
 // A deleted oldest segment cannot be told from acknowledged segments that
 // Ack deleted before the watermark recorded them (the watermark is written

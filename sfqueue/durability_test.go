@@ -208,27 +208,42 @@ func TestPeriodicSyncsInBackground(t *testing.T) {
 	}
 }
 
-func TestMemoryDurabilityNeverFsyncsSegments(t *testing.T) {
+// Memory durability fsyncs a segment once it is sealed, in the background
+// (rule.go): appends go on while that fsync runs, the active segment is
+// never fsynced, and DurableFSN then covers the sealed segment.
+func TestMemoryDurabilitySyncsSealedSegmentsInTheBackground(t *testing.T) {
 	cfs := newCrashFS()
 	var synced []string
 	var mu sync.Mutex
+	release := make(chan struct{})
 	cfs.syncHook = func(name string) {
-		mu.Lock()
-		synced = append(synced, name)
-		mu.Unlock()
+		if strings.HasSuffix(name, segmentSuffix) {
+			mu.Lock()
+			synced = append(synced, name)
+			mu.Unlock()
+			<-release
+		}
 	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(synced) }
 	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 512})
-	for i := range 20 {
+	for i := range 5 { // 4 frames fill segment 1; the 5th seals it
 		mustAppend(t, q, testPayload(uint64(i+1), 100))
 	}
+	waitFor(t, "the sealed segment's fsync to start", func() bool { return count() == 1 })
+	for i := 5; i < 8; i++ { // the fsync is blocked: appends are not
+		mustAppend(t, q, testPayload(uint64(i+1), 100))
+	}
+	if d := q.Stats().DurableFSN; d != 0 {
+		t.Fatalf("DurableFSN %d while the sealed segment's fsync is blocked", d)
+	}
+	close(release)
+	waitFor(t, "DurableFSN to cover the sealed segment", func() bool { return q.Stats().DurableFSN == 4 })
 	q.Ack(3)
-	q.Close()
+	mustClose(t, q)
 	mu.Lock()
 	defer mu.Unlock()
-	for _, n := range synced {
-		if strings.HasSuffix(n, segmentSuffix) {
-			t.Fatalf("memory durability fsynced segment %s", n)
-		}
+	if len(synced) != 1 || synced[0] != "/d/s/"+segmentName(1) {
+		t.Fatalf("fsynced segments %v; want the sealed one only, never the active one", synced)
 	}
 }
 
@@ -263,6 +278,28 @@ type powerResult struct {
 	promised, lost int
 	window         time.Duration // age at the crash of the oldest lost promised frame
 	unreplayable   bool
+}
+
+// ackWithLag is QuestDB for the power-loss tests: it reads q and acks
+// each frame lag frames behind, until ctx ends.
+func ackWithLag(ctx context.Context, q *Queue, lag uint64) {
+	c := q.NewCursor()
+	for ctx.Err() == nil {
+		fsn, _, ok, err := c.Next()
+		if err != nil {
+			return
+		}
+		if !ok {
+			select {
+			case <-q.Published():
+			case <-ctx.Done():
+			}
+			continue
+		}
+		if fsn > lag {
+			q.Ack(fsn - lag)
+		}
+	}
 }
 
 // powerLossRun appends from several goroutines (registering symbols as it
@@ -320,25 +357,7 @@ func powerLossRun(t *testing.T, d Durability, mode crashMode, seed uint64, cutAf
 			}
 		})
 	}
-	wg.Go(func() { // consumer: acks with a lag of 20 frames
-		c := q.NewCursor()
-		for ctx.Err() == nil {
-			fsn, _, ok, err := c.Next()
-			if err != nil {
-				return
-			}
-			if !ok {
-				select {
-				case <-q.Published():
-				case <-ctx.Done():
-				}
-				continue
-			}
-			if fsn > 20 {
-				q.Ack(fsn - 20)
-			}
-		}
-	})
+	wg.Go(func() { ackWithLag(ctx, q, 20) })
 	time.Sleep(cutAfter/2 + time.Duration(r.Int64N(int64(cutAfter))))
 	mu.Lock()
 	snap := cfs.PowerLoss(mode, r)

@@ -408,17 +408,17 @@ func TestFatalFsyncLatches(t *testing.T) {
 	if err := q.Close(); !errors.As(err, &fatal) {
 		t.Fatalf("Close after the latch: %v, want the latched *FatalError again", err)
 	}
-	// Close records frame 2 as on disk, but not as fsynced: a torn FSN 2
+	// Close records frame 2 as published, but not as fsynced: a torn FSN 2
 	// is then a torn write, not damage to fsynced data.
-	if w, ok, err := readWatermark(cfs, "/d/s"); !ok || err != nil || w.durable != 2 || !w.unsynced {
-		t.Fatalf(".ack-watermark after the latch: %+v (ok %v, %v); want on-disk FSN 2, unsynced", w, ok, err)
+	if w, ok, err := readWatermark(cfs, "/d/s"); !ok || err != nil || w.published != 2 || w.synced != 1 {
+		t.Fatalf(".ack-watermark after the latch: %+v (ok %v, %v); want FSN 2 published, 1 synced", w, ok, err)
 	}
 }
 
 // TestCloseWatermarkSaysWhatWasFsynced: Close records every written frame
-// as on disk, and whether a completed fsync covered them (periodic and
-// flush) or not (memory), which decides whether recovery may take damage
-// to them for a torn write.
+// as published, and which of them a completed fsync covered (periodic and
+// flush: all; memory: not the active segment), which decides whether
+// recovery may take damage to them for a torn write.
 func TestCloseWatermarkSaysWhatWasFsynced(t *testing.T) {
 	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic, DurabilityFlush} {
 		t.Run(d.String(), func(t *testing.T) {
@@ -434,8 +434,9 @@ func TestCloseWatermarkSaysWhatWasFsynced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if w := scan.Watermark; !scan.WatermarkOK || w.Durable != 3 || w.Unsynced != (d == DurabilityMemory) {
-				t.Fatalf("watermark %+v (ok %v); want on-disk FSN 3, unsynced only in memory durability", w, scan.WatermarkOK)
+			if w := scan.Watermark; !scan.WatermarkOK || w.Published != 3 || (w.Durable == 3) != (d != DurabilityMemory) ||
+				!w.DurabilityKnown || w.Durability != d {
+				t.Fatalf("watermark %+v (ok %v); want FSN 3 published, synced but in memory durability (the active segment)", w, scan.WatermarkOK)
 			}
 		})
 	}

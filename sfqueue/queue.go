@@ -84,8 +84,8 @@ type Queue struct {
 	noRecycle bool
 	spareWake chan struct{} // asks the background goroutine for a spare
 	// sealWake asks the background goroutine to fsync the sealed segments
-	// at once (flush durability), so the group fsync that must wait for
-	// them finds them durable or nearly.
+	// at once (flush durability: so the group fsync that must wait for
+	// them finds them durable or nearly; memory: off the append path).
 	sealWake chan struct{}
 	consumer ConsumerState
 	space    chan struct{} // closed and replaced when room may have appeared
@@ -161,7 +161,7 @@ func Open(o Options) (*Queue, error) {
 	if q.segmentAlloc() > 0 {
 		q.spareWake = make(chan struct{}, 1)
 	}
-	if o.Durability == DurabilityFlush {
+	if o.Durability != DurabilityPeriodic {
 		q.sealWake = make(chan struct{}, 1)
 	}
 	go q.background()
@@ -490,7 +490,7 @@ func (q *Queue) admitLocked(payloads [][]byte, need int64) (early bool, err erro
 		return early, nil
 	}
 	for len(q.segs) > 0 && q.segs[0].end()-1 <= q.acked {
-		if q.segs[0].sealing {
+		if q.segs[0].sealing && q.o.Durability != DurabilityMemory {
 			// Not durable yet (flush durability): deleted now, a power
 			// loss could find the next segment's frames and not its
 			// tail, as Ack knows. Its fsync first, with q.mu released.
@@ -655,13 +655,13 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error
 		if c.seg != q.active {
 			// A group or periodic fsync under way may be fsyncing prev
 			// (its dirty flag already cleared): it is not durable yet,
-			// so it is sealed (flush) or fsynced (periodic) too.
-			if prev := q.active; prev != nil && (prev.dirty || q.syncing) && q.sf && q.o.Durability != DurabilityMemory {
+			// so it is sealed (flush, memory) or fsynced (periodic) too.
+			if prev := q.active; prev != nil && (prev.dirty || q.syncing) && q.sf {
 				var err error
-				if q.flushReq != nil {
-					err = q.sealLocked(prev)
-				} else {
+				if q.o.Durability == DurabilityPeriodic {
 					err = q.rotationSyncLocked(prev)
+				} else {
+					err = q.sealLocked(prev)
 				}
 				if err != nil {
 					rollback.undo()
@@ -891,15 +891,18 @@ func (u *writeUndo) undo() {
 	}
 }
 
-// sealLocked seals prev at a rotation in flush durability: it writes the
-// frames built for prev and leaves prev's fsync to the next group fsync,
-// which runs it before it writes any frame of a later segment
-// (syncSealedLocked). Appends do not wait for that fsync, as they do at a
-// periodic-mode rotation (rotationSyncLocked); no frame reaches the next
-// segment's file before prev is durable either way, so a power loss cannot
-// leave a hole between them. A segment sealed before and not yet durable
-// (two rotations within one group fsync, a batch larger than a segment
-// among them) is fsynced first, here, other appends waiting.
+// sealLocked seals prev at a rotation in flush and memory durability.
+// Flush: it writes the frames built for prev and leaves prev's fsync to
+// the next group fsync, which runs it before it writes any frame of a
+// later segment (syncSealedLocked). Appends do not wait for that fsync, as
+// they do at a periodic-mode rotation (rotationSyncLocked); no frame
+// reaches the next segment's file before prev is durable either way, so a
+// power loss cannot leave a hole between them. Memory: the background
+// goroutine fsyncs prev, off the append path, and q.durable then records
+// it, so the mode's loss window is the active segment and at most this
+// one (rule.go). Either way a segment sealed before and not yet durable (a
+// rotation faster than an fsync, a batch larger than a segment) is fsynced
+// first, here, other appends waiting.
 func (q *Queue) sealLocked(prev *segment) error {
 	if err := q.syncSealedLocked(true); err != nil {
 		return err
@@ -954,7 +957,10 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 			return nil
 		}
 		q.sealSyncing = true
-		op, err := q.fsyncUnlocked(segs, false)
+		// Memory durability: the directory too, so that what q.durable
+		// then records is durable, names included (nothing else fsyncs
+		// the directory but the .ack-watermark's save).
+		op, err := q.fsyncUnlocked(segs, q.o.Durability == DurabilityMemory)
 		q.sealSyncing = false
 		q.syncDone.Broadcast()
 		if err != nil {
@@ -964,6 +970,10 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 			s.unsealLocked()
 			s.dirty = false
 			q.closeIdleLocked(s)
+			if q.o.Durability == DurabilityMemory {
+				// Sealed in order, each after the one before was synced.
+				q.durable = max(q.durable, s.end()-1)
+			}
 		}
 	}
 }
@@ -1028,8 +1038,11 @@ func (q *Queue) Ack(fsn uint64) {
 	// fsync ends: deleted earlier, a power loss could keep the deletion
 	// undone and its unsynced tail torn, before a later segment's durable
 	// frames (a hole recovery must set aside). The Ack of the frames
-	// behind it (published after that fsync) deletes it.
-	for len(q.segs) > 0 && q.segs[0] != q.active && !q.segs[0].sealing && q.segs[0].end()-1 <= q.acked {
+	// behind it (published after that fsync) deletes it. Not in memory
+	// durability, where the later segment is not durable either: the torn
+	// tail is the window's cut (rule.go) whether the deletion was undone
+	// or never made.
+	for len(q.segs) > 0 && q.segs[0] != q.active && (!q.segs[0].sealing || q.o.Durability == DurabilityMemory) && q.segs[0].end()-1 <= q.acked {
 		gone = append(gone, q.detachFirstLocked().path)
 	}
 	q.notifySpaceLocked()
@@ -1224,12 +1237,11 @@ func (q *Queue) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	// What a close leaves on disk: everything written (in memory
-	// durability, or after a latched fsync error, in the page cache only).
-	// Recording it all lets the next recovery report as DATA_LOSS any of
-	// these accepted frames that never reached the disk, instead of
-	// starting without them in silence.
-	onDisk := q.written
+	// What a close leaves on disk: everything written, fsynced (periodic,
+	// flush; unless an fsync failed) or in the page cache only (memory
+	// durability's active segment). .ack-watermark records both, so that
+	// the next recovery tells a loss in the window (counted) from media
+	// damage, and never starts without a frame in silence.
 	if q.sf && !drained && q.o.Durability != DurabilityMemory {
 		for _, s := range q.segs {
 			if q.fatal != nil {
@@ -1247,14 +1259,14 @@ func (q *Queue) Close() error {
 			}
 		}
 		if q.fatal == nil {
-			q.durable = max(q.durable, onDisk) // the watermark records them as fsynced
+			q.durable = max(q.durable, q.written)
 		}
 	}
 	q.completeLocked(ep) // with the latched error if an fsync failed
 	if q.sf {
 		// The watermark goes first: once the segments are gone it is what
 		// keeps the next Open from reusing FSNs.
-		if err := q.saveWatermarkLocked(onDisk, true); err != nil {
+		if err := q.saveWatermarkLocked(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -1321,7 +1333,7 @@ func (q *Queue) background() {
 			q.mu.Unlock()
 		case <-wm.C:
 			q.mu.Lock()
-			err := q.saveWatermarkLocked(q.durable, false)
+			err := q.saveWatermarkLocked()
 			switch {
 			case err != nil && !q.wmFailing:
 				// Once per failure streak: it is retried every 250 ms.

@@ -255,7 +255,10 @@ func TestDrainedCloseLeavesNoSegmentsAndKeepsFSNs(t *testing.T) {
 	}
 }
 
-func TestWatermarkBeyondDataIsIgnored(t *testing.T) {
+// A watermark past the last frame found (a power loss kept it, fsynced,
+// and not the segment's tail) records acknowledged frames: QuestDB has
+// them, and new FSNs resume above it.
+func TestWatermarkBeyondDataIsTrusted(t *testing.T) {
 	o := Options{Dir: t.TempDir(), SenderID: "s"}
 	q := mustOpen(t, o)
 	for i := range 5 {
@@ -269,11 +272,14 @@ func TestWatermarkBeyondDataIsIgnored(t *testing.T) {
 	q = mustOpen(t, o)
 	defer q.Close()
 	rep := q.Recovery()
-	if !rep.WatermarkIgnored || rep.AckedFSN != 0 || q.PublishedFSN() != 5 {
-		t.Fatalf("watermark 99 over 5 frames: %+v; want it ignored, acked 0", rep)
+	if rep.WatermarkIgnored || rep.AckedFSN != 99 || q.PublishedFSN() != 99 || rep.TornFrames != 0 || rep.LostFrames != 0 {
+		t.Fatalf("watermark 99 over 5 frames: %+v; want it trusted, acked 99, nothing lost", rep)
 	}
-	if n := len(drain(t, q.NewCursor())); n != 5 {
-		t.Fatalf("read %d frames, want all 5 replayed", n)
+	if n := len(drain(t, q.NewCursor())); n != 0 {
+		t.Fatalf("read %d frames, want none: all 5 were acknowledged", n)
+	}
+	if fsn := mustAppend(t, q, testPayload(6, 30)); fsn != 100 {
+		t.Fatalf("the next frame got FSN %d; want 100, above the watermark", fsn)
 	}
 }
 

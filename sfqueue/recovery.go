@@ -30,11 +30,20 @@ type RecoveryReport struct {
 	// loss window, which the caller must log and count.
 	TornFrames   uint64
 	TornFirstFSN uint64
+	// Torn lists the torn frames' FSN ranges with their cause (rule.go):
+	// the cut (a torn tail, a torn creation, an unsynced segment of memory
+	// durability) and frames handed out past it that never reached the
+	// disk.
+	Torn []FSNRange
+	// TornDurability is the durability of the queue that wrote the torn
+	// frames (recorded in .ack-watermark, else this queue's): in flush
+	// durability none of them was answered to a caller.
+	TornDurability Durability
 	// SymbolsRebuilt counts dictionary entries .symbol-dict had lost and
 	// recovery took back from the delta sections of surviving frames.
 	SymbolsRebuilt int
-	// WatermarkIgnored is set when .ack-watermark was corrupt or pointed past
-	// the last recovered frame.
+	// WatermarkIgnored is set when .ack-watermark was corrupt (frames are
+	// then replayed from the oldest segment, and the file is rewritten).
 	WatermarkIgnored bool
 	// LostFrames counts accepted frames above the ack watermark that the
 	// previous holder recorded as on disk (in .ack-watermark) and that
@@ -61,79 +70,49 @@ type symbolNeed struct {
 // recoveryPlan is what recovery decided from a scan: the changes that make
 // the slot replayable, or the unreadable ranges that make it unreplayable.
 type recoveryPlan struct {
-	wm               uint64 // the watermark trusted (0: none)
+	wm               uint64 // the acked FSN the rule trusts (rule.go; 0: none)
 	wmOK             bool
 	watermarkIgnored bool
 	keep             []*SegmentScan // segments to replay, ascending
 	truncate         []*SegmentScan // cut at ValidEnd
 	remove           []string       // segment files to delete
 	tornBytes        int64
-	tornFirst        uint64
-	tornFrames       uint64
+	torn             []FSNRange   // the window's loss (rule.go), by cause
 	tornCreation     *SegmentScan // the newest segment, deleted as a torn creation
 	lost             []FSNRange
 	unreadable       []FSNRange // non-empty: set the slot aside
 }
 
-// plan applies the recovery rule of doc.go to the scan. It changes nothing.
+// plan applies the recovery rule (rule.go) to the scan. It changes nothing.
 func (s *SlotScan) plan() recoveryPlan {
-	p := recoveryPlan{wm: s.Watermark.Acked, wmOK: s.WatermarkOK}
-	if !p.wmOK {
-		p.wm = 0
-		p.watermarkIgnored = s.WatermarkErr != nil
-	}
-	segs := s.Segments
-	// A watermark past the last readable frame cannot be trusted (recovery
-	// would skip frames it never saw acked).
-	for i := len(segs) - 1; i >= 0; i-- {
-		if segs[i].HeaderErr == nil && len(segs[i].Frames) > 0 {
-			if last := segs[i].End() - 1; p.wmOK && p.wm > last {
-				p.wm, p.wmOK, p.watermarkIgnored = 0, false, true
-			}
-			break
-		}
-	}
+	j := s.judge()
+	p := recoveryPlan{wm: j.acked, wmOK: j.ackedKnown, watermarkIgnored: s.WatermarkErr != nil}
 	unreadable := func(r FSNRange) {
 		if r.Last != 0 && r.Last <= p.wm {
 			return // acked: may be dropped
 		}
 		p.unreadable = append(p.unreadable, r)
 	}
+	segs := s.Segments
 	var prevEnd uint64 // FSN the next segment must start at; 0: none yet
 	var prevName string
-	// The tail (SlotScan.tail) is the newest segment a crash can have
-	// torn; no frame of the segments after it reached the disk.
-	tail := s.tail()
-	if last, ok := s.emptyTail(tail); ok && last > p.wm {
-		p.tornFirst = max(segs[tail].Base, p.wm+1)
-		p.tornFrames = last - p.tornFirst + 1
-	}
 	for i := range segs {
 		seg := &segs[i]
 		path := filepath.Join(s.Dir, seg.Name)
-		newest := i == tail
 		var next uint64
-		if i < tail {
+		if i < j.tail {
 			next = segs[i+1].Base
 		}
-		switch {
-		case i > tail || seg.HeaderErr != nil && newest && !seg.written():
-			// Created, no frame of it written (SlotScan.tail): a torn
-			// header's bytes, or what follows an intact one, are torn.
+		if i > j.tail || i == j.tail && j.cut == cutWhole {
+			// The window's cut, or after it: nothing of it is replayed
+			// (its FSNs are in p.torn); its written bytes are torn.
 			if seg.HeaderErr != nil {
 				p.tornBytes += seg.NonZeroEnd
 			} else if seg.NonZeroEnd > segmentHeaderSize {
 				p.tornBytes += seg.NonZeroEnd - segmentHeaderSize
 			}
-			p.remove = append(p.remove, path)
-			continue
-		case s.tornCreation(i, tail):
-			// No fsync of the file completed: all of it is the torn tail.
-			p.tornBytes += seg.NonZeroEnd
-			p.tornCreation = seg
-			if last := seg.Base + uint64(seg.HeadlessFrames) - 1; seg.HeadlessFrames > 0 && last > p.wm {
-				p.tornFirst = max(seg.Base, p.wm+1)
-				p.tornFrames = last - p.tornFirst + 1
+			if seg.HeaderErr != nil && seg.NonZeroEnd > segmentHeaderSize && p.tornCreation == nil {
+				p.tornCreation = seg
 			}
 			p.remove = append(p.remove, path)
 			continue
@@ -157,21 +136,16 @@ func (s *SlotScan) plan() recoveryPlan {
 			prevEnd = next
 			p.remove = append(p.remove, path)
 			continue
-		case newest && s.tornTail(seg):
+		case i == j.tail && j.cut == cutDamage:
 			// The torn tail: nothing after it was ever written whole.
-			d := seg.Damage
 			p.tornBytes += seg.NonZeroEnd - seg.ValidEnd
-			if last := d.FSN + uint64(d.Frames) - 1; last > p.wm {
-				p.tornFirst = max(d.FSN, p.wm+1)
-				p.tornFrames = last - p.tornFirst + 1
-			}
 			p.truncate = append(p.truncate, seg)
 		case seg.Damage != nil:
 			unreadable(s.damageRange(seg, next))
 			p.truncate = append(p.truncate, seg)
 		}
 		if len(seg.Frames) == 0 {
-			if i < tail && seg.Damage == nil {
+			if i < j.tail && seg.Damage == nil {
 				// Truncated to its header: segments are deleted whole,
 				// never cut, so a segment before the tail holds its frames.
 				unreadable(FSNRange{First: seg.Base, Last: next - 1, File: seg.Name, Offset: segmentHeaderSize,
@@ -186,20 +160,10 @@ func (s *SlotScan) plan() recoveryPlan {
 		}
 		p.keep = append(p.keep, seg)
 	}
-	// Frames the watermark recorded as on disk beyond everything found.
-	last := p.wm
-	if n := len(p.keep); n > 0 {
-		last = max(last, p.keep[n-1].End()-1)
-	}
-	if p.tornFrames > 0 && p.tornFirst <= last+1 {
-		// Torn frames account for the FSNs they continue; not for a hole
-		// before a torn creation (frames of the segment before it that
-		// never reached the disk).
-		last = max(last, p.tornFirst+p.tornFrames-1)
-	}
-	if s.WatermarkOK && s.Watermark.Durable > last {
-		p.lost = append(p.lost, FSNRange{First: last + 1, Last: s.Watermark.Durable, Cause: fmt.Sprintf(
-			"vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", s.Watermark.Durable, last)})
+	p.torn = s.tornRanges(j, false)
+	if j.lostLast != 0 {
+		p.lost = append(p.lost, FSNRange{First: j.lostFirst, Last: j.lostLast, Cause: fmt.Sprintf(
+			"vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", j.lostLast, j.lostFirst-1)})
 	}
 	return p
 }
@@ -342,11 +306,14 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	if scan.WatermarkErr != nil {
 		log.Warn("sfqueue: ignoring unreadable ack watermark", zap.String("slot", q.slot), zap.Error(scan.WatermarkErr))
 	}
+	if !scan.WatermarkOK || !scan.Watermark.DurabilityKnown {
+		scan.AssumeDurability(q.o.Durability)
+	}
 	p := scan.plan()
 	rep.WatermarkIgnored = p.watermarkIgnored
-	if p.wmOK != scan.WatermarkOK {
-		log.Warn("sfqueue: ack watermark is beyond the recovered data; ignoring it",
-			zap.String("slot", q.slot), zap.Uint64("watermark", scan.Watermark.Acked))
+	if scan.WatermarkOK && len(p.keep) > 0 && p.wm > p.keep[len(p.keep)-1].End()-1 {
+		log.Info("sfqueue: ack watermark is beyond the recovered data: those frames were acknowledged; new FSNs resume above it",
+			zap.String("slot", q.slot), zap.Uint64("watermark", p.wm), zap.Uint64("last_frame", p.keep[len(p.keep)-1].End()-1))
 	}
 	acked := p.wm
 	for _, seg := range p.keep {
@@ -412,13 +379,9 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 		return rep, err
 	}
 	q.acked = acked
-	q.wmSaved = watermark{}
-	if p.wmOK {
-		q.wmSaved = watermark{acked: scan.Watermark.Acked, durable: scan.Watermark.Durable, unsynced: scan.Watermark.Unsynced}
-	}
 	q.nextFSN = acked + 1
-	if len(q.segs) > 0 {
-		q.nextFSN = q.segs[len(q.segs)-1].end()
+	if n := len(q.segs); n > 0 {
+		q.nextFSN = max(q.nextFSN, q.segs[n-1].end())
 	}
 	end := q.nextFSN - 1
 	if err := q.syncRecovered(scan); err != nil {
@@ -426,11 +389,16 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	q.durable = end
 	q.written = end
-	if scan.WatermarkOK && scan.Watermark.Durable > end {
-		// FSNs past end will be given again: a watermark recording them
-		// as on disk would take the new frames' torn tail after a crash
-		// for damage to fsynced ones, and report the lost ones again.
-		w := q.watermarkFor(end)
+	// Never left stale: the file records what this recovery decided before
+	// any FSN is handed out again (an unusable one, acked FSNs the rule
+	// moved, frames recorded that are gone and whose FSNs will be given
+	// again).
+	q.wmSaved = watermark{}
+	if scan.WatermarkOK {
+		w := scan.Watermark
+		q.wmSaved = watermark{acked: w.Acked, synced: w.Durable, published: w.Published, mode: w.Durability, modeKnown: w.DurabilityKnown}
+	}
+	if w := q.watermarkLocked(); (scan.WatermarkOK || scan.WatermarkErr != nil) && w != q.wmSaved {
 		if err := replaceFile(q.fs, q.slot, watermarkFile, encodeWatermark(w)); err != nil {
 			return rep, err
 		}
@@ -438,16 +406,20 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	rep.Segments = len(q.segs)
 	rep.PublishedFSN = q.nextFSN - 1
-	rep.TornBytes, rep.TornFrames, rep.TornFirstFSN = p.tornBytes, p.tornFrames, p.tornFirst
-	if rep.TornFrames > 0 {
-		fields := []zap.Field{zap.String("slot", q.slot), zap.Uint64("first_fsn", rep.TornFirstFSN),
-			zap.Uint64("last_fsn", rep.TornFirstFSN+rep.TornFrames-1), zap.Int64("torn_bytes", rep.TornBytes),
-			zap.Stringer("durability", q.o.Durability)}
-		if q.o.Durability == DurabilityFlush {
+	rep.TornBytes, rep.Torn = p.tornBytes, p.torn
+	rep.TornDurability, _ = scan.durability()
+	for _, r := range p.torn {
+		if rep.TornFrames == 0 {
+			rep.TornFirstFSN = r.First
+		}
+		rep.TornFrames += r.Frames()
+		fields := []zap.Field{zap.String("slot", q.slot), zap.Uint64("first_fsn", r.First), zap.Uint64("last_fsn", r.Last),
+			zap.Uint64("frames", r.Frames()), zap.String("cause", r.Cause), zap.Stringer("durability", rep.TornDurability)}
+		if rep.TornDurability == DurabilityFlush {
 			// Nothing after the last completed fsync was answered (seed 004).
-			log.Info("sfqueue: cut the torn tail of the newest segment", fields...)
+			log.Info("sfqueue: torn frames: cut, their fsync never completed (answered to no caller)", fields...)
 		} else {
-			log.Error("sfqueue: cut the torn tail of the newest segment: these frames were accepted but had not reached the disk (the durability mode's loss window)", fields...)
+			log.Error("sfqueue: torn frames: accepted frames lost before they reached the disk (the durability mode's loss window)", fields...)
 		}
 	}
 	rep.Lost = p.lost
@@ -464,16 +436,14 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	return rep, nil
 }
 
-// syncRecovered fsyncs, in periodic and flush durability, the recovered
-// segments holding frames that .ack-watermark does not record as fsynced:
-// the previous holder may have crashed before their fsync, and from here
-// on the queue counts them as durable (q.durable), which .ack-watermark
-// then records ("SQW1"), so that damage to them is taken for the medium's,
-// not a torn write. Without it they would stay in the page cache only.
+// syncRecovered fsyncs the recovered segments holding frames that
+// .ack-watermark does not record as fsynced: the previous holder may have
+// crashed before their fsync (or, in memory durability, closed without
+// one), and from here on the queue counts them as durable (q.durable),
+// which .ack-watermark then records, so that damage to them is taken for
+// the medium's, not a torn write, and the window stays the active segment.
+// Without it they would stay in the page cache only.
 func (q *Queue) syncRecovered(scan *SlotScan) error {
-	if q.o.Durability == DurabilityMemory {
-		return nil
-	}
 	n, began := 0, time.Now()
 	defer func() {
 		if n > 0 { // one after a crash; every segment after a memory-durability life

@@ -133,6 +133,8 @@ const (
 	vanished                            // frames are missing, reported as lost; the rest replays
 	setAside                            // the slot is set aside unchanged, DATA_LOSS
 	setAsideIfSynced                    // setAside, but tailCut in memory durability (nothing was fsynced)
+	vanishedIfSynced                    // vanished, but torn frames in memory durability (the active segment was not fsynced)
+	windowLoss                          // frames are missing inside the mode's loss window, counted as torn
 )
 
 // TestRecoveryRule checks doc.go's recovery rule case by case, in each
@@ -178,7 +180,7 @@ func TestRecoveryRule(t *testing.T) {
 		}, tailCut, func(s *ruleSlot) uint64 { return 41 }},
 		{"newest segment truncated at a frame boundary", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { return b[:o[len(o)-1]] })
-		}, vanished, func(s *ruleSlot) uint64 { return 40 }},
+		}, vanishedIfSynced, func(s *ruleSlot) uint64 { return 40 }},
 		{"bit flip mid newest segment", 0, func(t *testing.T, s *ruleSlot) {
 			s.edit(t, -1, func(b []byte, o []uint32) []byte { flipPayload(b, o[0]); return b })
 		}, setAside, func(s *ruleSlot) uint64 { return s.firstFSN(-1) }},
@@ -255,6 +257,12 @@ func TestRecoveryRule(t *testing.T) {
 						want = tailCut
 					}
 				}
+				if want == vanishedIfSynced {
+					want = vanished
+					if d == DurabilityMemory {
+						want = windowLoss
+					}
+				}
 				slot := filepath.Join(s.o.Dir, s.o.SenderID)
 				os.WriteFile(filepath.Join(slot, watermarkFile+".tmp"), []byte("interrupted"), 0o600)
 				before := slotFiles(t, slot)
@@ -276,6 +284,11 @@ func TestRecoveryRule(t *testing.T) {
 					}
 					if wantErr := d != DurabilityFlush; (errorLogs > 0) != wantErr {
 						t.Fatalf("%d error logs for a tail cut in %s durability; want them: %v", errorLogs, d, wantErr)
+					}
+				case windowLoss:
+					first := tc.first(s)
+					if uint64(len(got)) != first-1 || rep.TornFrames != 41-first || rep.TornFirstFSN != first || rep.LostFrames != 0 || errorLogs == 0 {
+						t.Fatalf("replayed %d frames, report %+v, %d error logs; want FSN %d.. counted torn and logged", len(got), rep, errorLogs, first)
 					}
 				case vanished:
 					first := tc.first(s)

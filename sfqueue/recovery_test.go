@@ -23,7 +23,7 @@ func crashedBefore(t *testing.T, o Options, fsn uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.durable = fsn - 1
+	w.synced = min(w.synced, fsn-1)
 	if err := os.WriteFile(filepath.Join(slot, watermarkFile), encodeWatermark(w), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestCorruptionNeverReturnsBadFrames(t *testing.T) {
 					}
 				}
 				lost := len(payloads) - len(got)
-				if lost > 0 && rep.TornBytes == 0 && rep.LostFrames == 0 && rep.Unreplayable == nil {
+				if lost > 0 && rep.TornBytes == 0 && rep.TornFrames == 0 && rep.LostFrames == 0 && rep.Unreplayable == nil {
 					t.Fatalf("%d frames lost without torn bytes, lost frames or a set-aside slot: %+v", lost, rep)
 				}
 				if lost == 0 && tc.wantLoss {
@@ -250,19 +250,29 @@ func TestVanishedFramesAreReportedAsLost(t *testing.T) {
 			os.Remove(segs[len(segs)-1])
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o, payloads := writeSlot(t, 40, nil)
-			segs := segmentPaths(t, o)
-			tc.damage(t, segs)
-			q := mustOpen(t, o)
-			defer q.Close()
-			rep := q.Recovery()
-			have := drain(t, q.NewCursor())
-			missing := uint64(len(payloads) - len(have))
-			if missing == 0 || rep.LostFrames != missing || rep.Unreplayable != nil {
-				t.Fatalf("%d of %d frames missing, report %+v; want LostFrames = %d", missing, len(payloads), rep, missing)
-			}
-		})
+		// Periodic: Close fsynced every frame, so the loss is the medium's
+		// (DATA_LOSS). Memory: the active segment was never synced, the
+		// mode's loss window: counted as torn frames.
+		for _, d := range []Durability{DurabilityPeriodic, DurabilityMemory} {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				o := Options{Dir: t.TempDir(), SenderID: "s", MaxSegmentBytes: 512, Durability: d}
+				q := mustOpen(t, o)
+				appendN(t, q, 1, 40)
+				mustClose(t, q)
+				tc.damage(t, segmentPaths(t, o))
+				q = mustOpen(t, o)
+				defer q.Close()
+				rep := q.Recovery()
+				missing := uint64(40 - len(drain(t, q.NewCursor())))
+				got := rep.LostFrames
+				if d == DurabilityMemory {
+					got = rep.TornFrames
+				}
+				if missing == 0 || got != missing || rep.LostFrames+rep.TornFrames != missing || rep.Unreplayable != nil {
+					t.Fatalf("%d of 40 frames missing, report %+v; want them all counted, as lost (periodic) or torn (memory)", missing, rep)
+				}
+			})
+		}
 	}
 }
 

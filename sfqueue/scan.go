@@ -20,12 +20,18 @@ import (
 
 // Watermark is the content of .ack-watermark.
 type Watermark struct {
-	Acked   uint64 // highest FSN the server acknowledged
-	Durable uint64 // highest FSN its writer knew to be on disk
-	// Unsynced: Durable counts frames written that no completed fsync was
-	// known to cover (a Close in memory durability, or after a failed
-	// fsync), which a power loss may still have torn.
-	Unsynced bool
+	Acked uint64 // highest FSN the server acknowledged
+	// Durable is the highest FSN completed fsyncs covered (segment data
+	// and directory entries): what is lost at or below it is media damage.
+	Durable uint64
+	// Published is the highest FSN appended and published when the file
+	// was written: frames up to it that are not in the slot were lost.
+	Published uint64
+	// Durability is the mode of the queue that wrote the file, which sets
+	// the loss window (rule.go); DurabilityKnown is false for a file of an
+	// older release, which did not record it.
+	Durability      Durability
+	DurabilityKnown bool
 }
 
 // SlotScan is what a read-only walk of a slot directory found.
@@ -41,6 +47,12 @@ type SlotScan struct {
 	TempFiles    []string      // names of *.tmp files (an interrupted replace)
 	Failed       string        // reason in .failed; "" when there is none
 	HolderPID    int           // PID recorded in .lock.pid (0: none); it may be stale
+
+	// assumed is the durability the slot is judged by when .ack-watermark
+	// does not record one (AssumeDurability; recovery: the opening
+	// queue's); without either, the strictest rule (periodic's) applies.
+	assumed      Durability
+	assumedKnown bool
 }
 
 // DictScan is what the walk of the dictionary files found (sizes and byte
@@ -120,73 +132,6 @@ type FrameDamage struct {
 	Stray []int64
 }
 
-// tail is the index of the newest segment holding a valid frame
-// (SegmentScan.holds), or of the last one with damage past an intact
-// header after a whole segment or that .ack-watermark recorded (0 when
-// none): the newest one a crash can have torn. No frame of
-// the segments after it reached the disk: a segment's frames are written
-// only once the one before is durable (periodic: the rotation fsyncs it;
-// flush: the group fsync does, before it writes the next segment's
-// frames), and a batch creates (and writes the header of) every segment
-// it needs before its first frame. What they hold is a header, torn or
-// not, and what a power loss leaves of unsynced writes; recovery deletes
-// them.
-func (s *SlotScan) tail() int {
-	n := len(s.Segments)
-	for i := n - 1; i > 0; i-- {
-		seg := &s.Segments[i]
-		// The last file's damage past an intact header, with no valid
-		// frame, is still the tail when the segment before it is whole
-		// (its first frame may have been torn: a loss to count) or
-		// .ack-watermark recorded an FSN of it as on disk (or cannot be
-		// read). Otherwise (the segment before it is torn) it is what a
-		// power loss left of writes no fsync completed: a segment's
-		// frames are written only once the one before is durable.
-		prev := &s.Segments[i-1]
-		prevWhole := prev.HeaderErr == nil && prev.Damage == nil && prev.End() == seg.Base
-		if seg.holds || i == n-1 && seg.HeaderErr == nil && seg.NonZeroEnd > segmentHeaderSize &&
-			(prevWhole || s.WatermarkErr != nil || s.WatermarkOK && s.Watermark.Durable >= seg.Base) {
-			return i
-		}
-	}
-	return 0
-}
-
-// emptyTail returns, when the tail segment holds no frame (and is no torn
-// creation) and segments follow it, the last FSN of its range (the next
-// segment's base - 1): a batch created those before its first frame, so
-// the tail's FSNs were written, and no completed fsync kept them (in
-// periodic durability, the rotation's fsync of the tail did not finish).
-// They are its torn frames.
-func (s *SlotScan) emptyTail(tail int) (last uint64, ok bool) {
-	if tail+1 >= len(s.Segments) {
-		return 0, false
-	}
-	seg := &s.Segments[tail]
-	if len(seg.Frames) > 0 || seg.Damage != nil || s.tornCreation(tail, tail) || s.Segments[tail+1].Base <= seg.Base {
-		return 0, false
-	}
-	return s.Segments[tail+1].Base - 1, true
-}
-
-// TornCreation reports whether segment i is a torn creation (doc.go,
-// Recovery): the tail segment (SlotScan.tail), with
-// an unusable header (not of a newer format), and no FSN of it recorded
-// as fsynced, by an intact .ack-watermark whose on-disk FSN is below the
-// segment's base or not known fsynced ("SQWu"), or by none at all. Every
-// fsync of a segment file covers
-// its header, which is written before any frame, so no fsync of this file
-// completed: its frames are the durability mode's loss window, a torn
-// tail that recovery deletes whole instead of setting the slot aside. An
-// older segment, or one the watermark recorded frames of as fsynced, or any segment
-// when .ack-watermark is present but unreadable, is damage.
-func (s *SlotScan) TornCreation(i int) bool { return s.tornCreation(i, s.tail()) }
-
-func (s *SlotScan) tornCreation(i, tail int) bool {
-	seg := &s.Segments[i]
-	return i == tail && seg.HeaderErr != nil && s.WatermarkErr == nil && !s.synced(seg.Base)
-}
-
 // End is the FSN after the segment's last valid frame.
 func (s *SegmentScan) End() uint64 { return s.Base + uint64(len(s.Frames)) }
 
@@ -216,7 +161,7 @@ func scanSlot(fsys FS, dir string, use func([]byte) (uint32, int64), entries boo
 	}
 	s := &SlotScan{Dir: dir}
 	w, ok, err := readWatermark(fsys, dir)
-	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.durable, Unsynced: w.unsynced}, ok, err
+	s.Watermark, s.WatermarkOK, s.WatermarkErr = Watermark{Acked: w.acked, Durable: w.synced, Published: w.published, Durability: w.mode, DurabilityKnown: w.modeKnown}, ok, err
 	if s.Dict, err = scanSymbolDict(fsys, dir, names, entries); err != nil {
 		return nil, err
 	}
@@ -536,47 +481,38 @@ func (r FSNRange) String() string {
 
 // Ranges lists the slot's FSNs in order as readable and unreadable runs:
 // each segment's valid frames, each damaged region with the file and offset
-// of its first bad byte (Torn when it is the torn tail or torn creation of
-// the tail segment (SlotScan.tail), which recovery cuts; the segments
-// after that one hold no FSN), each hole between
-// segments, and the frames the watermark recorded as on disk past the last
-// one found. Runs at or below the watermark are included; compare with
+// of its first bad byte, each hole between segments, the frames the
+// watermark recorded as synced past the last one found (vanished), and,
+// Torn, the durability mode's loss window (rule.go): the cut recovery
+// makes and the frames handed out past it that never reached the disk
+// (in memory durability, segments after the cut may still hold readable
+// frames, which recovery deletes and counts but the slot tool can send).
+// Runs at or below the watermark are included; compare with
 // Watermark.Acked.
 func (s *SlotScan) Ranges() []FSNRange {
+	j := s.judge()
 	var out []FSNRange
-	tail := s.tail()
-	for i := 0; i < len(s.Segments) && i <= tail; i++ { // those after the tail hold nothing
+	for i := 0; i <= j.tail; i++ {
 		seg := &s.Segments[i]
 		var next uint64 // first FSN of the next segment; 0 for the tail
-		if i < tail {
+		if i < j.tail {
 			next = s.Segments[i+1].Base
 		}
+		cut := i == j.tail && j.cut != cutNone // its cut is in the torn ranges
 		switch {
-		case s.tornCreation(i, tail):
-			if n := uint64(seg.HeadlessFrames); n > 0 {
-				out = append(out, FSNRange{First: seg.Base, Last: seg.Base + n - 1, Torn: true, File: seg.Name,
-					Cause: tornCreationCause(seg)})
-			}
+		case cut && j.cut == cutWhole:
 		case seg.HeaderErr != nil:
 			if seg.written() || next != 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: lastBefore(next), File: seg.Name,
 					Cause: "unusable segment header: " + seg.HeaderErr.Error()})
 			}
 		default:
-			if last, ok := s.emptyTail(i); ok && i == tail {
-				out = append(out, FSNRange{First: seg.Base, Last: last, Torn: true, File: seg.Name, Offset: segmentHeaderSize,
-					Cause: fmt.Sprintf("no frame: the segment after it starts at FSN %d", last+1)})
-			}
 			if len(seg.Frames) > 0 {
 				out = append(out, FSNRange{First: seg.Base, Last: seg.End() - 1, Readable: true, File: seg.Name,
 					Offset: int64(seg.Frames[0])})
 			}
-			if d := seg.Damage; d != nil {
-				r := s.damageRange(seg, next)
-				if next == 0 && s.tornTail(seg) {
-					r.Last, r.Torn = d.FSN+uint64(d.Frames)-1, true
-				}
-				out = append(out, r)
+			if seg.Damage != nil && !cut {
+				out = append(out, s.damageRange(seg, next))
 			}
 		}
 		if next != 0 {
@@ -594,33 +530,25 @@ func (s *SlotScan) Ranges() []FSNRange {
 			}
 		}
 	}
-	last := s.lastFSN()
-	if s.WatermarkOK && s.Watermark.Durable > last {
-		out = append(out, FSNRange{First: last + 1, Last: s.Watermark.Durable,
-			Cause: fmt.Sprintf("vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", s.Watermark.Durable, last)})
+	var after []FSNRange
+	if j.lostLast != 0 {
+		after = append(after, FSNRange{First: j.lostFirst, Last: j.lostLast, Cause: fmt.Sprintf(
+			"vanished: .ack-watermark recorded FSN %d as on disk, the slot ends at FSN %d", j.lostLast, j.lostFirst-1)})
 	}
-	return out
-}
-
-// tornTail reports whether seg's damage, were seg the tail segment
-// (SlotScan.tail), is a torn tail: nothing valid follows it, and
-// .ack-watermark does not record its first FSN as fsynced. Damage at an
-// FSN a completed fsync covered was done to the medium after the write,
-// not by a crash during it: it is kept as evidence like damage anywhere
-// else.
-func (s *SlotScan) tornTail(seg *SegmentScan) bool {
-	return seg.Damage != nil && len(seg.Damage.Stray) == 0 && !s.synced(seg.Damage.FSN)
-}
-
-// synced reports whether .ack-watermark records FSN fsn as covered by a
-// completed fsync.
-func (s *SlotScan) synced(fsn uint64) bool {
-	return s.WatermarkOK && !s.Watermark.Unsynced && s.Watermark.Durable >= fsn
+	after = append(after, s.tornRanges(j, true)...)
+	for i := j.tail + 1; i < len(s.Segments); i++ {
+		if seg := &s.Segments[i]; len(seg.Frames) > 0 {
+			after = append(after, FSNRange{First: seg.Base, Last: seg.End() - 1, Readable: true, File: seg.Name,
+				Offset: int64(seg.Frames[0])})
+		}
+	}
+	sort.SliceStable(after, func(a, b int) bool { return after[a].First < after[b].First })
+	return append(out, after...)
 }
 
 // damageRange is the unreadable range of seg's damage, up to the FSN
 // before next (the next segment's base; 0 for the tail, whose range ends
-// where .ack-watermark's on-disk FSN, when it records the damage, says).
+// where .ack-watermark's synced FSN, when it records the damage, says).
 func (s *SlotScan) damageRange(seg *SegmentScan, next uint64) FSNRange {
 	d := seg.Damage
 	r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
@@ -632,36 +560,6 @@ func (s *SlotScan) damageRange(seg *SegmentScan, next uint64) FSNRange {
 		r.Cause += fmt.Sprintf("; .ack-watermark recorded FSNs up to %d as fsynced, so this is damage to written data, not a torn write", s.Watermark.Durable)
 	}
 	return r
-}
-
-// lastFSN is the highest FSN the slot's segments account for (readable or
-// damaged, up to the tail), or the watermark when it has no segment.
-func (s *SlotScan) lastFSN() uint64 {
-	last := uint64(0)
-	if s.WatermarkOK {
-		last = s.Watermark.Acked
-	}
-	if len(s.Segments) > 0 {
-		tail := s.tail()
-		seg := &s.Segments[tail]
-		end := seg.End()
-		if d := seg.Damage; d != nil {
-			end = d.FSN + uint64(d.Frames)
-			if s.synced(d.FSN) {
-				end = max(end, s.Watermark.Durable+1) // damageRange covers up to it
-			}
-		}
-		if s.tornCreation(tail, tail) {
-			end += uint64(seg.HeadlessFrames)
-		}
-		if l, ok := s.emptyTail(tail); ok {
-			end = l + 1
-		}
-		if seg.HeaderErr == nil || seg.written() {
-			last = max(last, end-1)
-		}
-	}
-	return last
 }
 
 // tornCreationCause describes the torn creation seg for a range and a log.

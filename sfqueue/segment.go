@@ -164,9 +164,9 @@ type segment struct {
 	// was sealed (Queue.sealSlack); 0 while it takes appends.
 	slack int64
 	dirty bool // written since the last fsync
-	// sealing: sealed at a rotation in flush durability and not yet
-	// fsynced; no frame of a later segment is written before it is
-	// (Queue.syncSealedLocked).
+	// sealing: sealed at a rotation in flush or memory durability and not
+	// yet fsynced (Queue.syncSealedLocked); in flush durability no frame
+	// of a later segment is written before it is.
 	sealing bool
 	refs    int
 	removed bool // unlinked; close when refs drops to 0

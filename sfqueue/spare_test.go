@@ -423,7 +423,7 @@ func TestNewSegmentDuringADirectoryFsync(t *testing.T) {
 		// segment 14 becomes durable before any fsync of its header.
 		q.Ack(1)
 		q.mu.Lock()
-		err := q.saveWatermarkLocked(q.durable, true)
+		err := q.saveWatermarkLocked()
 		q.mu.Unlock()
 		if err != nil {
 			t.Fatal(err)

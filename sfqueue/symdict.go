@@ -686,7 +686,7 @@ func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
 		// hundred ms). Without it first, a crash after the drop would leave
 		// recovery replaying frames whose dictionary is gone, and the slot
 		// would be set aside as unreplayable.
-		if err := q.saveWatermarkLocked(q.durable, true); err != nil {
+		if err := q.saveWatermarkLocked(); err != nil {
 			return fmt.Errorf("sfqueue: saving the ack watermark before dropping symbol generations below %d: %w", gen, err)
 		}
 		if q.closed { // closed while the watermark was written

@@ -11,25 +11,37 @@ import (
 	"path/filepath"
 )
 
-// .ack-watermark, 24 bytes: magic u32 | acked FSN u64 | durable FSN u64 |
-// CRC32C u32 of the first 20 bytes. Replaced atomically. The magic is
-// "SQW1" when a completed fsync covered every frame up to the durable FSN,
-// "SQWu" when some were only written (a Close in memory durability or
-// after a failed fsync).
+// .ack-watermark, format 2, 36 bytes: magic u32 "SQW2" | durability u8
+// (the mode of the queue that wrote it, plus 1; 0: not recorded) | 3 zero
+// bytes | acked FSN
+// u64 | synced FSN u64 | published FSN u64 | CRC32C u32 of the bytes before
+// it. Replaced atomically. Format 1, 24 bytes, written by releases before
+// it: magic "SQW1" or "SQWu" | acked FSN u64 | on-disk FSN u64 | CRC32C;
+// "SQW1" said completed fsyncs covered the on-disk FSN (read as synced and
+// published), "SQWu" that some of it was only written (read as published,
+// nothing synced).
 const (
 	watermarkFile          = ".ack-watermark"
-	watermarkMagic         = 0x31575153 // "SQW1"
+	watermarkMagic         = 0x32575153 // "SQW2"
+	watermarkMagicV1       = 0x31575153 // "SQW1"
 	watermarkMagicUnsynced = 0x75575153 // "SQWu"
-	watermarkSize          = 24
+	watermarkSize          = 36
+	watermarkSizeV1        = 24
 )
 
-// watermark is the content of .ack-watermark. durable is the highest FSN the
-// writer knew to be on disk (fsynced, or all published frames at a clean
-// Close), so recovery can tell when frames it was promised are missing;
-// unsynced says that no completed fsync was known to cover all of them.
+// watermark is the content of .ack-watermark: what recovery judges a slot
+// by (rule.go).
 type watermark struct {
-	acked, durable uint64
-	unsynced       bool
+	acked uint64 // highest FSN the server acknowledged
+	// synced is the highest FSN completed fsyncs covered, segment data and
+	// directory entries: what is lost at or below it is media damage.
+	synced uint64
+	// published is the highest FSN appended and published when it was
+	// written: frames up to it that recovery cannot find were lost, and
+	// are counted, never dropped unsaid.
+	published uint64
+	mode      Durability
+	modeKnown bool // false in format 1
 }
 
 // readWatermark returns the recorded watermark; ok is false when the file is
@@ -42,59 +54,69 @@ func readWatermark(fsys FS, dir string) (w watermark, ok bool, err error) {
 	if err != nil {
 		return w, false, err
 	}
+	corrupt := fmt.Errorf("sfqueue: %s is corrupt (%d bytes, bad magic or CRC); ignoring it", watermarkFile, len(b))
 	magic := uint32(0)
 	if len(b) >= 4 {
 		magic = binary.LittleEndian.Uint32(b)
 	}
-	if len(b) != watermarkSize || magic != watermarkMagic && magic != watermarkMagicUnsynced ||
-		binary.LittleEndian.Uint32(b[20:]) != crc32.Checksum(b[:20], castagnoli) {
-		return w, false, fmt.Errorf("sfqueue: %s is corrupt (%d bytes, bad magic or CRC); ignoring it", watermarkFile, len(b))
+	switch {
+	case len(b) == watermarkSize && magic == watermarkMagic && b[4] <= byte(DurabilityFlush)+1 &&
+		binary.LittleEndian.Uint32(b[32:]) == crc32.Checksum(b[:32], castagnoli):
+		if b[4] != 0 {
+			w.mode, w.modeKnown = Durability(b[4]-1), true
+		}
+		w.acked = binary.LittleEndian.Uint64(b[8:])
+		w.synced = binary.LittleEndian.Uint64(b[16:])
+		w.published = binary.LittleEndian.Uint64(b[24:])
+	case len(b) == watermarkSizeV1 && (magic == watermarkMagicV1 || magic == watermarkMagicUnsynced) &&
+		binary.LittleEndian.Uint32(b[20:]) == crc32.Checksum(b[:20], castagnoli):
+		w.acked = binary.LittleEndian.Uint64(b[4:])
+		w.published = binary.LittleEndian.Uint64(b[12:])
+		if magic == watermarkMagicV1 {
+			w.synced = w.published
+		}
+	default:
+		return w, false, corrupt
 	}
-	w.acked = binary.LittleEndian.Uint64(b[4:])
-	w.durable = binary.LittleEndian.Uint64(b[12:])
-	w.unsynced = magic == watermarkMagicUnsynced
 	return w, true, nil
 }
 
 func encodeWatermark(w watermark) []byte {
 	b := make([]byte, watermarkSize)
-	magic := uint32(watermarkMagic)
-	if w.unsynced {
-		magic = watermarkMagicUnsynced
+	binary.LittleEndian.PutUint32(b, watermarkMagic)
+	if w.modeKnown {
+		b[4] = byte(w.mode) + 1
 	}
-	binary.LittleEndian.PutUint32(b, magic)
-	binary.LittleEndian.PutUint64(b[4:], w.acked)
-	binary.LittleEndian.PutUint64(b[12:], w.durable)
-	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
+	binary.LittleEndian.PutUint64(b[8:], w.acked)
+	binary.LittleEndian.PutUint64(b[16:], w.synced)
+	binary.LittleEndian.PutUint64(b[24:], w.published)
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], castagnoli))
 	return b
 }
 
-// watermarkFor is what .ack-watermark records now with durable as the
-// on-disk FSN: unsynced when durable is past what completed fsyncs covered
-// (q.durable), and always in memory durability, which never fsyncs a
-// segment (q.durable there is what recovery found).
-func (q *Queue) watermarkFor(durable uint64) watermark {
-	return watermark{acked: q.acked, durable: durable, unsynced: durable > q.durable || q.o.Durability == DurabilityMemory}
+// watermarkLocked is what .ack-watermark records now: the acked FSN, what
+// completed fsyncs covered (q.durable), every published frame, and the
+// durability mode.
+func (q *Queue) watermarkLocked() watermark {
+	return watermark{acked: q.acked, synced: q.durable, published: q.written, mode: q.o.Durability, modeKnown: true}
 }
 
-// saveWatermarkLocked writes the acked FSN, with durable as the on-disk FSN
-// (unsynced when it is past q.durable, what completed fsyncs covered),
-// if the acked FSN moved since the last write (or, with force, if anything
-// moved). q.mu is released during the I/O. Writers take turns (wmWriting),
-// and each reads q.acked only once it has its turn, so the file's acked FSN
-// never moves backwards even when the background writer and an explicit
-// save (DropSymbolGenerationsBelow, Close) meet.
-func (q *Queue) saveWatermarkLocked(durable uint64, force bool) error {
+// saveWatermarkLocked writes .ack-watermark if what it records moved
+// since the last write: the background save (every 250 ms), Close, and a
+// dictionary generation's deletion call it. Recording published frames
+// even when no ack moves (QuestDB down) is what lets recovery count frames
+// that never reached the disk; recording synced ones is what tells
+// recovery the mode's loss window from media damage (rule.go). q.mu is
+// released during the I/O. Writers take turns (wmWriting), and each reads
+// the queue's state only once it has its turn, so the file's FSNs never
+// move backwards even when the background writer and an explicit save
+// (DropSymbolGenerationsBelow, Close) meet.
+func (q *Queue) saveWatermarkLocked() error {
 	for q.wmWriting {
 		q.syncDone.Wait()
 	}
-	w := q.watermarkFor(durable)
-	// Once per segment, when its first fsync has ended, even without new
-	// acks: a watermark that records an FSN of the newest segment as on
-	// disk is what tells recovery a header the medium damaged later from a
-	// torn creation, which it would delete (doc.go, Recovery).
-	newSeg := q.active != nil && durable >= q.active.base && q.wmSaved.durable < q.active.base
-	if w.acked == q.wmSaved.acked && !newSeg && (!force || w == q.wmSaved) {
+	w := q.watermarkLocked()
+	if w == q.wmSaved {
 		return nil
 	}
 	q.wmWriting = true

@@ -68,14 +68,20 @@ func readSlot(dir string) (*view, error) {
 	if v.dict, err = loadDict(scan); err != nil {
 		return nil, err
 	}
-	for _, r := range scan.Ranges() {
+	v.judge()
+	return v, nil
+}
+
+// judge lists the scan's ranges as the recovery rule sees them.
+func (v *view) judge() {
+	v.ranges = v.ranges[:0]
+	for _, r := range v.scan.Ranges() {
 		fr := fsnRange{FSNRange: r}
 		if v.holder.live && !r.Readable {
-			fr.live = liveCause(dir, scan, r)
+			fr.live = liveCause(v.dir, v.scan, r)
 		}
 		v.ranges = append(v.ranges, fr)
 	}
-	return v, nil
 }
 
 // liveCause says why the unreadable range r of a slot a live process holds
@@ -208,11 +214,12 @@ func inspect(dir string, w io.Writer) error {
 	fmt.Fprintf(w, "lock:        %s\n", v.holder)
 	switch {
 	case s.WatermarkOK:
-		synced := "fsynced"
-		if s.Watermark.Unsynced {
-			synced = "written, not all fsynced"
+		mode := "durability not recorded"
+		if s.Watermark.DurabilityKnown {
+			mode = "sf_durability " + s.Watermark.Durability.String()
 		}
-		fmt.Fprintf(w, "watermark:   acked FSN %d, on disk FSN %d, %s (.ack-watermark)\n", s.Watermark.Acked, s.Watermark.Durable, synced)
+		fmt.Fprintf(w, "watermark:   acked FSN %d, fsynced up to FSN %d, published up to FSN %d, %s (.ack-watermark)\n",
+			s.Watermark.Acked, s.Watermark.Durable, s.Watermark.Published, mode)
 	case s.WatermarkErr != nil:
 		fmt.Fprintf(w, "watermark:   unusable (%v): every readable frame counts as unacknowledged\n", s.WatermarkErr)
 	default:
@@ -255,7 +262,7 @@ func inspect(dir string, w io.Writer) error {
 		case r.live != "":
 			note = "  [" + r.live + "]"
 		case r.Torn:
-			note = "  [torn tail: writes a crash cut short before their fsync, which recovery cuts]"
+			note = "  [the durability mode's loss window: accepted, never fsynced, lost to the crash; recovery counts them as torn]"
 		case r.Last != 0 && r.Last <= v.acked:
 			note = "  [acknowledged]"
 		case r.First <= v.acked:

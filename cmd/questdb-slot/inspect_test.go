@@ -115,18 +115,18 @@ func frameRange(s *sfqueue.SlotScan, i, f int, tail string) string {
 }
 
 // markFsynced rewrites .ack-watermark as a periodic or flush writer's
-// Close leaves it, recording its on-disk FSN as fsynced (magic "SQW1"):
-// the test slots are written in memory durability, whose watermark
-// ("SQWu") records frames written, never fsynced.
+// Close leaves it, recording every published frame as fsynced: the test
+// slots are written in memory durability, whose Close records the active
+// segment as published, not fsynced.
 func markFsynced(t *testing.T, dir string) {
 	t.Helper()
 	p := filepath.Join(dir, ".ack-watermark")
 	b, err := os.ReadFile(p)
-	if err != nil || len(b) != 24 {
+	if err != nil || len(b) != 36 {
 		t.Fatalf("read %s: %d bytes, %v", p, len(b), err)
 	}
-	copy(b, "SQW1")
-	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
+	copy(b[16:24], b[24:32]) // synced = published
+	binary.LittleEndian.PutUint32(b[32:], crc32.Checksum(b[:32], crc32.MakeTable(crc32.Castagnoli)))
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ var damageClasses = []damage{
 			fmt.Sprintf("%s  base FSN %d, header unusable: header CRC mismatch; a torn creation (no frame of it was recorded on disk), which recovery deletes: its %d frames are a torn tail",
 				sg.Name, sg.Base, len(sg.Frames)),
 			fmt.Sprintf("FSN %d..%d unreadable in %s at offset 0: torn creation: ", sg.Base, sg.End()-1, sg.Name),
-			"[torn tail: writes a crash cut short before their fsync, which recovery cuts]",
+			"[the durability mode's loss window: accepted, never fsynced, lost to the crash; recovery counts them as torn]",
 			fmt.Sprintf("unreadable:  %d unacknowledged frames", len(sg.Frames)),
 		}
 	}},

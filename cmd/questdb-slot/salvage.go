@@ -111,6 +111,7 @@ type salvageReport struct {
 	lostUnknown  bool
 	lossAccepted bool     // --accept-loss matched lost and the slot was deleted
 	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
+	window       []string // frames lost in the durability mode's loss window (counted by recovery), not to be found
 	deleted      string   // what --delete did
 }
 
@@ -165,6 +166,9 @@ func (r *salvageReport) print(w io.Writer) {
 	}
 	for _, u := range r.unreadable {
 		fmt.Fprintf(w, "unreadable:  %s\n", u)
+	}
+	for _, l := range r.window {
+		fmt.Fprintf(w, "lost:        %s\n", l)
 	}
 	for _, t := range r.torn {
 		fmt.Fprintf(w, "torn tail:   %s: writes a crash cut short before their fsync; with sf_durability: flush no caller was told they were stored, so nothing accepted is lost\n", t)
@@ -243,6 +247,11 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	if err != nil {
 		return nil, err
 	}
+	if d, err := sfqueue.ParseDurability(settings.Durability); err == nil && settings.Durability != "" {
+		v.scan.AssumeDurability(d) // where .ack-watermark does not record the mode
+		v.judge()
+	}
+	mode, modeKnown := v.scan.WindowDurability()
 	rep := &salvageReport{slot: f.slot, endpoint: settings.Sender.Endpoints[0], acked: v.acked, all: f.all}
 	inScope := func(fsn uint64) bool { return f.all || fsn > v.acked }
 	for _, r := range v.ranges {
@@ -259,16 +268,18 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 		}
 		switch {
 		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
-		case r.Torn && settings.Durability == "flush":
+		case r.Torn && modeKnown && mode == sfqueue.DurabilityFlush:
 			// A flush-mode append returns after the fsync that covers its
 			// frame: a frame cut at the tail was answered to no caller.
 			rep.torn = append(rep.torn, r.String())
-		case r.Torn && settings.Durability == "":
-			rep.unreadable = append(rep.unreadable, r.String()+
-				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
+		case r.Torn && modeKnown:
+			// The mode's promised loss: nothing left to find, so the
+			// salvage can still be complete.
+			rep.window = append(rep.window, r.String()+
+				" (accepted, lost to the crash inside the loss window of sf_durability: "+mode.String()+"; recovery counts them as torn frames)")
 		case r.Torn:
 			rep.unreadable = append(rep.unreadable, r.String()+
-				" (a torn tail: accepted data the crash lost, the loss window of sf_durability: "+settings.Durability+")")
+				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
 		default:
 			rep.unreadable = append(rep.unreadable, r.String())
 		}
