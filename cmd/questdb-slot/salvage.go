@@ -73,7 +73,9 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	logger := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
-		zapcore.AddSync(stderr), zap.WarnLevel))
+		// Locked: the sender logs from more than one goroutine, and stderr
+		// need not be an *os.File (tests pass a buffer).
+		zapcore.Lock(zapcore.AddSync(stderr)), zap.WarnLevel))
 	rep, err := salvage(ctx, f, logger)
 	if rep != nil {
 		rep.print(stdout)
