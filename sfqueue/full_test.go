@@ -274,6 +274,18 @@ func TestDiskFullIsAFullQueue(t *testing.T) {
 				for i := range 4 {
 					mustAppend(t, q, testPayload(uint64(i+1), 200))
 				}
+				// The active segment is over half full, so periodic durability
+				// prepares a spare in the background; a spare ready before the
+				// disk fills would take the rotation off the path this test
+				// checks. Wait for it to settle and drop it.
+				waitFor(t, "spare settled", func() bool {
+					q.mu.Lock()
+					defer q.mu.Unlock()
+					return !q.sparing
+				})
+				q.mu.Lock()
+				q.dropSpareLocked()
+				q.mu.Unlock()
 				cfs.mu.Lock()
 				if n := len(cfs.names[clean("/d/s/"+segmentName(1))].data); n != tc.segBytes {
 					t.Errorf("first segment file is %d bytes, want %d (preallocated only when fsyncing)", n, tc.segBytes)
