@@ -130,6 +130,11 @@ type FrameDamage struct {
 	// led to them is damaged), so recovery cannot replay them; a slot
 	// with stray frames was not torn at its tail but damaged in the middle.
 	Stray []int64
+	// StrayEnd is where the last stray frame ends; StrayGap is set when
+	// bytes that are no frame lie between two strays (more damage), so the
+	// strays are not one chain.
+	StrayEnd int64
+	StrayGap bool
 }
 
 // End is the FSN after the segment's last valid frame.
@@ -299,7 +304,7 @@ func walkFrames(seg *SegmentScan, data []byte, v uint32) {
 		p += n + over
 	}
 	d.Frames = max(d.Frames, 1)
-	d.Stray = strayFrames(data[:seg.NonZeroEnd], pos+1, v)
+	d.Stray, d.StrayEnd, d.StrayGap = strayFrames(data[:seg.NonZeroEnd], pos+1, v)
 	seg.Damage = d
 }
 
@@ -318,19 +323,21 @@ func frameFault(b []byte, v uint32) string {
 // strayFrames returns the offsets of valid frames (format v) in data at or
 // after from, found by trying every offset and then following lengths from
 // each frame found. A CRC32C that covers the length makes a false match
-// about one in 2^32 per candidate.
-func strayFrames(data []byte, from int, v uint32) []int64 {
-	var out []int64
+// about one in 2^32 per candidate. end is where the last one ends; gap is
+// set when a search had to skip bytes after the first one was found.
+func strayFrames(data []byte, from int, v uint32) (out []int64, end int64, gap bool) {
 	for p := from; p+overheadOf(v) <= len(data); {
 		_, _, size, ok := parseFrame(data[p:], v)
 		if !ok {
+			gap = gap || len(out) > 0
 			p++
 			continue
 		}
 		out = append(out, int64(p))
 		p += size
+		end = int64(p)
 	}
-	return out
+	return out, end, gap
 }
 
 // dictFileScan is what the walk of one dictionary file found.

@@ -107,3 +107,25 @@ func (s *SegmentScan) PayloadBytes(i int) int64 {
 	}
 	return end - int64(s.Frames[i]) - int64(overheadOf(s.Version))
 }
+
+// PlacedStrays gives the stray frames after the segment's damage their
+// FSNs where the files fix them: next, the base FSN of the following
+// segment, says the segment's last frame held FSN next-1, and strays that
+// form one chain running to the end of the written data then held the
+// FSNs up to next-1. first is the first stray's FSN and lost the number of
+// FSNs from the damage to it (the damaged frames, at least 1). ok is false
+// when nothing fixes them: no damage or no strays, the tail segment
+// (next 0), more damage between the strays, written bytes after the last
+// one, or a chain too long to leave room for the damaged frame.
+func (s *SegmentScan) PlacedStrays(next uint64) (first, lost uint64, ok bool) {
+	d := s.Damage
+	if d == nil || len(d.Stray) == 0 || next == 0 || d.StrayGap || d.StrayEnd < s.NonZeroEnd {
+		return 0, 0, false
+	}
+	n := uint64(len(d.Stray))
+	if next < d.FSN+n+1 {
+		return 0, 0, false
+	}
+	first = next - n
+	return first, first - d.FSN, true
+}
