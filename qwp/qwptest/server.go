@@ -77,11 +77,11 @@ type Refusal struct {
 // behaviour (see the package documentation). All methods are safe for
 // concurrent use.
 type Server struct {
-	opts     Options
-	ln       net.Listener
-	hs       *http.Server
-	served   chan struct{}
-	store    *store
+	opts   Options
+	ln     net.Listener
+	hs     *http.Server
+	served chan struct{}
+	store  *store
 
 	frames   atomic.Int64
 	accepted atomic.Int64
