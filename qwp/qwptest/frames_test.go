@@ -39,12 +39,19 @@ type rawClient struct {
 // lines and reads the response.
 func rawRequest(t *testing.T, s *Server, headers ...string) (*rawClient, *http.Response) {
 	t.Helper()
+	return rawRequestThen(t, s, nil, headers...)
+}
+
+// rawRequestThen is rawRequest with early written right behind the request,
+// in the same write.
+func rawRequestThen(t *testing.T, s *Server, early []byte, headers ...string) (*rawClient, *http.Response) {
+	t.Helper()
 	nc, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = nc.Close() })
 	require.NoError(t, nc.SetDeadline(time.Now().Add(20*time.Second)))
 	req := "GET /write/v4 HTTP/1.1\r\nHost: qwptest\r\n" + strings.Join(headers, "\r\n") + "\r\n\r\n"
-	_, err = io.WriteString(nc, req)
+	_, err = nc.Write(append([]byte(req), early...))
 	require.NoError(t, err)
 	c := &rawClient{t: t, nc: nc, br: bufio.NewReader(nc)}
 	resp, err := http.ReadResponse(c.br, nil)
@@ -518,4 +525,19 @@ func TestHandshakeRefusals(t *testing.T) {
 		_, resp := rawRequest(t, s, append(without("Connection"), "Connection: keep-alive, UPGRADE")...)
 		assert.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	})
+}
+
+// TestFramesBehindTheUpgradeRequest: frames the client pipelines behind its
+// request, before the 101, are read as frames.
+func TestFramesBehindTheUpgradeRequest(t *testing.T) {
+	s := newServer(t, Options{})
+	early := append(frameSpec{op: opBinary, payload: longRows(0, "t", 2)}.bytes(), frameSpec{op: opPing, payload: []byte("x")}.bytes()...)
+	c, resp := rawRequestThen(t, s, early, upgradeHeaders...)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	c.expectOK(0)
+	op, p, err := c.readFrame()
+	require.NoError(t, err)
+	assert.Equal(t, byte(opPong), op)
+	assert.Equal(t, "x", string(p))
+	assert.Equal(t, int64(2), s.RowCount("t"))
 }
