@@ -21,8 +21,8 @@
 // Reproduced:
 //   - upgrade: X-QWP-Version 1, X-QWP-Max-Batch-Size = recv buffer - 14,
 //     durable-ack opt-in ("true" -> "enabled"; tier lists echoed) only when
-//     configured, 426 for a Sec-WebSocket-Version other than 13, 401 when
-//     Options ask for credentials the request lacks;
+//     configured, 401 when Options ask for credentials the request lacks,
+//     then QuestDB's handshake checks (see the frame layer below);
 //   - per connection: seq from 0 taken by every BINARY frame, a symbol
 //     dictionary, cumulative OKs (after each batch of frames read together,
 //     every 8 unacknowledged frames, when a deferred group commits, before an
@@ -38,8 +38,7 @@
 //     connection with no open deferred group, the poll's seq is committed
 //     and acknowledged. A poll never commits an open FLAG_DEFER_COMMIT
 //     group: it stays unacknowledged until the group's commit covers it;
-//   - CLOSE 1009 for a frame whose header and payload exceed the receive
-//     buffer, 1003 for TEXT, each after flushing OKs, then FIN and a drain;
+//   - the WebSocket frame layer as tabled below;
 //   - tables in memory (an outage or dropped connection keeps them):
 //     auto-created from the first non-empty block, designated timestamp
 //     stored as "timestamp" (server time when absent or NULL), new columns
@@ -130,10 +129,7 @@
 //	err = s.WaitRows(ctx, "otel_metrics_gauge", 10)
 //	td, _ := s.Rows("otel_metrics_gauge") // td.Columns, td.Rows[i][j] typed
 //
-// Not reproduced: WebSocket-level protocol violations (RSV bits, unmasked or
-// fragmented frames) are handled by gorilla/websocket, which answers with
-// its own CLOSE codes instead of a bare TCP close and reassembles fragmented
-// messages instead of refusing them with 1002; the Origin check; conversions beyond those listed
+// Not reproduced: conversions beyond those listed
 // (VARCHAR parsed into other types, numbers or other values rendered into
 // VARCHAR or SYMBOL, DECIMAL rescaling);
 // QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
@@ -147,4 +143,69 @@
 // for their answers). Whether
 // QuestDB's lexer accepts an unquoted dotted table name was not verified in
 // its source; the stand-in follows the reference and refuses it.
+//
+// # WebSocket frame layer
+//
+// The server does the upgrade handshake and reads and writes RFC 6455
+// frames itself (gorilla/websocket is not on its path), answering as
+// QuestDB's QwpIngressUpgradeProcessor and WebSocketFrameParser do. Nothing
+// is reassembled: one BINARY frame with FIN set is one message. Read from
+// questdb/questdb core/src/main/java/io/questdb/cutlass/qwp/:
+// server/QwpIngressUpgradeProcessor.java at 009a8bd5c1be,
+// websocket/WebSocketFrameParser.java at 080483cbb3d8,
+// websocket/WebSocketOpcode.java at 1503340d808f,
+// websocket/WebSocketFrameWriter.java at 090b888cfc91,
+// server/QwpIngressHttpProcessor.java at 11b63ed38df0 and
+// server/QwpIngressProcessorState.java at 00f8f5295da9. "Fatal close"
+// below is sendFatalClose: pending OKs, the CLOSE frame, FIN, then inbound
+// bytes drained for up to 5 s (CLOSE_DRAIN_TIMEOUT_MICROS). "Drop" is a
+// ServerDisconnectException: the pending OK (flushed by onConnectionClosed),
+// then the socket closed without a CLOSE frame.
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	upgrade with Origin               400 "Origin header not allowed on       QwpIngressHttpProcessor.             TestHandshakeRefusals
+//	                                  QWP WebSocket"                          validateHandshake
+//	no/other Upgrade, no Connection   400 with validateHandshake's reason     validateHandshake                    TestHandshakeRefusals
+//	or no "upgrade" token in it,      ("Missing Upgrade header", ...)
+//	no key or not 24 base64 chars
+//	Sec-WebSocket-Version absent/≠13  426, Sec-WebSocket-Version: 13, empty   onHeadersReady                       TestHandshakeRefusals,
+//	                                                                                                               TestUpgradeRoleAndBadVersion
+//	valid upgrade                     101, Sec-WebSocket-Accept =             computeAcceptKey, writeResponse      dialRawWS (RFC 6455 example key)
+//	                                  base64(SHA-1(key+GUID)), X-QWP-*
+//	BINARY, FIN set, 7/16/64-bit      one message, the next seq               parse (strict mode off),             TestLengthEncodingsAccepted,
+//	length, non-minimal too                                                   handleBinaryMessage                  TestGorillaClientRoundTrips
+//	BINARY without FIN                fatal close 1002 "fragmented WebSocket  handleWebSocketFrame,                TestFragmentedMessageRefused,
+//	                                  frames are not supported"; no seq       rejectFragmentedFrame                TestGorillaFragmentingClientRefused
+//	CONTINUATION (any)                the same 1002                           rejectFragmentedFrame                TestDataFrameRefusals
+//	TEXT (with or without FIN)        fatal close 1003 "text frames are not   rejectTextFrame                      TestDataFrameRefusals
+//	                                  supported, QWP requires binary frames"
+//	header size + length > recv       fatal close 1009 "frame payload exceeds processWebSocketFrames               TestOversizedFrameRefusedFromItsHeader,
+//	buffer (any opcode)               maximum size", decided on the header,   (STATE_NEED_PAYLOAD)                 TestCloseCodes
+//	                                  before the payload arrives
+//	RSV bit set                       drop                                    WebSocketFrameParser.parse           TestHeaderViolationsDropTheConnection
+//	opcode 0x3-0x7 or 0xB-0xF         drop                                    parse, WebSocketOpcode.isValid       TestHeaderViolationsDropTheConnection
+//	unmasked frame                    drop                                    parse                                TestHeaderViolationsDropTheConnection
+//	control frame without FIN         drop                                    parse                                TestHeaderViolationsDropTheConnection
+//	control payload over 125 bytes    drop                                    parse                                TestHeaderViolationsDropTheConnection
+//	CLOSE with a 1-byte payload       drop                                    parse                                TestHeaderViolationsDropTheConnection
+//	64-bit length, top bit set        drop                                    parse                                TestHeaderViolationsDropTheConnection
+//	PING                              pending OKs, then PONG with its payload handlePing                           TestPingPong, TestErrorPoisonsConnection
+//	PONG                              ignored                                 handleWebSocketFrame                 TestPingPong
+//	CLOSE                             pending OKs, CLOSE with the code and no handleClose,                         TestClientCloseAnswered
+//	                                  reason: 1004 and 2000-2999 -> 1002; none, gracefulCloseAndDisconnect
+//	                                  <1000, >4999, 1005, 1006, 1015 -> 1000;
+//	                                  others echoed; the reason is not
+//	                                  checked (bad UTF-8 too); then FIN
+//
+// Deliberate differences: QuestDB waits for the client's CLOSE echo (5 s,
+// CLOSE_ECHO_WAIT_GRACE_MICROS, checkCloseEchoWaitExpiry) only after the
+// CLOSE 1000 of an Enterprise role change on a durable-ack connection; the
+// stand-in has no role change, so it never waits for an echo. QuestDB's
+// drains run in per-dispatch budgets (8 reads, 256 KiB) and its OK is sent
+// once per socket read; the stand-in drains with a deadline and batches the
+// frames its reader has already parsed. QuestDB releases a partially
+// received frame when the receive buffer jams ("frame payload exceeds
+// receive buffer capacity"), which a frame within the limit above cannot
+// cause. Newer QuestDB builds admit an allow-listed browser Origin over TLS;
+// the stand-in serves plain ws:// and refuses every Origin.
 package qwptest
