@@ -474,8 +474,8 @@ func TestSchemaRefusals(t *testing.T) {
 	}{
 		{"type mismatch", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeVarchar), wire{}.u8(0).u32(0).u32(0)...)), qwp.StatusSchemaMismatch},
 		{"uuid into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeUUID), wire{}.u8(0).u64(1).u64(1)...)), qwp.StatusSchemaMismatch},
-		{"fraction into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeDouble), wire{}.u8(0).f64(1.5)...)), qwp.StatusSchemaMismatch},
-		{"long into byte out of range", message(0, 1, append(blockHeader("small", 1, "b", qwp.TypeLong), wire{}.u8(0).i64(300)...)), qwp.StatusSchemaMismatch},
+		{"fraction into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeDouble), wire{}.u8(0).f64(1.5)...)), qwp.StatusWriteError},
+		{"long into byte out of range", message(0, 1, append(blockHeader("small", 1, "b", qwp.TypeLong), wire{}.u8(0).i64(300)...)), qwp.StatusWriteError},
 		{"invalid table name", longRows(0, "a/b", 1), qwp.StatusInternalError},
 		{"table name with double dot", longRows(0, "a..b", 1), qwp.StatusInternalError},
 		{"table name with trailing space", longRows(0, "ab ", 1), qwp.StatusInternalError},
