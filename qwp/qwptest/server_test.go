@@ -586,9 +586,16 @@ func TestErrorMessageCutTo1024Bytes(t *testing.T) {
 func TestFramesOver64KiB(t *testing.T) {
 	s := newServer(t, Options{})
 	c := dial(t, s, nil)
-	c.send(longRows(0, "big", 10_000)) // ~80 KB: a 14-byte WebSocket header
-	c.ackedThrough(0)
-	assert.Equal(t, int64(10_000), s.RowCount("big"))
+	assert.Zero(t, s.MaxFrameBytes())
+	small, big := longRows(0, "big", 10), longRows(0, "big", 10_000) // ~80 KB: a 14-byte WebSocket header
+	c.send(small, big, small)
+	c.ackedThrough(2)
+	assert.Equal(t, int64(10_020), s.RowCount("big"))
+	assert.Equal(t, int64(len(big)), s.MaxFrameBytes(), "the largest frame's payload")
+
+	rec := adminDo(t, s.AdminHandler(), http.MethodGet, "/stats")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, fmt.Sprintf(`{"frames":3,"max_frame_bytes":%d}`, len(big)), rec.Body.String())
 }
 
 func TestDurableAckTrailsHeldOKs(t *testing.T) {
