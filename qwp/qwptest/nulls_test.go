@@ -31,6 +31,7 @@ func sentinelFrame(t *testing.T) []byte {
 	geo, err := tb.GeohashColumn("geo", 20)
 	require.NoError(t, err)
 	b, i8, i16 := col("b", qwp.TypeBoolean), col("i8", qwp.TypeByte), col("i16", qwp.TypeShort)
+	da := col("da", qwp.TypeDoubleArray)
 	designated := col("", qwp.TypeTimestamp)
 
 	tb.Int(i32, math.MinInt32)
@@ -47,6 +48,7 @@ func sentinelFrame(t *testing.T) []byte {
 	tb.Long256(l256, [4]uint64{minWord, minWord, minWord, minWord})
 	tb.Geohash(geo, 1<<20-1) // 20 bits of ones: 3 bytes on the wire, a 4-byte column: a value
 	// b, i8 and i16 left NULL: types without a NULL value
+	tb.DoubleArray(da, []int32{2}, []float64{math.NaN(), 1})
 	tb.Timestamp(designated, 1)
 	require.NoError(t, tb.EndRow())
 
@@ -66,6 +68,7 @@ func sentinelFrame(t *testing.T) []byte {
 	tb.Bool(b, true)
 	tb.Byte(i8, -1)
 	tb.Short(i16, -1)
+	tb.DoubleArray(da, []int32{1}, []float64{2})
 	tb.Timestamp(designated, 2)
 	require.NoError(t, tb.EndRow())
 	return e.Finish(nil)
@@ -123,12 +126,18 @@ func TestSentinelsStoredAsNull(t *testing.T) {
 	assert.Equal(t, int8(0), null["i8"])
 	assert.Equal(t, int16(0), null["i16"])
 	assert.Equal(t, int64(1), null["timestamp"])
+	if a, ok := null["da"].(Array); assert.True(t, ok, "an array with a NaN element is not NULL") {
+		assert.Equal(t, []int32{2}, a.Shape)
+		assert.True(t, math.IsNaN(a.Doubles[0]), "a NaN element stays an element")
+		assert.Equal(t, 1.0, a.Doubles[1])
+	}
 
 	assert.Equal(t, map[string]any{
 		"i32": int32(math.MinInt32 + 1), "i64": int64(math.MinInt64 + 1), "day": int64(-1), "ts": int64(-1),
 		"tsn": int64(math.MaxInt64), "f32": float32(math.Inf(-1)), "f64": -0.5, "inf": math.Inf(-1),
 		"ch": uint16('x'), "ip": uint32(1), "id": UUID{Lo: minWord}, "l256": Long256{minWord, minWord, minWord, 0},
-		"geo": uint64(0), "b": true, "i8": int8(-1), "i16": int16(-1), "timestamp": int64(2),
+		"geo": uint64(0), "b": true, "i8": int8(-1), "i16": int16(-1), "da": Array{Shape: []int32{1}, Doubles: []float64{2}},
+		"timestamp": int64(2),
 	}, plain)
 }
 
