@@ -170,7 +170,8 @@
 // TableData.DedupKeys and TTL show a table's settings.
 //
 // Options.CountOnly decodes and validates every frame but keeps row counts
-// only; checks that need values (array dimensions, conversion ranges) are
+// only; checks that need values (array dimensions, conversion ranges,
+// designated timestamp bounds) are
 // skipped in that mode, and so is dedup: every row counts.
 //
 // Faults (frame counts are across all connections, from the call on):
