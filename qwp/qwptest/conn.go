@@ -189,7 +189,7 @@ func (c *conn) frame(data []byte) bool {
 	}
 	seq := c.seq
 	c.seq++
-	reject, drop := c.s.frameFaults()
+	reject, drop := c.s.frameFaults(len(data))
 	if !c.poisoned {
 		if reject != nil {
 			c.fail(seq, &StatusError{Status: reject.status, Msg: reject.msg})

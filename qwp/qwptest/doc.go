@@ -100,6 +100,64 @@
 // table_name, designatedTimestamp, partitionBy, walEnabled and dedup, one
 // row per table in name order.
 //
+// # Values
+//
+// The server stores a value as QuestDB's WAL appender does and Rows shows
+// what QuestDB reads back: QuestDB copies a value into its column as it is,
+// so a value equal to the column type's NULL value reads as NULL (nil), and
+// the types without a NULL value store a NULL as their zero. Dedup keys
+// compare the stored values, so such a value equals NULL. Read from
+// questdb/questdb core/src/main/java/io/questdb/: cairo/wal/
+// WalColumnarRowAppender.java at 32751a19d167 (WCRA), cutlass/line/tcp/
+// QwpWalAppender.java at e8a73253e959 (QWA), cutlass/qwp/protocol/
+// QwpFixedWidthColumnCursor.java and QwpGeoHashColumnCursor.java at
+// 1503340d808f, cairo/MicrosTimestampDriver.java and
+// NanosTimestampDriver.java at 4c8301c37b00, cutlass/qwp/server/
+// QwpIngressProcessorState.java at a4b5d4d6a384, cutlass/qwp/codec/
+// QwpColumnScratch.java (egress), and the nullability table of
+// questdb/documentation reference/sql/datatypes.md at 0741ba6b5a4d.
+//
+//	value written                      QuestDB stores / answers                 QuestDB code                           qwptest test
+//	INT 0x80000000 into INT            NULL (Numbers.INT_NULL)                  WCRA.putFixedColumn (copied as is)     TestSentinelsStoredAsNull
+//	LONG, DATE, TIMESTAMP(_NANOS)      NULL (Numbers.LONG_NULL)                 WCRA.putFixedColumn, putTimestampColumn TestSentinelsStoredAsNull
+//	0x8000000000000000 (not designated)
+//	FLOAT or DOUBLE NaN                NULL                                     WCRA.putFixedColumn; datatypes.md      TestSentinelsStoredAsNull,
+//	                                                                                                                   TestNaNStoredAsNull
+//	FLOAT or DOUBLE +Inf, -Inf         stored as values; QWP egress returns     WCRA.putFixedColumn;                   TestSentinelsStoredAsNull,
+//	                                   them (only NaN is NULL)                  QwpColumnScratch.appendColumnDouble8   TestNaNStoredAsNull
+//	CHAR 0                             NULL (the zero char)                     WCRA.putFixedColumn; datatypes.md      TestSentinelsStoredAsNull
+//	IPv4 0, UUID both words and        NULL                                     WCRA.putFixedColumn; datatypes.md      TestSentinelsStoredAsNull
+//	LONG256 all words 0x8000...        (the decoder gives nil already)
+//	GEOHASH all ones                   NULL where the wire value is as wide as  QwpGeoHashColumnCursor.readValue       TestDecodeTypedValues
+//	                                   the column (1-7, 9-15, 25-31, 57-60      (zero-extends), WCRA.putGeoHashColumn  (geohash cases)
+//	                                   bits); a value at other precisions
+//	NULL BOOLEAN, BYTE, SHORT, or a    false, 0, 0: no NULL value               WCRA.putBooleanColumn, putFixedColumn  TestSentinelsStoredAsNull,
+//	row or older rows without the                                                                                      TestNoNullTypesFillMissingRows
+//	column
+//	INT 0x80000000 into LONG/DOUBLE    -2147483648, a value (sign-extended)     QwpFixedWidthColumnCursor.getLong,     TestConvertedSentinels
+//	                                                                            WCRA.putIntegerToNumericColumn
+//	LONG -2147483648 into INT          NULL (in range, stored as INT_NULL)      WCRA.putIntegerToNumericColumn         TestConvertedSentinels
+//	DOUBLE -2^63 into LONG,            NULL; 2^63 saturates to Long.MAX_VALUE   WCRA.checkDoubleToInteger              TestConvertedSentinels
+//	-2^31 into INT                     and is taken
+//	DOUBLE NaN, ±Inf, a fraction or    WRITE_ERROR "double value X loses        WCRA.checkDoubleToInteger,             TestValuesRefused,
+//	out of range into an integer       precision..." / "integer value X out of  checkIntegerRange (non-critical        TestSchemaRefusals
+//	column                             range for T..."                          CairoException -> 0x09)
+//	TIMESTAMP_NANOS into TIMESTAMP     /1000 toward zero; LONG_NULL/1000 is a   WCRA.putTimestampColumnWithConversion  TestConvertedSentinels
+//	                                   value
+//	TIMESTAMP into TIMESTAMP_NANOS     WRITE_ERROR "timestamp overflow          WCRA.putTimestampColumnWithConversion, TestValuesRefused
+//	past ±2^63 ns (LONG_NULL too)      converting micros to nanos: X"           QWA first pass
+//	designated TIMESTAMP NULL value,   WRITE_ERROR "designated timestamp        WalWriter.validateDesignatedTimestamp-  TestValuesRefused,
+//	< 0 or >= year 10000 (µs);         column cannot be NULL" / "before         Bounds -> MicrosTimestampDriver and    TestDesignatedTimestamp-
+//	TIMESTAMP_NANOS NULL value or < 0  1970-01-01" / "beyond 9999-12-31"        NanosTimestampDriver.validateBounds0   EdgesAccepted
+//	designated timestamp NULL          the server's time                        QWA serverTimestamp, WCRA              TestSentinelsStoredAsNull
+//	(bitmap) or absent                                                          putTimestampColumn                     (row times), server tests
+//	array with NaN elements            stored; NULL only by the bitmap          WCRA.putArrayColumn                    TestSentinelsStoredAsNull
+//
+// Deliberate differences: values live in memory as Go values, not column
+// files; the messages name table, column and row, where QuestDB's name the
+// column only. Not verified: whether QuestDB's SQL (not its QWP egress)
+// reads an infinity as NULL, and how an empty (0-element) array reads back.
+//
 // # Dedup
 //
 // On a table with DEDUP UPSERT KEYS (only ever set by SQL; auto-created
@@ -111,7 +169,8 @@
 // TableData.DedupKeys and TTL show a table's settings.
 //
 // Options.CountOnly decodes and validates every frame but keeps row counts
-// only; checks that need values (array dimensions, conversion ranges) are
+// only; checks that need values (array dimensions, conversion ranges,
+// designated timestamp bounds) are
 // skipped in that mode, and so is dedup: every row counts.
 //
 // Faults (frame counts are across all connections, from the call on):
@@ -132,8 +191,7 @@
 // Not reproduced: conversions beyond those listed
 // (VARCHAR parsed into other types, numbers or other values rendered into
 // VARCHAR or SYMBOL, DECIMAL rescaling);
-// QuestDB's null sentinels of INT, LONG, FLOAT, DOUBLE, DATE and TIMESTAMP
-// (kept as plain values); LONG_ARRAY is accepted; seqTxn counts commits
+// LONG_ARRAY is accepted; seqTxn counts commits
 // only, not schema changes; SQL beyond the statements above (GEOHASH and
 // DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY,
 // CREATE TABLE AS/LIKE, the "public." schema prefix) and /exec's paging and

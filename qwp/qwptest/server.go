@@ -84,6 +84,7 @@ type Server struct {
 	store  *store
 
 	frames   atomic.Int64
+	maxFrame atomic.Int64 // the largest binary frame's payload, in bytes
 	accepted atomic.Int64
 
 	mu           sync.Mutex
@@ -306,10 +307,16 @@ func (s *Server) takeRefusal() *Refusal {
 	return &r
 }
 
-// frameFaults counts one received binary frame against the armed faults and
-// returns the ones it triggers.
-func (s *Server) frameFaults() (reject, drop *frameFault) {
+// frameFaults counts one received binary frame of size bytes (its payload)
+// against the armed faults and returns the ones it triggers.
+func (s *Server) frameFaults(size int) (reject, drop *frameFault) {
 	s.frames.Add(1)
+	for n := int64(size); ; {
+		m := s.maxFrame.Load()
+		if n <= m || s.maxFrame.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fire := func(list []*frameFault) ([]*frameFault, *frameFault) {
@@ -443,6 +450,10 @@ func (s *Server) Accepted() int64 { return s.accepted.Load() }
 
 // Frames is the number of binary frames received since the start.
 func (s *Server) Frames() int64 { return s.frames.Load() }
+
+// MaxFrameBytes is the payload size of the largest binary frame received
+// since the start: one QWP message, whatever its size (0 before the first).
+func (s *Server) MaxFrameBytes() int64 { return s.maxFrame.Load() }
 
 // Tables maps each table's canonical name to its committed row count.
 func (s *Server) Tables() map[string]int64 {
