@@ -227,12 +227,15 @@
 // latched: the append is undone and refused as a full queue (DiskFull,
 // counted in Stats.FullErrors and DiskFullErrors; logged at Warn at most
 // once a minute with the count since the last line), and appends succeed
-// again once there is room. The exception is flush
-// durability's group write (the flusher writes frames appends built): a
-// failure there, ENOSPC included, latches, as the appends it covers have
-// been taken. Segments there are preallocated, so a frame write finds its
-// blocks reserved; a file system without fallocate (where preallocation
-// falls back to setting the size) can still refuse it. A failed .ack-watermark
+// again once there is room. Flush durability's group write (the flusher,
+// or a rotation, writes the frames appends built) finds its blocks
+// reserved by preallocation, but a file system without fallocate or a
+// copy-on-write one can still refuse it: an ENOSPC or EDQUOT there cuts the
+// segment back to the end of its last good frame (no part of a refused
+// frame stays for recovery to count torn), takes the group's FSNs and
+// bytes back and fails exactly the appends waiting for that group with the
+// same DiskFull refusal, counted; nothing they built was published, and
+// the queue goes on. Only a failed cut latches. A failed .ack-watermark
 // write is retried every 250 ms and logged at Error once per failure
 // streak: it costs duplicates after a restart, never data.
 //
