@@ -58,6 +58,10 @@ func TestTornTailBeforeHeaderOnlySegments(t *testing.T) {
 		len(rep.Torn) != 2 || rep.Torn[0].Last != 40 || rep.Torn[1].First != 41 {
 		t.Fatalf("replayed %d frames, report %+v; want FSN 40 cut as the torn tail, 41..43 never written, 39 replayed", len(got), rep)
 	}
+	if rep.Torn[0].TornCause != TornTail || rep.Torn[1].TornCause != TornNeverWritten {
+		t.Fatalf("torn causes %q, %q; want %q (FSN 40) and %q (41..43: only their segments were created)",
+			rep.Torn[0].TornCause, rep.Torn[1].TornCause, TornTail, TornNeverWritten)
+	}
 	for _, p := range created {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("%s was kept: %v", p, err)
@@ -174,6 +178,11 @@ func TestTornCreation(t *testing.T) {
 				}
 				if tc.torn > 0 && rep.TornFirstFSN != first {
 					t.Fatalf("TornFirstFSN %d, want %d", rep.TornFirstFSN, first)
+				}
+				for _, r := range rep.Torn {
+					if r.File == filepath.Base(torn) && r.TornCause != TornCreation {
+						t.Fatalf("torn range %v in the torn creation: cause %q, want %q", r, r.TornCause, TornCreation)
+					}
 				}
 				// The torn frames are logged like a torn tail: at Error
 				// unless flush answered none of them; a torn header alone
