@@ -1308,19 +1308,19 @@ func (q *Queue) Close() error {
 	// Appends whose fsync had not started (the flusher has stopped) get the
 	// outcome of the fsyncs below, which keep their frames: answering
 	// ErrClosed would have a retrying caller store them twice.
-	ep := q.pending
-	q.pending = nil
 	var errs []error
 	drained := q.acked == q.nextFSN-1
 	if q.fatal == nil && !drained {
 		err := q.syncSealedLocked(false)
 		if err == nil {
-			err = q.flushWritesLocked()
+			err = q.flushWritesLocked() // a full disk fails q.pending's appends (dropGroupLocked)
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	ep := q.pending
+	q.pending = nil
 	// What a close leaves on disk: everything written, fsynced (periodic,
 	// flush; unless an fsync failed) or in the page cache only (memory
 	// durability's active segment). .ack-watermark records both, so that
