@@ -179,3 +179,58 @@ func TestFlushGroupNoSpaceAtRotation(t *testing.T) {
 		t.Fatalf("recovered %d frames (torn %d, %v), want the 2 answered", len(got), rep.TornFrames, rep.Unreplayable)
 	}
 }
+
+// TestFlushCloseGroupWriteNoSpace: appends still waiting when the queue
+// closes share Close's group write; when a full disk refuses it they get
+// the DiskFull refusal, not a success for frames that are not there.
+func TestFlushCloseGroupWriteNoSpace(t *testing.T) {
+	cfs := newCrashFS()
+	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush})
+	mustAppend(t, q, testPayload(1, 200))
+	// Hold the flusher inside the next group fsync.
+	inSync, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if strings.HasSuffix(name, segmentName(1)) {
+			once.Do(func() { close(inSync); <-release })
+		}
+	}
+	cfs.mu.Unlock()
+	first := make(chan error, 1)
+	go func() { _, err := q.Append(context.Background(), testPayload(2, 200)); first <- err }()
+	<-inSync
+	// Built while that fsync runs: it waits for the next group, which the
+	// closing queue's flusher never starts.
+	second := make(chan error, 1)
+	go func() { _, err := q.Append(context.Background(), testPayload(3, 200)); second <- err }()
+	waitFor(t, "the second append waiting", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.pending != nil && q.pending.waiters == 1
+	})
+	groupWriteFails(cfs, func(int) (int, error) { return 0, syscall.ENOSPC })
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	waitFor(t, "the queue closing", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.closed
+	})
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("append whose group fsync completed: %v", err)
+	}
+	var fe *FullError
+	if err := <-second; !errors.As(err, &fe) || fe.Reason != DiskFull {
+		t.Fatalf("append whose group write at Close met a full disk: %v; want *FullError DiskFull", err)
+	}
+	if err := <-closed; !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Close after its group write met a full disk: %v, want the ENOSPC", err)
+	}
+	q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs.PowerLoss(dropUnsynced, nil), Durability: DurabilityFlush})
+	defer q2.Close()
+	if got := drain(t, q2.NewCursor()); len(got) != 2 || q2.Recovery().TornFrames != 0 {
+		t.Fatalf("recovered %d frames (torn %d), want the 2 answered", len(got), q2.Recovery().TornFrames)
+	}
+}
