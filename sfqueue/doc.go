@@ -178,6 +178,25 @@
 // answered). Everything outside it that is unreadable is media damage:
 // DATA_LOSS, and the slot is set aside (Recovery, below).
 //
+// Counted exactly, or bounded. A lost frame the slot holds a trace of (its
+// torn or unsynced bytes, a segment's name, which is its first FSN,
+// .ack-watermark's published FSN) is counted, each FSN once, by cause. A
+// frame appended after the last .ack-watermark save whose bytes never
+// reached the disk leaves no trace: after the power loss nothing says it
+// existed, so it is bounded, not counted. The bound: frames appended within
+// one save interval (250 ms, plus the save's own write, fsyncs and rename)
+// before the power loss, and never more than the mode's window (periodic:
+// one tick; memory: the active segment and one sealed). After a lull in
+// appends longer than the interval every lost frame is counted. No scheme
+// without a cost per append counts them all: counting frame N after a power
+// loss needs a record of N made durable before it, an fsync after N's
+// append, which is flush durability's group commit. Saving the published
+// FSN with each periodic tick or with memory durability's seal fsync would
+// not count more: such a record covers little beyond what that fsync made
+// durable anyway, and the frames appended after it are untraced again; a
+// shorter save interval narrows the bound at two fsyncs per save
+// (RELIABILITY.md has the figures).
+//
 //   - memory: writes reach the page cache only; a segment, once sealed at a
 //     rotation, is fsynced by the background goroutine, off the append path
 //     (a rotation waits only when the previous sealed segment's fsync is
