@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -433,5 +434,27 @@ func TestWatermarkRecordsEachNewSegmentOnDisk(t *testing.T) {
 				t.Fatalf("watermark acked %d with nothing acknowledged", w.acked)
 			}
 		})
+	}
+}
+
+// TestUnwrittenSegmentCause: in memory durability a sealed segment whose
+// frames never reached the disk while the next one's did is the loss
+// window, counted as torn with the cause unwritten_segment.
+func TestUnwrittenSegmentCause(t *testing.T) {
+	s := newRuleSlot(t, DurabilityMemory, 0)
+	i := len(s.segs) - 2
+	base, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(s.segs[i]), segmentSuffix), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.edit(t, i, func(b []byte, _ []uint32) []byte {
+		clear(b[segmentHeaderSize:]) // written back: the header, not a frame
+		return b
+	})
+	crashedBefore(t, s.o, base)
+	q, rep, _, _ := s.open(t)
+	defer q.Close()
+	if rep.Unreplayable != nil || len(rep.Torn) == 0 || rep.Torn[0].First != base || rep.Torn[0].TornCause != TornUnwrittenSegment {
+		t.Fatalf("report %+v; want the loss window from FSN %d, cause %q first", rep, base, TornUnwrittenSegment)
 	}
 }
