@@ -172,8 +172,10 @@
 //     still being synced.
 //
 // Everything inside the window that is lost is counted (RecoveryReport.Torn
-// and TornFrames, by cause: the torn tail, a torn creation, a segment of
-// memory durability not synced, frames published but never written) and
+// and TornFrames, by cause (TornCause): the torn tail, a torn creation, a
+// segment of memory durability not synced, frames published but never
+// written, and intact frames after such a cut, which a replay cannot
+// reach without skipping the FSNs it lost) and
 // logged at Error with its FSN range (Info in flush, where none of it was
 // answered). Everything outside it that is unreadable is media damage:
 // DATA_LOSS, and the slot is set aside (Recovery, below).

@@ -205,7 +205,7 @@ func powerLossCampaignRun(t *testing.T, d Durability, seed uint64, f *campaignFi
 	f.torn += rep.TornFrames
 	for _, r := range rep.Torn {
 		switch r.TornCause {
-		case TornTail, TornCreation, TornUnwrittenSegment, TornNeverWritten:
+		case TornTail, TornCreation, TornUnwrittenSegment, TornNeverWritten, TornAfterCut:
 			f.byCause[r.TornCause] += r.Frames()
 		default:
 			t.Fatalf("seed %d: torn range %v has no known cause (%q)", seed, r, r.TornCause)

@@ -271,7 +271,8 @@ func (s *SlotScan) memoryCut(j *judgement) bool {
 // tornRanges lists the window's loss as FSN ranges with their cause: a
 // hole before the cut, the cut, then what was handed out past it, without
 // the readable frames of segments after the tail (deleted by recovery,
-// counted by it, and still readable by the slot tool) when keepReadable.
+// counted by it, and still readable by the slot tool) when keepReadable,
+// else with them as their own ranges (TornAfterCut).
 func (s *SlotScan) tornRanges(j judgement, keepReadable bool) []FSNRange {
 	if j.tornLast == 0 {
 		return nil
@@ -279,13 +280,19 @@ func (s *SlotScan) tornRanges(j judgement, keepReadable bool) []FSNRange {
 	var out []FSNRange
 	add := func(first, last uint64, file string, offset int64, kind TornCause, cause string) {
 		first, last = max(first, j.tornFirst), min(last, j.tornLast)
-		for i := j.tail + 1; keepReadable && i < len(s.Segments) && first <= last; i++ {
+		for i := j.tail + 1; i < len(s.Segments) && first <= last; i++ {
 			seg := &s.Segments[i]
 			if len(seg.Frames) == 0 || seg.End() <= first || seg.Base > last {
 				continue
 			}
 			if seg.Base > first {
 				out = append(out, FSNRange{First: first, Last: seg.Base - 1, Torn: true, TornCause: kind, File: file, Offset: offset, Cause: cause})
+			}
+			if from := max(first, seg.Base); !keepReadable {
+				// On disk, but after the cut: recovery deletes them, as a
+				// replay cannot skip the FSNs the cut lost.
+				out = append(out, FSNRange{First: from, Last: min(last, seg.End()-1), Torn: true, TornCause: TornAfterCut,
+					File: seg.Name, Offset: int64(seg.Frames[from-seg.Base]), Cause: "intact after the cut, deleted with it: a replay cannot skip the FSNs before them"})
 			}
 			first = seg.End()
 		}

@@ -474,6 +474,10 @@ const (
 	// (.ack-watermark's published FSN, or a segment's name, shows them)
 	// whose bytes reached no file.
 	TornNeverWritten TornCause = "never_written"
+	// TornAfterCut: frames intact on disk after the cut (memory durability:
+	// a later segment written back before an earlier one), deleted with
+	// it, as a replay cannot skip the FSNs the cut lost.
+	TornAfterCut TornCause = "after_cut"
 )
 
 // Frames is the number of FSNs in the range (0 when its end is unknown).

@@ -454,7 +454,12 @@ func TestUnwrittenSegmentCause(t *testing.T) {
 	crashedBefore(t, s.o, base)
 	q, rep, _, _ := s.open(t)
 	defer q.Close()
-	if rep.Unreplayable != nil || len(rep.Torn) == 0 || rep.Torn[0].First != base || rep.Torn[0].TornCause != TornUnwrittenSegment {
-		t.Fatalf("report %+v; want the loss window from FSN %d, cause %q first", rep, base, TornUnwrittenSegment)
+	// The next segment's frames are intact, but a replay cannot skip the
+	// FSNs before them: deleted with the cut, counted apart.
+	next := s.offsets[i+1]
+	if rep.Unreplayable != nil || len(rep.Torn) != 2 || rep.Torn[0].First != base || rep.Torn[0].TornCause != TornUnwrittenSegment ||
+		rep.Torn[1].TornCause != TornAfterCut || rep.Torn[1].Frames() != uint64(len(next)) || rep.Torn[1].Last != 40 {
+		t.Fatalf("torn %v, report %+v; want FSN %d.. %q, then the next segment's %d frames %q", rep.Torn, rep, base,
+			TornUnwrittenSegment, len(next), TornAfterCut)
 	}
 }
