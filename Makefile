@@ -69,11 +69,13 @@ $(OCB):
 sink:
 	$(GO) build -o $(SINK) ./cmd/qwpsink
 
-## demo: store-and-forward shown end to end (about two minutes; needs nothing but Go).
+## demo: store-and-forward shown end to end, with a bulk load of QWP messages over 64 KiB
+## (about two minutes; needs nothing but Go).
 demo: build sink
 	$(GO) run ./cmd/demo -collector $(COLLECTOR) -sink $(SINK)
 
-## e2e: a fixed OTLP payload through the ocb-built collector into the sink, every value checked.
+## e2e: a fixed OTLP payload through the ocb-built collector into the sink, every value checked,
+## then a bulk load whose QWP messages run past 64 KiB (the largest is printed and checked).
 e2e: build sink
 	$(GO) run ./cmd/demo -mode e2e -collector $(COLLECTOR) -sink $(SINK)
 

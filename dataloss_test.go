@@ -90,7 +90,7 @@ func TestDataLossStatusGaugeAndCounter(t *testing.T) {
 }
 
 // TestRecoveryLossesAreCountedPerMode: a torn tail is counted in
-// torn_frames in every mode and logged at Error where it is the mode's loss
+// torn_frames (cause torn_tail) in every mode and logged at Error where it is the mode's loss
 // window (periodic, memory); frames that vanished are DATA_LOSS.
 func TestRecoveryLossesAreCountedPerMode(t *testing.T) {
 	for _, tc := range []struct {
@@ -141,7 +141,8 @@ func TestRecoveryLossesAreCountedPerMode(t *testing.T) {
 			core, logs := observer.New(zapcore.InfoLevel)
 			set.Logger = zap.New(core)
 			startExporterWith(t, cfg, set)
-			torn, _ := metricTotal(t, tt, "otelcol_exporter_questdb_torn_frames")
+			// A frame cut inside: the torn tail.
+			torn, _ := metricTotal(t, tt, "otelcol_exporter_questdb_torn_frames", attribute.String("cause", "torn_tail"))
 			vanished, _ := metricTotal(t, tt, "otelcol_exporter_questdb_data_loss_frames", attribute.String("cause", "vanished"))
 			errs := logs.FilterLevelExact(zapcore.ErrorLevel).FilterField(zap.Uint64("first_fsn", 3)).Len()
 			if torn != tc.torn || vanished != tc.vanished || (errs > 0) != tc.errorLog {

@@ -243,15 +243,13 @@ func (e *questdbExporter) reportRecovery(rep sfqueue.RecoveryReport, fields []za
 		// changed sf_durability).
 		mode := rep.TornDurability.String()
 		torn := append(fields, zap.Uint64("first_fsn", r.First), zap.Uint64("last_fsn", r.Last),
-			zap.Uint64("frames", r.Frames()), zap.String("cause", r.Cause), zap.String("sf_durability", mode))
+			zap.Uint64("frames", r.Frames()), zap.String("cause", r.Cause), zap.String("torn_cause", string(r.TornCause)), zap.String("sf_durability", mode))
 		if rep.TornDurability == sfqueue.DurabilityFlush {
 			e.logger.Info("recovery cut torn frames: frames whose write never completed, answered to no caller", torn...)
 		} else {
 			e.logger.Error("recovery lost torn frames: accepted frames that had not reached the disk (the loss window of sf_durability "+mode+"; flush has none)", torn...)
 		}
-	}
-	if rep.TornFrames > 0 {
-		e.tel.tornFrames(rep.TornFrames)
+		e.tel.tornFrames(r.TornCause, r.Frames())
 	}
 	if rep.SymbolTornBytes > 0 || rep.SymbolsRebuilt > 0 {
 		e.logger.Warn("recovery cut a torn .symbol-dict tail; entries the frames still define were rebuilt from them",

@@ -245,9 +245,10 @@ func (t *telemetry) dataLoss(cause lossCause, frames uint64) {
 	t.tb.ExporterQuestdbDataLossFrames.Add(context.Background(), int64(frames), t.with(attribute.String("cause", string(cause))))
 }
 
-// tornFrames counts frames recovery cut from a torn tail.
-func (t *telemetry) tornFrames(frames uint64) {
-	t.tb.ExporterQuestdbTornFrames.Add(context.Background(), int64(frames), t.attrs)
+// tornFrames counts frames a power loss took inside the durability mode's
+// loss window, by cause (sfqueue.TornCause).
+func (t *telemetry) tornFrames(cause sfqueue.TornCause, frames uint64) {
+	t.tb.ExporterQuestdbTornFrames.Add(context.Background(), int64(frames), t.with(attribute.String("cause", string(cause))))
 }
 
 // skipped counts data points, log records or spans the row encoder left

@@ -32,9 +32,13 @@ type crashFS struct {
 	failSync  func(name string) error
 	failAlloc func(name string, size int64) error
 	failWrite func(name string) error
-	failZero  func(name string) error
-	failRead  func(name string) error
-	syncHook  func(name string) // runs (unlocked) at the start of File.Sync
+	// shortWrite, when it returns an error, makes a write store only the
+	// first keep bytes of its data and return that error (a write cut
+	// short by a full disk).
+	shortWrite func(name string, size int) (keep int, err error)
+	failZero   func(name string) error
+	failRead   func(name string) error
+	syncHook   func(name string) // runs (unlocked) at the start of File.Sync
 	// removeHook runs (unlocked) before Remove changes anything.
 	removeHook func(name string)
 	// skipSync makes File.Sync of a file succeed without making anything
@@ -370,6 +374,14 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.fs.failWrite != nil {
 		if err := f.fs.failWrite(f.name); err != nil {
 			return 0, &os.PathError{Op: "write", Path: f.name, Err: err}
+		}
+	}
+	if f.fs.shortWrite != nil {
+		if keep, err := f.fs.shortWrite(f.name, len(p)); err != nil {
+			p = p[:keep]
+			f.ino.data = writeAt(f.ino.data, p, off)
+			f.ino.log(fileOp{off: off, data: append([]byte(nil), p...)})
+			return keep, &os.PathError{Op: "write", Path: f.name, Err: err}
 		}
 	}
 	f.ino.data = writeAt(f.ino.data, p, off)

@@ -172,11 +172,32 @@
 //     still being synced.
 //
 // Everything inside the window that is lost is counted (RecoveryReport.Torn
-// and TornFrames, by cause: the torn tail, a torn creation, a segment of
-// memory durability not synced, frames published but never written) and
+// and TornFrames, by cause (TornCause): the torn tail, a torn creation, a
+// segment of memory durability not synced, frames published but never
+// written, and intact frames after such a cut, which a replay cannot
+// reach without skipping the FSNs it lost) and
 // logged at Error with its FSN range (Info in flush, where none of it was
 // answered). Everything outside it that is unreadable is media damage:
 // DATA_LOSS, and the slot is set aside (Recovery, below).
+//
+// Counted exactly, or bounded. A lost frame the slot holds a trace of (its
+// torn or unsynced bytes, a segment's name, which is its first FSN,
+// .ack-watermark's published FSN) is counted, each FSN once, by cause. A
+// frame appended after the last .ack-watermark save whose bytes never
+// reached the disk leaves no trace: after the power loss nothing says it
+// existed, so it is bounded, not counted. The bound: frames appended within
+// one save interval (250 ms, plus the save's own write, fsyncs and rename)
+// before the power loss, and never more than the mode's window (periodic:
+// one tick; memory: the active segment and one sealed). After a lull in
+// appends longer than the interval every lost frame is counted. No scheme
+// without a cost per append counts them all: counting frame N after a power
+// loss needs a record of N made durable before it, an fsync after N's
+// append, which is flush durability's group commit. Saving the published
+// FSN with each periodic tick or with memory durability's seal fsync would
+// not count more: such a record covers little beyond what that fsync made
+// durable anyway, and the frames appended after it are untraced again; a
+// shorter save interval narrows the bound at two fsyncs per save
+// (RELIABILITY.md has the figures).
 //
 //   - memory: writes reach the page cache only; a segment, once sealed at a
 //     rotation, is fsynced by the background goroutine, off the append path
@@ -227,12 +248,15 @@
 // latched: the append is undone and refused as a full queue (DiskFull,
 // counted in Stats.FullErrors and DiskFullErrors; logged at Warn at most
 // once a minute with the count since the last line), and appends succeed
-// again once there is room. The exception is flush
-// durability's group write (the flusher writes frames appends built): a
-// failure there, ENOSPC included, latches, as the appends it covers have
-// been taken. Segments there are preallocated, so a frame write finds its
-// blocks reserved; a file system without fallocate (where preallocation
-// falls back to setting the size) can still refuse it. A failed .ack-watermark
+// again once there is room. Flush durability's group write (the flusher,
+// or a rotation, writes the frames appends built) finds its blocks
+// reserved by preallocation, but a file system without fallocate or a
+// copy-on-write one can still refuse it: an ENOSPC or EDQUOT there cuts the
+// segment back to the end of its last good frame (no part of a refused
+// frame stays for recovery to count torn), takes the group's FSNs and
+// bytes back and fails exactly the appends waiting for that group with the
+// same DiskFull refusal, counted; nothing they built was published, and
+// the queue goes on. Only a failed cut latches. A failed .ack-watermark
 // write is retried every 250 ms and logged at Error once per failure
 // streak: it costs duplicates after a restart, never data.
 //

@@ -23,13 +23,19 @@ type syncEpoch struct {
 	done    chan struct{}
 	err     error
 	waiters int // appends registered
+	// shut: no append joins it any more, because a rotation wrote its
+	// waiters' frames (their fsync is still to come) or their group write
+	// failed (dropGroupLocked). Later appends wait on a new epoch whose
+	// prev it is; the fsync that completes an epoch completes its prevs.
+	shut bool
+	prev *syncEpoch
 }
 
 // pendingEpochLocked is the epoch an append that has just written its
 // frames waits for: the next fsync to start. It wakes the flusher.
 func (q *Queue) pendingEpochLocked() *syncEpoch {
-	if q.pending == nil {
-		q.pending = &syncEpoch{done: make(chan struct{})}
+	if q.pending == nil || q.pending.shut {
+		q.pending = &syncEpoch{done: make(chan struct{}), prev: q.pending}
 	}
 	q.pending.waiters++
 	select {
@@ -194,16 +200,16 @@ func (q *Queue) closeIdleLocked(s *segment) {
 	}
 }
 
-// completeLocked releases the appends waiting on ep (nil: none) with the
-// latched error, if any.
+// completeLocked releases the appends waiting on ep (nil: none) and on the
+// epochs before it, with the latched error, if any, or the error their
+// group write met (dropGroupLocked).
 func (q *Queue) completeLocked(ep *syncEpoch) {
-	if ep == nil {
-		return
+	for ; ep != nil; ep = ep.prev {
+		if q.fatal != nil {
+			ep.err = q.fatal
+		}
+		close(ep.done)
 	}
-	if q.fatal != nil {
-		ep.err = q.fatal
-	}
-	close(ep.done)
 }
 
 // fsyncLocked fsyncs one segment while holding the lock: used at rotation,

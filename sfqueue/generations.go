@@ -55,6 +55,14 @@ func (q *Queue) noteFramesLocked(first uint64, payloads [][]byte) {
 	q.generationsChangedLocked()
 }
 
+// dropFrom forgets the frames from FSN first on, whose write was undone
+// (dropGroupLocked).
+func (t *genTracker) dropFrom(first uint64) {
+	for n := len(t.starts); n > 0 && t.starts[n-1].fsn >= first; n-- {
+		t.starts = t.starts[:n-1]
+	}
+}
+
 // neededGenLocked is the oldest generation still in use: that of the oldest
 // unacknowledged frame, or the newest generation when every frame is
 // acknowledged. 0 while recovered frames (of unknown generations) remain.

@@ -45,23 +45,24 @@ type campaignFigures struct {
 	returned, lost        int // unacked frames whose Append returned before the cut; of them lost
 	counted, untraced     int // lost frames counted as torn; lost with no trace on disk (appended after the last save)
 	torn                  uint64
-	maxWindow             int // most frames one run lost
-	afterRestart, second  int // frames accepted after the restart; delivered after the second crash
+	byCause               map[TornCause]uint64 // the torn frames by cause
+	maxWindow             int                  // most frames one run lost
+	afterRestart, second  int                  // frames accepted after the restart; delivered after the second crash
 }
 
 func TestPowerLossCampaign(t *testing.T) {
 	seeds := powerLossCampaignSeeds(t)
 	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic, DurabilityFlush} {
 		t.Run(d.String(), func(t *testing.T) {
-			var f campaignFigures
+			f := campaignFigures{byCause: map[TornCause]uint64{}}
 			for seed := range seeds {
 				powerLossCampaignRun(t, d, uint64(seed), &f)
 			}
 			if f.returned == 0 || f.afterRestart == 0 {
 				t.Fatal("no append returned: the campaign checked nothing")
 			}
-			t.Logf("%v: %d power losses (%d after a lull in appends; %d segments at the cut on average), %d returned unacked frames, %d lost (%d counted as torn, %d appended after the last .ack-watermark save with no trace on disk), at most %d in one run; %d torn frames counted; 0 slots set aside; %d frames accepted after the restart, %d delivered after the second crash",
-				d, f.runs, f.lulls, f.segments/max(f.runs, 1), f.returned, f.lost, f.counted, f.untraced, f.maxWindow, f.torn, f.afterRestart, f.second)
+			t.Logf("%v: %d power losses (%d after a lull in appends; %d segments at the cut on average), %d returned unacked frames, %d lost (%d counted as torn, %d appended after the last .ack-watermark save with no trace on disk), at most %d in one run; %d torn frames counted (by cause: %v); 0 slots set aside; %d frames accepted after the restart, %d delivered after the second crash",
+				d, f.runs, f.lulls, f.segments/max(f.runs, 1), f.returned, f.lost, f.counted, f.untraced, f.maxWindow, f.torn, f.byCause, f.afterRestart, f.second)
 		})
 	}
 }
@@ -202,6 +203,14 @@ func powerLossCampaignRun(t *testing.T, d Durability, seed uint64, f *campaignFi
 	}
 	f.lost += lost
 	f.torn += rep.TornFrames
+	for _, r := range rep.Torn {
+		switch r.TornCause {
+		case TornTail, TornCreation, TornUnwrittenSegment, TornNeverWritten, TornAfterCut:
+			f.byCause[r.TornCause] += r.Frames()
+		default:
+			t.Fatalf("seed %d: torn range %v has no known cause (%q)", seed, r, r.TornCause)
+		}
+	}
 	f.maxWindow = max(f.maxWindow, lost)
 
 	// QuestDB is down: appends, no acks; then kill -9.

@@ -103,6 +103,9 @@ type Queue struct {
 	// pendWrites counts flushWritesLocked's writes, so an undo can tell
 	// whether the batch's frames reached the file.
 	pendWrites uint64
+	// undo is the batch writeLocked is storing, nil between batches: a
+	// group write that fails meanwhile cuts its built frames too.
+	undo *writeUndo
 	// lastGroup is the bytes of the frames the last flush-mode write
 	// carried: what the next group fsync is likely to carry (rotatesEarlyLocked).
 	lastGroup int64
@@ -650,6 +653,8 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error
 	}
 
 	rollback := q.snapshotLocked(created)
+	q.undo = rollback // a group write that fails meanwhile tells it (dropGroupLocked)
+	defer func() { q.undo = nil }()
 	var sealed []*segment // closed once the batch is in: no more writes
 	for _, c := range chunks {
 		if c.seg != q.active {
@@ -731,25 +736,98 @@ func (q *Queue) publishLocked() {
 }
 
 // flushWritesLocked writes the frames built in q.pend (flush durability)
-// at the end of the active segment and publishes them. A failed write
-// latches the queue, as a failed fsync does: the appends waiting for the
-// group fsync get the error, and nothing they built is published.
+// at the end of the active segment and publishes them. A write that fails
+// with ENOSPC or EDQUOT drops the group (dropGroupLocked): its appends fail
+// with a retryable DiskFull and the queue stays usable. Any other failed
+// write latches the queue, as a failed fsync does: the appends waiting for
+// the group fsync get the error, and nothing they built is published.
 func (q *Queue) flushWritesLocked() error {
 	if len(q.pend) > 0 {
 		s := q.active
 		q.lastGroup = int64(len(q.pend))
-		_, err := s.f.WriteAt(q.pend, s.size-int64(len(q.pend)))
+		start := s.size - int64(len(q.pend))
+		_, err := s.f.WriteAt(q.pend, start)
+		q.pendWrites++
+		if err != nil && isNoSpace(err) {
+			err = q.dropGroupLocked(s, start, err)
+		} else if err != nil {
+			err = q.latchLocked("write "+filepath.Base(s.path), err)
+		} else if q.pending != nil {
+			q.pending.shut = true // its frames are written: a failed later group is not its
+		}
 		q.pend = q.pend[:0]
 		if cap(q.pend) > 4*directWrite {
 			q.pend = nil // do not pin the buffer of a burst of large frames
 		}
-		q.pendWrites++
 		if err != nil {
-			return q.latchLocked("write "+filepath.Base(s.path), err)
+			return err
 		}
 	}
 	q.publishLocked()
 	return nil
+}
+
+// dropGroupLocked undoes the frames of q.pend, which a write at start of s
+// refused for want of space (err): a file system that does not reserve
+// blocks at preallocation (copy-on-write, no fallocate) meets a full disk
+// here. It cuts s back to start, so no part of a refused frame stays in the
+// file for recovery to count torn (the cut is fsynced with the next group),
+// takes the frames' FSNs and bytes back, and fails the appends waiting for
+// them (q.pending, unless a rotation wrote its frames already) with the
+// DiskFull refusal a full disk gives any append, counted. Frames of the
+// batch writeLocked is storing (q.undo) are left to its undo, which gets
+// err. Only a failed cut latches: the file could then hold a torn frame.
+func (q *Queue) dropGroupLocked(s *segment, start int64, err error) error {
+	if terr := s.f.Truncate(start); terr != nil {
+		return q.latchLocked("truncate "+filepath.Base(s.path)+" after a full disk", errors.Join(err, terr))
+	}
+	s.dirty = true
+	keep := len(s.offsets)
+	for keep > 0 && int64(s.offsets[keep-1]) >= start {
+		keep--
+	}
+	group, batch := len(s.offsets)-keep, 0 // frames cut, of which the batch's
+	var batchBytes int64
+	if u := q.undo; u != nil {
+		u.lost = err
+		switch {
+		case u.active == s:
+			batch, batchBytes = len(s.offsets)-u.frames, s.size-u.size
+		case slices.Contains(u.created, s):
+			batch, batchBytes = group, s.size-start
+		}
+	}
+	earlier := group - batch // frames of the appends waiting, before the batch's
+	var items uint64
+	for i, off := 0, 0; off < len(q.pend); i++ {
+		n := binary.LittleEndian.Uint32(q.pend[off:])
+		items += uint64(binary.LittleEndian.Uint32(q.pend[off+4:]))
+		off += int(frameSize(int(n)))
+		if i < earlier {
+			q.st.framesAppended--
+			q.st.bytesAppended -= uint64(n)
+		}
+	}
+	q.used -= int64(len(q.pend)) - batchBytes // the batch's undo takes its own bytes back
+	q.nextFSN -= uint64(earlier)
+	q.gens.dropFrom(q.nextFSN)
+	s.offsets, s.size, s.items = s.offsets[:keep], start, s.items-items
+	if u := q.undo; u != nil && u.active == s {
+		// The undo now restores s to the cut, not to before the batch.
+		u.size, u.frames, u.items = start, keep, s.items
+		u.pend, u.pendWrites = 0, q.pendWrites
+	}
+	full := &FullError{Reason: DiskFull, Attempts: q.consumer.Attempts, OutageStart: q.consumer.OutageStart,
+		Used: q.usedLocked(), Cap: q.o.MaxTotalBytes, Need: int64(len(q.pend))}
+	if ep := q.pending; ep != nil && !ep.shut {
+		ep.shut, ep.err = true, full // completed by the group fsync, as usual
+		q.st.fullErrors += uint64(ep.waiters)
+		q.st.diskFullErrors += uint64(ep.waiters)
+	}
+	if q.undo == nil {
+		q.logNoSpaceLocked(err) // else the batch's append logs it
+	}
+	return err
 }
 
 // directWrite is the payload size from which writeFramesLocked writes a
@@ -848,6 +926,9 @@ type writeUndo struct {
 	// batch's frames are only built, and cutting q.pend undoes them.
 	pend       int
 	pendWrites uint64
+	// lost is the error of a group write that cut frames of the batch
+	// (dropGroupLocked): the batch fails with it.
+	lost error
 }
 
 func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
@@ -906,6 +987,9 @@ func (u *writeUndo) undo() {
 func (q *Queue) sealLocked(prev *segment) error {
 	if err := q.syncSealedLocked(true); err != nil {
 		return err
+	}
+	if u := q.undo; u != nil && u.lost != nil {
+		return u.lost // the flusher's group write, which held frames of the batch, found no room
 	}
 	if err := q.flushWritesLocked(); err != nil {
 		return err
@@ -1224,19 +1308,19 @@ func (q *Queue) Close() error {
 	// Appends whose fsync had not started (the flusher has stopped) get the
 	// outcome of the fsyncs below, which keep their frames: answering
 	// ErrClosed would have a retrying caller store them twice.
-	ep := q.pending
-	q.pending = nil
 	var errs []error
 	drained := q.acked == q.nextFSN-1
 	if q.fatal == nil && !drained {
 		err := q.syncSealedLocked(false)
 		if err == nil {
-			err = q.flushWritesLocked()
+			err = q.flushWritesLocked() // a full disk fails q.pending's appends (dropGroupLocked)
 		}
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	ep := q.pending
+	q.pending = nil
 	// What a close leaves on disk: everything written, fsynced (periodic,
 	// flush; unless an fsync failed) or in the page cache only (memory
 	// durability's active segment). .ack-watermark records both, so that

@@ -47,7 +47,8 @@ type judgement struct {
 	// cut's own bytes account for.
 	keptEnd, cutFirst, cutLast uint64
 	cutCause                   string
-	cutOffset                  int64 // where in the tail segment the cut's bytes start
+	cutTorn                    TornCause // the cut's cause, for the torn_frames metric
+	cutOffset                  int64     // where in the tail segment the cut's bytes start
 	// tornFirst..tornLast (tornLast 0: none) is the window's loss: from
 	// keptEnd, above the synced and acked FSNs, up to the highest FSN
 	// anything in the slot shows was handed out.
@@ -174,19 +175,20 @@ func (s *SlotScan) orderedCut(j *judgement) {
 	seg := &s.Segments[j.tail]
 	switch {
 	case s.tornCreation(j.tail, j.tail):
-		j.cut, j.cutFirst, j.cutCause = cutWhole, seg.Base, tornCreationCause(seg)
+		j.cut, j.cutFirst, j.cutCause, j.cutTorn = cutWhole, seg.Base, tornCreationCause(seg), TornCreation
 		j.cutLast = seg.Base + uint64(seg.HeadlessFrames) - 1
 	case seg.HeaderErr != nil && !seg.written():
-		j.cut, j.cutFirst, j.cutCause = cutWhole, seg.Base, "created, never written: the segment file is empty"
+		j.cut, j.cutFirst, j.cutCause, j.cutTorn = cutWhole, seg.Base, "created, never written: the segment file is empty", TornCreation
 		j.cutLast = seg.Base - 1
 	case s.tornTail(seg):
 		d := seg.Damage
 		j.cut, j.keptEnd, j.cutFirst, j.cutLast = cutDamage, d.FSN, d.FSN, d.FSN+uint64(d.Frames)-1
-		j.cutCause, j.cutOffset = d.Cause, d.Offset
+		j.cutCause, j.cutOffset, j.cutTorn = d.Cause, d.Offset, TornTail
 	default:
 		if last, ok := s.emptyTail(j.tail); ok {
 			j.cut, j.cutFirst, j.cutLast, j.cutOffset = cutWhole, seg.Base, last, segmentHeaderSize
 			j.cutCause = fmt.Sprintf("no frame: the segment after it starts at FSN %d", last+1)
+			j.cutTorn = TornUnwrittenSegment
 			return
 		}
 		// Nothing cut: the window starts past what the tail accounts for
@@ -239,6 +241,7 @@ func (s *SlotScan) memoryCut(j *judgement) bool {
 			j.tail, j.cut, j.keptEnd, j.cutFirst, j.cutLast = i-1, cutNone, prevEnd, prevEnd, seg.Base-1
 			j.cutCause = fmt.Sprintf("missing: %s ends at FSN %d, the next segment starts at FSN %d",
 				s.Segments[i-1].Name, prevEnd-1, seg.Base)
+			j.cutTorn = TornUnwrittenSegment
 			return true
 		}
 		prevEnd = seg.End()
@@ -246,16 +249,17 @@ func (s *SlotScan) memoryCut(j *judgement) bool {
 		case seg.HeaderErr != nil && seg.Base > bound:
 			j.tail, j.cut, j.cutFirst = i, cutWhole, seg.Base
 			j.cutLast = seg.Base + uint64(seg.HeadlessFrames) - 1
-			j.cutCause = tornCreationCause(seg)
+			j.cutCause, j.cutTorn = tornCreationCause(seg), TornCreation
 			return true
 		case seg.Damage != nil && len(seg.Damage.Stray) == 0 && seg.Damage.FSN > bound:
 			d := seg.Damage
 			j.tail, j.cut, j.keptEnd, j.cutFirst, j.cutLast = i, cutDamage, d.FSN, d.FSN, d.FSN+uint64(d.Frames)-1
-			j.cutCause, j.cutOffset = d.Cause, d.Offset
+			j.cutCause, j.cutOffset, j.cutTorn = d.Cause, d.Offset, TornTail
 			return true
 		case seg.HeaderErr == nil && len(seg.Frames) == 0 && seg.Damage == nil && i+1 < len(s.Segments) && seg.Base > bound:
 			j.tail, j.cut, j.cutFirst, j.cutLast, j.cutOffset = i, cutWhole, seg.Base, s.Segments[i+1].Base-1, segmentHeaderSize
 			j.cutCause = fmt.Sprintf("no frame: the segment after it starts at FSN %d", s.Segments[i+1].Base)
+			j.cutTorn = TornUnwrittenSegment
 			return true
 		case seg.HeaderErr != nil || seg.Damage != nil:
 			prevEnd = 0 // media damage, reported by the ordered walk
@@ -267,37 +271,44 @@ func (s *SlotScan) memoryCut(j *judgement) bool {
 // tornRanges lists the window's loss as FSN ranges with their cause: a
 // hole before the cut, the cut, then what was handed out past it, without
 // the readable frames of segments after the tail (deleted by recovery,
-// counted by it, and still readable by the slot tool) when keepReadable.
+// counted by it, and still readable by the slot tool) when keepReadable,
+// else with them as their own ranges (TornAfterCut).
 func (s *SlotScan) tornRanges(j judgement, keepReadable bool) []FSNRange {
 	if j.tornLast == 0 {
 		return nil
 	}
 	var out []FSNRange
-	add := func(first, last uint64, file string, offset int64, cause string) {
+	add := func(first, last uint64, file string, offset int64, kind TornCause, cause string) {
 		first, last = max(first, j.tornFirst), min(last, j.tornLast)
-		for i := j.tail + 1; keepReadable && i < len(s.Segments) && first <= last; i++ {
+		for i := j.tail + 1; i < len(s.Segments) && first <= last; i++ {
 			seg := &s.Segments[i]
 			if len(seg.Frames) == 0 || seg.End() <= first || seg.Base > last {
 				continue
 			}
 			if seg.Base > first {
-				out = append(out, FSNRange{First: first, Last: seg.Base - 1, Torn: true, File: file, Offset: offset, Cause: cause})
+				out = append(out, FSNRange{First: first, Last: seg.Base - 1, Torn: true, TornCause: kind, File: file, Offset: offset, Cause: cause})
+			}
+			if from := max(first, seg.Base); !keepReadable {
+				// On disk, but after the cut: recovery deletes them, as a
+				// replay cannot skip the FSNs the cut lost.
+				out = append(out, FSNRange{First: from, Last: min(last, seg.End()-1), Torn: true, TornCause: TornAfterCut,
+					File: seg.Name, Offset: int64(seg.Frames[from-seg.Base]), Cause: "intact after the cut, deleted with it: a replay cannot skip the FSNs before them"})
 			}
 			first = seg.End()
 		}
 		if first <= last && last != 0 {
-			out = append(out, FSNRange{First: first, Last: last, Torn: true, File: file, Offset: offset, Cause: cause})
+			out = append(out, FSNRange{First: first, Last: last, Torn: true, TornCause: kind, File: file, Offset: offset, Cause: cause})
 		}
 	}
 	if j.cutFirst > 0 {
-		add(j.keptEnd, j.cutFirst-1, "", 0, "missing: handed out before the segment that was cut, not on disk")
+		add(j.keptEnd, j.cutFirst-1, "", 0, TornUnwrittenSegment, "missing: handed out before the segment that was cut, not on disk")
 	}
 	var file string
 	if j.tail >= 0 {
 		file = s.Segments[j.tail].Name
 	}
-	add(j.cutFirst, j.cutLast, file, j.cutOffset, j.cutCause)
-	add(max(j.cutLast+1, j.cutFirst), j.tornLast, "", 0, fmt.Sprintf(
+	add(j.cutFirst, j.cutLast, file, j.cutOffset, j.cutTorn, j.cutCause)
+	add(max(j.cutLast+1, j.cutFirst), j.tornLast, "", 0, TornNeverWritten, fmt.Sprintf(
 		"never written: handed out up to FSN %d (.ack-watermark's published FSN %d, or a segment's name), not on disk",
 		j.tornLast, s.Watermark.Published))
 	return slices.Clip(out)

@@ -458,7 +458,34 @@ type FSNRange struct {
 	// a crash cut short before their fsync, which recovery cuts (the
 	// durability mode's loss window) instead of setting the slot aside.
 	Torn bool
+	// TornCause classifies a Torn range for the torn_frames metric.
+	TornCause TornCause
 }
+
+// TornCause is why frames of the durability mode's loss window are gone,
+// in a few values fit for a metric attribute (FSNRange.Cause says more).
+type TornCause string
+
+const (
+	// TornTail: a segment's tail was cut inside a frame, a write the power
+	// loss cut short.
+	TornTail TornCause = "torn_tail"
+	// TornCreation: a segment's creation was cut (its header unusable or
+	// the file empty), and its frames with it.
+	TornCreation TornCause = "torn_creation"
+	// TornUnwrittenSegment: a whole segment (or the FSNs between two
+	// segments) never reached the disk while a later one did: in memory
+	// durability, nothing orders the write-back of unsynced segments.
+	TornUnwrittenSegment TornCause = "unwritten_segment"
+	// TornNeverWritten: frames handed out past the last one on disk
+	// (.ack-watermark's published FSN, or a segment's name, shows them)
+	// whose bytes reached no file.
+	TornNeverWritten TornCause = "never_written"
+	// TornAfterCut: frames intact on disk after the cut (memory durability:
+	// a later segment written back before an earlier one), deleted with
+	// it, as a replay cannot skip the FSNs the cut lost.
+	TornAfterCut TornCause = "after_cut"
+)
 
 // Frames is the number of FSNs in the range (0 when its end is unknown).
 func (r FSNRange) Frames() uint64 {

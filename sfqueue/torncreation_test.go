@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,10 @@ func TestTornTailBeforeHeaderOnlySegments(t *testing.T) {
 	if rep.Unreplayable != nil || len(got) != 39 || rep.TornFirstFSN != 40 || rep.TornFrames != 4 || rep.LostFrames != 0 ||
 		len(rep.Torn) != 2 || rep.Torn[0].Last != 40 || rep.Torn[1].First != 41 {
 		t.Fatalf("replayed %d frames, report %+v; want FSN 40 cut as the torn tail, 41..43 never written, 39 replayed", len(got), rep)
+	}
+	if rep.Torn[0].TornCause != TornTail || rep.Torn[1].TornCause != TornNeverWritten {
+		t.Fatalf("torn causes %q, %q; want %q (FSN 40) and %q (41..43: only their segments were created)",
+			rep.Torn[0].TornCause, rep.Torn[1].TornCause, TornTail, TornNeverWritten)
 	}
 	for _, p := range created {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
@@ -174,6 +179,11 @@ func TestTornCreation(t *testing.T) {
 				}
 				if tc.torn > 0 && rep.TornFirstFSN != first {
 					t.Fatalf("TornFirstFSN %d, want %d", rep.TornFirstFSN, first)
+				}
+				for _, r := range rep.Torn {
+					if r.File == filepath.Base(torn) && r.TornCause != TornCreation {
+						t.Fatalf("torn range %v in the torn creation: cause %q, want %q", r, r.TornCause, TornCreation)
+					}
 				}
 				// The torn frames are logged like a torn tail: at Error
 				// unless flush answered none of them; a torn header alone
@@ -424,5 +434,32 @@ func TestWatermarkRecordsEachNewSegmentOnDisk(t *testing.T) {
 				t.Fatalf("watermark acked %d with nothing acknowledged", w.acked)
 			}
 		})
+	}
+}
+
+// TestUnwrittenSegmentCause: in memory durability a sealed segment whose
+// frames never reached the disk while the next one's did is the loss
+// window, counted as torn with the cause unwritten_segment.
+func TestUnwrittenSegmentCause(t *testing.T) {
+	s := newRuleSlot(t, DurabilityMemory, 0)
+	i := len(s.segs) - 2
+	base, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(s.segs[i]), segmentSuffix), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.edit(t, i, func(b []byte, _ []uint32) []byte {
+		clear(b[segmentHeaderSize:]) // written back: the header, not a frame
+		return b
+	})
+	crashedBefore(t, s.o, base)
+	q, rep, _, _ := s.open(t)
+	defer q.Close()
+	// The next segment's frames are intact, but a replay cannot skip the
+	// FSNs before them: deleted with the cut, counted apart.
+	next := s.offsets[i+1]
+	if rep.Unreplayable != nil || len(rep.Torn) != 2 || rep.Torn[0].First != base || rep.Torn[0].TornCause != TornUnwrittenSegment ||
+		rep.Torn[1].TornCause != TornAfterCut || rep.Torn[1].Frames() != uint64(len(next)) || rep.Torn[1].Last != 40 {
+		t.Fatalf("torn %v, report %+v; want FSN %d.. %q, then the next segment's %d frames %q", rep.Torn, rep, base,
+			TornUnwrittenSegment, len(next), TornAfterCut)
 	}
 }

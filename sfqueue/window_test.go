@@ -107,12 +107,14 @@ func TestFramesThatNeverReachedTheDiskAreCounted(t *testing.T) {
 		name string
 		d    Durability
 		run  func(t *testing.T, q *Queue) (appended uint64)
+		// causes are the torn ranges' causes, in order.
+		causes []TornCause
 	}{
 		// Memory durability, nothing of the active segment written back.
 		{"memory", DurabilityMemory, func(t *testing.T, q *Queue) uint64 {
 			appendN(t, q, 1, 50)
 			return 50
-		}},
+		}, []TornCause{TornNeverWritten}},
 		// Periodic durability: the new segment's first tick had not run.
 		{"periodic, new segment", DurabilityPeriodic, func(t *testing.T, q *Queue) uint64 {
 			n := uint64(0)
@@ -122,7 +124,7 @@ func TestFramesThatNeverReachedTheDiskAreCounted(t *testing.T) {
 			}
 			appendN(t, q, int(n)+1, 1)
 			return n + 1
-		}},
+		}, []TornCause{TornNeverWritten}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfs := newCrashFS()
@@ -143,6 +145,13 @@ func TestFramesThatNeverReachedTheDiskAreCounted(t *testing.T) {
 			}
 			if !tornLogged(logs) {
 				t.Fatalf("no Error line for the torn frames: %v", logs.All())
+			}
+			var causes []TornCause
+			for _, r := range rep.Torn {
+				causes = append(causes, r.TornCause)
+			}
+			if !slices.Equal(causes, tc.causes) {
+				t.Fatalf("torn ranges %+v: causes %q, want %q", rep.Torn, causes, tc.causes)
 			}
 		})
 	}

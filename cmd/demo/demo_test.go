@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -221,5 +222,62 @@ func TestCompareTable(t *testing.T) {
 	p := compareTable("t", auto, keys, "30 DAYS")
 	if len(p) != 2 || !strings.Contains(p[0], "dedup keys []") || !strings.Contains(p[1], `ttl ""`) {
 		t.Fatalf("an auto-created table must fail on both counts: %v", p)
+	}
+}
+
+// The bulk load is one OTLP request larger than the exporter's default
+// max_batch_bytes (1,887,436 bytes), counted with the logs once accepted;
+// its padded bodies count as demo logs, and the fixed e2e record does not.
+func TestBulkLoadIsBigAndCounted(t *testing.T) {
+	var got atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got.Store(n)
+	}))
+	defer srv.Close()
+	g := &generator{endpoint: srv.URL, hc: srv.Client()}
+	g.sentLogs.Add(3)
+	size, err := g.bulk(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(size) != got.Load() || size <= 1_887_436 {
+		t.Fatalf("bulk request of %d bytes (server read %d), want more than the default max_batch_bytes", size, got.Load())
+	}
+	if g.sentLogs.Load() != 3+bulkLogs {
+		t.Fatalf("sentLogs = %d, want %d", g.sentLogs.Load(), 3+bulkLogs)
+	}
+
+	body := func(s string) []any { return []any{s} }
+	logs := &tableRows{Rows: [][]any{body("demo log seq=0 " + strings.Repeat("x", 95)), body("payment declined"), body("demo log seq=1")}}
+	logs.Columns = append(logs.Columns, struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}{Name: "body"})
+	v, err := countLogs(demoLogsOnly(logs), 2)
+	if err != nil || v.Landed != 2 || v.Lost != 0 {
+		t.Fatalf("verdict %v, %v; want both demo logs landed", v, err)
+	}
+}
+
+// checkBigFrames fails when the sink never received a message over 64 KiB.
+func TestCheckBigFrames(t *testing.T) {
+	var size atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stats" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]int64{"frames": 3, "max_frame_bytes": size.Load()})
+	}))
+	defer srv.Close()
+	c := &sinkClient{base: srv.URL, hc: srv.Client()}
+	size.Store(64 << 10)
+	if err := c.checkBigFrames(context.Background()); err == nil {
+		t.Fatal("a largest message of exactly 64 KiB must fail the check")
+	}
+	size.Store(1_800_000)
+	if err := c.checkBigFrames(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,19 +2,25 @@
 // that CI runs against an ocb-built collector.
 //
 // In demo mode it starts the qwpsink test server and the collector (with
-// examples/demo.yaml, store-and-forward in a local directory), feeds the
-// collector OTLP/HTTP metrics and logs for about a minute, puts the sink into
+// examples/demo.yaml, store-and-forward in a local directory), posts a bulk
+// load (one 2.7 MiB OTLP request of 20,000 log records, so the exporter's
+// QWP messages run to its 1.8 MiB max_batch_bytes, far past 64 KiB), feeds
+// the collector OTLP/HTTP metrics, logs and spans for about a minute, puts the sink into
 // a 15-second outage midway, later kills the collector with SIGKILL and starts
 // it again, and prints every few seconds the points sent, the rows landed per
 // table and the bytes queued on disk. It ends with a verdict line:
 //
 //	sent N, landed N, lost 0, duplicates D
 //
-// and exits non-zero if anything accepted by the collector is missing.
+// and the size of the largest QWP message the sink received, and exits
+// non-zero if anything accepted by the collector is missing or no message
+// was over 64 KiB.
 //
-// In e2e mode it posts one fixed metrics and logs payload and compares the
-// rows that land in the sink with the expected values, exiting non-zero on
-// any missing row or differing value.
+// In e2e mode it posts one fixed metrics, logs and traces payload and
+// compares the rows that land in the sink with the expected values, then
+// posts the bulk load and waits for each of its records to land once; it
+// prints the largest QWP message the sink received and exits non-zero on
+// any missing row, differing value or a largest message of 64 KiB or less.
 //
 // Everything it starts is stopped on exit, on Ctrl-C and on SIGTERM.
 package main

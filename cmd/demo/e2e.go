@@ -212,7 +212,7 @@ func runE2E(ctx context.Context, o options) error {
 		}
 		if len(problems) == 0 {
 			fmt.Println("e2e: every expected row landed with the expected values")
-			return nil
+			return e2eBulk(ctx, s, gen)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("e2e check failed:\n  %s\ncollector log tail:\n%s",
@@ -278,4 +278,49 @@ func compareRows(table string, tr *tableRows, want map[string]string) []string {
 		}
 	}
 	return problems
+}
+
+// e2eBulk sends the bulk load after the fixed payload landed, waits for
+// every record of it to land once, and checks that the sink received QWP
+// messages over 64 KiB.
+func e2eBulk(ctx context.Context, s *stack, gen *generator) error {
+	postCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	size, err := gen.bulk(postCtx)
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	fmt.Printf("e2e: bulk load of %d log records in one %.1f MiB OTLP request sent\n", bulkLogs, float64(size)/(1<<20))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		logs, err := s.sink.rows(ctx, "otel_logs", 2*bulkLogs)
+		if err != nil {
+			return err
+		}
+		v, err := countLogs(demoLogsOnly(logs), bulkLogs)
+		if err != nil {
+			return err
+		}
+		if v.Lost == 0 && v.Duplicates == 0 {
+			fmt.Printf("e2e: bulk load landed: %s\n", v)
+			return s.sink.checkBigFrames(ctx)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("e2e bulk load: %s\ncollector log tail:\n%s", v, tail(s.col.log.Name(), 30))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// demoLogsOnly keeps the rows whose body is a generated log's ("demo log
+// seq=N..."), leaving out the fixed payload's record.
+func demoLogsOnly(t *tableRows) *tableRows {
+	col := t.column("body")
+	out := &tableRows{Columns: t.Columns}
+	for _, row := range t.Rows {
+		if b, ok := row[col].(string); col >= 0 && ok && strings.HasPrefix(b, "demo log ") {
+			out.Rows = append(out.Rows, row)
+		}
+	}
+	return out
 }

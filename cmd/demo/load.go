@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -62,8 +63,9 @@ func (g *generator) metricsBatch(n int, now time.Time) (pmetric.Metrics, int64) 
 	return md, g.nextSeq - first
 }
 
-// logsBatch builds n log records with unique bodies.
-func (g *generator) logsBatch(n int, now time.Time) plog.Logs {
+// logsBatch builds n log records with unique bodies, "demo log seq=N"
+// followed by pad.
+func (g *generator) logsBatch(n int, now time.Time, pad string) plog.Logs {
 	ld := plog.NewLogs()
 	rl := ld.ResourceLogs().AppendEmpty()
 	rl.Resource().Attributes().PutStr("service.name", "demo")
@@ -73,7 +75,7 @@ func (g *generator) logsBatch(n int, now time.Time) plog.Logs {
 		lr.SetTimestamp(pcommon.NewTimestampFromTime(now.Add(time.Duration(i) * time.Microsecond)))
 		lr.SetSeverityNumber(plog.SeverityNumberInfo)
 		lr.SetSeverityText("INFO")
-		lr.Body().SetStr(fmt.Sprintf("demo log seq=%d", g.sentLogs.Load()+int64(i)))
+		lr.Body().SetStr(fmt.Sprintf("demo log seq=%d", g.sentLogs.Load()+int64(i)) + pad)
 	}
 	return ld
 }
@@ -162,7 +164,7 @@ func (g *generator) tick(ctx context.Context, points, logs, spans int) error {
 		return err
 	}
 	g.sentPoints.Add(n)
-	lbody, err := plogotlp.NewExportRequestFromLogs(g.logsBatch(logs, now)).MarshalProto()
+	lbody, err := plogotlp.NewExportRequestFromLogs(g.logsBatch(logs, now, "")).MarshalProto()
 	if err != nil {
 		return err
 	}
@@ -179,6 +181,30 @@ func (g *generator) tick(ctx context.Context, points, logs, spans int) error {
 	}
 	g.sentSpans.Add(int64(spans))
 	return nil
+}
+
+// Bulk load: one OTLP request of bulkLogs log records with bulkPad bytes of
+// filler in each body, about 2.7 MiB as OTLP and more as QWP - more than the
+// exporter's max_batch_bytes (1.8 MiB by default), so its QWP messages, each
+// sent as one WebSocket frame, run far past 64 KiB.
+const (
+	bulkLogs = 20_000
+	bulkPad  = 96
+)
+
+// bulk posts the bulk load, counted with the other logs, and returns the
+// request's size.
+func (g *generator) bulk(ctx context.Context) (int, error) {
+	pad := " " + strings.Repeat("x", bulkPad-1)
+	body, err := plogotlp.NewExportRequestFromLogs(g.logsBatch(bulkLogs, time.Now(), pad)).MarshalProto()
+	if err != nil {
+		return 0, err
+	}
+	if err := g.post(ctx, "/v1/logs", body); err != nil {
+		return 0, err
+	}
+	g.sentLogs.Add(bulkLogs)
+	return len(body), nil
 }
 
 // run ticks every 100 ms (points gauge points, a fifth of it logs and spans)

@@ -168,6 +168,11 @@ func runDemo(ctx context.Context, o options) error {
 		hc:       &http.Client{Timeout: 15 * time.Second},
 		hosts:    []string{"web-1", "web-2", "db-1"},
 	}
+	size, err := gen.bulk(ctx)
+	if err != nil {
+		return fmt.Errorf("bulk load: %w", err)
+	}
+	fmt.Printf("bulk load: %d log records in one %.1f MiB OTLP request (QWP messages over 64 KiB)\n", bulkLogs, float64(size)/(1<<20))
 	start := time.Now()
 	sendCtx, stopSending := context.WithTimeout(ctx, o.duration)
 	defer stopSending()
@@ -231,7 +236,7 @@ func runDemo(ctx context.Context, o options) error {
 	if v.Lost != 0 {
 		return errors.New("data was lost")
 	}
-	return nil
+	return s.sink.checkBigFrames(ctx)
 }
 
 func (s *stack) progress(ctx context.Context, gen *generator, el time.Duration) {

@@ -85,6 +85,31 @@ func (s *sinkClient) rows(ctx context.Context, table string, limit int) (*tableR
 	return &t, err
 }
 
+// maxFrameBytes is the size of the largest QWP message (one WebSocket
+// frame each) the sink has received.
+func (s *sinkClient) maxFrameBytes(ctx context.Context) (int64, error) {
+	var st struct {
+		MaxFrameBytes int64 `json:"max_frame_bytes"`
+	}
+	err := s.get(ctx, "/stats", &st)
+	return st.MaxFrameBytes, err
+}
+
+// checkBigFrames reports the largest message the sink received, and fails
+// unless it is over 64 KiB: the size past which a client that cut messages
+// into several WebSocket frames would have done so, and QuestDB refused them.
+func (s *sinkClient) checkBigFrames(ctx context.Context) error {
+	n, err := s.maxFrameBytes(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("largest QWP message the sink received: %d bytes (%.1f KiB), one WebSocket frame\n", n, float64(n)/1024)
+	if n <= 64<<10 {
+		return fmt.Errorf("the largest QWP message was %d bytes: the bulk load did not exercise messages over 64 KiB", n)
+	}
+	return nil
+}
+
 // outage makes the sink drop every connection and refuse new ones for d,
 // keeping its tables, as a restarted QuestDB would.
 func (s *sinkClient) outage(ctx context.Context, d time.Duration) error {

@@ -61,14 +61,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	for {
 		select {
 		case <-ctx.Done():
-			logger.Printf("stopping: %s", summary(s.Tables()))
+			logger.Printf("stopping: %s; largest frame %d bytes", summary(s.Tables()), s.MaxFrameBytes())
 			if err := s.Close(); err != nil {
 				logger.Print(err)
 				return 1
 			}
 			return 0
 		case <-tick:
-			if line := summary(s.Tables()); line != last {
+			if line := fmt.Sprintf("%s; largest frame %d bytes", summary(s.Tables()), s.MaxFrameBytes()); line != last {
 				logger.Print(line)
 				last = line
 			}

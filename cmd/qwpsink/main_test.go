@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -113,10 +114,14 @@ func TestRunServesAndStops(t *testing.T) {
 		}
 		return m != nil
 	}, 10*time.Second, 5*time.Millisecond)
-	ingest(t, addr, frame(t, "demo", 3))
+	f := frame(t, "demo", 3)
+	ingest(t, addr, f)
 	var tables map[string]int64
 	getJSON(t, "http://"+addr+"/tables", &tables)
 	assert.Equal(t, map[string]int64{"demo": 3}, tables)
+	var stats map[string]int64
+	getJSON(t, "http://"+addr+"/stats", &stats)
+	assert.Equal(t, map[string]int64{"frames": 1, "max_frame_bytes": int64(len(f))}, stats)
 	// QuestDB's /exec is served on the same port
 	var ddl map[string]string
 	getJSON(t, "http://"+addr+"/exec?query="+url.QueryEscape(
@@ -128,7 +133,7 @@ func TestRunServesAndStops(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "rows: demo=3") }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	assert.Equal(t, 0, <-done)
-	assert.Contains(t, out.String(), "stopping: rows: demo=3")
+	assert.Contains(t, out.String(), fmt.Sprintf("stopping: rows: demo=3 keyed=0; largest frame %d bytes", len(f)))
 	assert.Contains(t, out.String(), "conn 1: open from")
 }
 

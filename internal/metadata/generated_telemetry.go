@@ -452,7 +452,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbTornFrames, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_torn_frames",
-		metric.WithDescription("Frames recovery cut from the torn tail of the newest segment: in sf_durability periodic and memory the frames accepted within the mode's loss window (logged at error); in flush, frames no caller was answered for. [Alpha]"),
+		metric.WithDescription("Frames a power loss took inside the durability mode's loss window, by cause (torn_tail, torn_creation, unwritten_segment, never_written, after_cut): in sf_durability periodic and memory, accepted frames (logged at error with their FSN range); in flush, frames no caller was answered for. [Alpha]"),
 		metric.WithUnit("{frames}"),
 	)
 	errs = errors.Join(errs, err)

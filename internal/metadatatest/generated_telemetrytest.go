@@ -464,7 +464,7 @@ func AssertEqualExporterQuestdbSkippedDataPoints(t *testing.T, tt *componenttest
 func AssertEqualExporterQuestdbTornFrames(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_torn_frames",
-		Description: "Frames recovery cut from the torn tail of the newest segment: in sf_durability periodic and memory the frames accepted within the mode's loss window (logged at error); in flush, frames no caller was answered for. [Alpha]",
+		Description: "Frames a power loss took inside the durability mode's loss window, by cause (torn_tail, torn_creation, unwritten_segment, never_written, after_cut): in sf_durability periodic and memory, accepted frames (logged at error with their FSN range); in flush, frames no caller was answered for. [Alpha]",
 		Unit:        "{frames}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

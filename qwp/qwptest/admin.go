@@ -20,6 +20,7 @@ const DefaultRowLimit = 1000
 //	GET  /tables/{name}?limit=N {"name", "row_count", "columns": [{"name","type"}], "rows": [[...]]},
 //	                           the first N rows (default DefaultRowLimit) in commit order,
 //	                           and "dedup_keys": [...], "ttl" when the table has them
+//	GET  /stats                {"frames": N, "max_frame_bytes": N}: Frames and MaxFrameBytes
 //	POST /outage?seconds=N     Outage for N seconds (fractions allowed)
 //
 // Values are JSON numbers, booleans, strings (SYMBOL, VARCHAR, UUID,
@@ -46,6 +47,9 @@ func (s *Server) AdminHandler() http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, tableJSON(td))
+	})
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]int64{"frames": s.Frames(), "max_frame_bytes": s.MaxFrameBytes()})
 	})
 	mux.HandleFunc("POST /outage", func(w http.ResponseWriter, r *http.Request) {
 		secs, err := strconv.ParseFloat(r.URL.Query().Get("seconds"), 64)

@@ -1,10 +1,9 @@
 package qwptest
 
 import (
+	"context"
 	"strings"
 	"testing"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -58,11 +57,12 @@ func BenchmarkServerIngest(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			ws, _, err := websocket.DefaultDialer.Dial(s.URL(), nil)
+			c, err := qwp.Dial(context.Background(), qwp.DialOptions{URL: s.URL()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer ws.Close()
+			defer c.Close()
+			ws := c.WS
 			b.SetBytes(int64(len(frame)))
 			var r qwp.Response
 			sent, acked := int64(-1), int64(-1)
@@ -77,7 +77,7 @@ func BenchmarkServerIngest(b *testing.B) {
 				acked = r.Seq
 			}
 			for b.Loop() {
-				if err := ws.WriteMessage(websocket.BinaryMessage, frame); err != nil {
+				if err := c.WriteMessage(frame); err != nil { // one frame, as QuestDB requires
 					b.Fatal(err)
 				}
 				sent++

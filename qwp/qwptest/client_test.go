@@ -3,6 +3,7 @@ package qwptest
 import (
 	"errors"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,10 @@ type client struct {
 	done   chan struct{}
 }
 
+// clientWritePool lends the test clients their 2 MiB write buffers per
+// message.
+var clientWritePool sync.Pool
+
 func newServer(t *testing.T, o Options) *Server {
 	t.Helper()
 	s, err := NewServer(o)
@@ -39,7 +44,12 @@ func newServer(t *testing.T, o Options) *Server {
 
 func dialPath(t *testing.T, s *Server, path string, h http.Header) (*client, *http.Response, error) {
 	t.Helper()
-	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
+	d := websocket.Dialer{
+		HandshakeTimeout: 5 * time.Second,
+		// Every message leaves in one frame, as QuestDB requires.
+		WriteBufferSize: DefaultRecvBufferSize,
+		WriteBufferPool: &clientWritePool,
+	}
 	ws, resp, err := d.Dial("ws://"+s.Addr()+path, h)
 	if err != nil {
 		return nil, resp, err

@@ -1,14 +1,14 @@
 package qwptest
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
@@ -22,7 +22,8 @@ const flagDurableAckPoll = 0x02
 const okEvery = 8
 
 // drainTimeout bounds how long a closing connection keeps reading after its
-// CLOSE frame, so that the client sees the CLOSE rather than a reset.
+// CLOSE frame, so that the client sees the CLOSE rather than a reset
+// (QwpIngressProcessorState.CLOSE_DRAIN_TIMEOUT_MICROS).
 const drainTimeout = 5 * time.Second
 
 // controlTimeout bounds writing a PONG or CLOSE frame.
@@ -31,12 +32,14 @@ const controlTimeout = 10 * time.Second
 type itemKind int
 
 const (
-	itemFrame  itemKind = iota // a BINARY message
-	itemText                   // a TEXT message: CLOSE 1003
-	itemTooBig                 // a message over the receive buffer: CLOSE 1009
-	itemPing                   // flush OKs, then PONG
-	itemClose                  // the client's CLOSE: flush OKs, echo it
-	itemGone                   // the connection failed
+	itemFrame     itemKind = iota // a BINARY frame with FIN set: one message
+	itemFragment                  // BINARY without FIN, or CONTINUATION: CLOSE 1002
+	itemText                      // a TEXT frame: CLOSE 1003
+	itemTooBig                    // a frame header over the receive buffer: CLOSE 1009
+	itemViolation                 // a header QuestDB's parser refuses: TCP close
+	itemPing                      // flush OKs, then PONG
+	itemClose                     // the client's CLOSE: flush OKs, answer it
+	itemGone                      // the connection failed
 )
 
 // item is what the reading goroutine hands to the connection's processor,
@@ -48,12 +51,13 @@ type item struct {
 	err  error
 }
 
-// conn is one upgraded connection. A reading goroutine turns WebSocket
-// messages into items; run processes them one at a time and is the only
-// writer of data frames, so responses leave in frame order.
+// conn is one upgraded connection. A reading goroutine parses WebSocket
+// frames into items; run processes them one at a time and is the only
+// writer, so responses leave in frame order.
 type conn struct {
 	s       *Server
-	ws      *websocket.Conn
+	nc      net.Conn
+	br      *bufio.Reader // nc's bytes, from the end of the upgrade request
 	id      int
 	durable qwp.Status // status of durable-ack frames, 0 when not negotiated
 
@@ -79,9 +83,9 @@ type conn struct {
 	durableSent  map[*table]int64
 }
 
-func newConn(s *Server, ws *websocket.Conn, id int, durable qwp.Status) *conn {
+func newConn(s *Server, nc net.Conn, br *bufio.Reader, id int, durable qwp.Status) *conn {
 	return &conn{
-		s: s, ws: ws, id: id, durable: durable,
+		s: s, nc: nc, br: br, id: id, durable: durable,
 		in: make(chan item), wake: make(chan struct{}, 1), stop: make(chan struct{}),
 		done: make(chan struct{}), readerDone: make(chan struct{}),
 		dec:          Decoder{CountOnly: s.opts.CountOnly},
@@ -93,7 +97,7 @@ func newConn(s *Server, ws *websocket.Conn, id int, durable qwp.Status) *conn {
 // kill drops the connection without a CLOSE frame.
 func (c *conn) kill() {
 	c.stopOnce.Do(func() { close(c.stop) })
-	_ = c.ws.NetConn().Close()
+	_ = c.nc.Close()
 }
 
 func (c *conn) stopped() bool {
@@ -109,7 +113,7 @@ func (c *conn) run() {
 	go c.read()
 	defer func() {
 		close(c.done)
-		_ = c.ws.NetConn().Close()
+		_ = c.nc.Close()
 		<-c.readerDone
 		c.pend.reset() // uncommitted rows, including an open deferred group, are lost
 	}()
@@ -139,21 +143,31 @@ func (c *conn) handle(it item) bool {
 			}
 		case itemPing:
 			c.flushOK()
-			_ = c.ws.WriteControl(websocket.PongMessage, it.data, time.Now().Add(controlTimeout))
+			c.writeControl(opPong, it.data)
 			return true
+		case itemFragment:
+			c.closeWith(closeProtocolError, reasonFragmented)
+			return false
 		case itemText:
-			c.closeWith(websocket.CloseUnsupportedData, "TEXT frames are not supported")
+			c.closeWith(closeUnsupportedData, reasonText)
 			return false
 		case itemTooBig:
-			c.closeWith(websocket.CloseMessageTooBig, "")
+			c.closeWith(closeMessageTooBig, reasonTooBig)
+			return false
+		case itemViolation:
+			// QuestDB drops the socket without a CLOSE frame; its
+			// onConnectionClosed still flushes the pending OK first.
+			c.flushOK()
+			c.s.logf("conn %d: %v: dropped without a CLOSE frame", c.id, it.err)
 			return false
 		case itemClose:
+			// handleClose: OKs, the normalised code without a reason,
+			// then FIN (gracefulCloseAndDisconnect).
 			c.flushOK()
-			code := it.code
-			if code == websocket.CloseNoStatusReceived {
-				code = websocket.CloseNormalClosure
+			c.writeControl(opClose, closePayload(echoCloseCode(it.code), ""))
+			if tc, ok := c.nc.(*net.TCPConn); ok {
+				_ = tc.CloseWrite()
 			}
-			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(controlTimeout))
 			return false
 		case itemGone:
 			c.s.logf("conn %d: %v", c.id, it.err)
@@ -175,7 +189,7 @@ func (c *conn) frame(data []byte) bool {
 	}
 	seq := c.seq
 	c.seq++
-	reject, drop := c.s.frameFaults()
+	reject, drop := c.s.frameFaults(len(data))
 	if !c.poisoned {
 		if reject != nil {
 			c.fail(seq, &StatusError{Status: reject.status, Msg: reject.msg})
@@ -349,18 +363,27 @@ func (c *conn) release() {
 // whose client does not read stops processing frames, which pushes back
 // through TCP; kill unblocks it.
 func (c *conn) write(b []byte) {
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+	if err := writeFrame(c.nc, opBinary, b); err != nil {
 		c.s.logf("conn %d: write: %v", c.id, err)
 	}
+}
+
+// writeControl sends a PONG or CLOSE frame within controlTimeout.
+func (c *conn) writeControl(opcode byte, payload []byte) {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(controlTimeout))
+	if err := writeFrame(c.nc, opcode, payload); err != nil {
+		c.s.logf("conn %d: write control frame 0x%x: %v", c.id, opcode, err)
+	}
+	_ = c.nc.SetWriteDeadline(time.Time{})
 }
 
 // closeWith flushes OKs, sends a CLOSE frame, half-closes the TCP
 // connection and drains what the client still sends, as QuestDB does.
 func (c *conn) closeWith(code int, reason string) {
 	c.flushOK()
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(controlTimeout))
+	c.writeControl(opClose, closePayload(code, reason))
 	<-c.readerDone // the reader stopped after handing over this item
-	nc := c.ws.NetConn()
+	nc := c.nc
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
@@ -379,51 +402,53 @@ func (c *conn) push(it item) bool {
 	}
 }
 
-// wsHeaderLen is the size of a masked client frame header for a payload.
-func wsHeaderLen(n int) int {
-	switch {
-	case n < 126:
-		return 6
-	case n < 1<<16:
-		return 8
-	}
-	return 14
-}
-
-// read turns WebSocket messages into items until the first terminal one.
+// read parses client frames into items until the first terminal one. Like
+// QuestDB's processWebSocketFrames it refuses a header before reading the
+// payload, and hands a frame over only once all of it has arrived.
 func (c *conn) read() {
 	defer close(c.readerDone)
-	c.ws.SetPingHandler(func(p string) error {
-		c.push(item{kind: itemPing, data: []byte(p)})
-		return nil
-	})
-	c.ws.SetCloseHandler(func(int, string) error { return nil }) // the processor answers
-	limit := c.s.opts.RecvBufferSize
+	limit := uint64(c.s.opts.RecvBufferSize)
 	for {
-		mt, r, err := c.ws.NextReader()
-		if err != nil {
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				c.push(item{kind: itemClose, code: ce.Code})
-			} else {
-				c.push(item{kind: itemGone, err: err})
-			}
+		h, err := readFrameHeader(c.br)
+		switch {
+		case errors.Is(err, errViolation):
+			c.push(item{kind: itemViolation, err: err})
 			return
-		}
-		if mt == websocket.TextMessage {
-			c.push(item{kind: itemText})
-			return
-		}
-		data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-		if err != nil {
+		case err != nil:
 			c.push(item{kind: itemGone, err: err})
 			return
-		}
-		if len(data)+wsHeaderLen(len(data)) > limit {
+		case uint64(h.size)+h.length > limit:
 			c.push(item{kind: itemTooBig})
 			return
 		}
-		if !c.push(item{kind: itemFrame, data: data}) {
+		data := make([]byte, h.length)
+		if _, err := io.ReadFull(c.br, data); err != nil {
+			c.push(item{kind: itemGone, err: err})
+			return
+		}
+		unmask(data, h.maskKey)
+		it := item{data: data}
+		switch h.opcode {
+		case opBinary:
+			it.kind = itemFrame
+			if !h.fin {
+				it.kind = itemFragment
+			}
+		case opContinuation:
+			it.kind = itemFragment
+		case opText:
+			it.kind = itemText
+		case opPing:
+			it.kind = itemPing
+		case opPong:
+			continue // handleWebSocketFrame only logs it
+		case opClose:
+			it.kind, it.code = itemClose, -1
+			if len(data) >= 2 {
+				it.code = int(binary.BigEndian.Uint16(data))
+			}
+		}
+		if !c.push(it) || (it.kind != itemFrame && it.kind != itemPing) {
 			return
 		}
 	}

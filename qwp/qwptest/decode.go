@@ -58,7 +58,10 @@ type Block struct {
 // wide); SYMBOL and VARCHAR string; BINARY []byte; UUID UUID; LONG256
 // Long256; arrays Array; decimals Decimal. Sentinel-mode values are kept as
 // sent, except the spec's sentinels for UUID, LONG256, IPv4 and GEOHASH,
-// which are QuestDB's own null encodings and decode to nil in either mode.
+// which are QuestDB's own null encodings and decode to nil in either mode
+// (GEOHASH all ones only at 1-7, 9-15, 25-31 and 57-60 bits, where the wire
+// value is as wide as QuestDB's column; elsewhere it is a value). The
+// server stores the other types' NULL values as NULL (see TableData).
 type Column struct {
 	Name        string
 	Type        qwp.ColumnType
@@ -327,13 +330,19 @@ func (bd *blockDecoder) column(c *Column) error {
 		if err != nil {
 			return err
 		}
+		// QuestDB stores a geohash in a 1-, 2-, 4- or 8-byte column by its
+		// precision (GEOBYTE up to 7 bits, GEOSHORT 15, GEOINT 31, GEOLONG)
+		// and reads all ones as NULL; the value is zero-extended from the
+		// wire (QwpGeoHashColumnCursor), so all ones on the wire is NULL
+		// only where the wire and the column are as wide.
 		allOnes := uint64(1)<<(8*w) - 1
+		sentinel := w == geohashStorageBytes(int(bits))
 		for i := range n {
 			var v uint64
 			for j := w - 1; j >= 0; j-- {
 				v = v<<8 | uint64(raw[i*w+j])
 			}
-			if v == allOnes {
+			if sentinel && v == allOnes {
 				add(nil)
 			} else {
 				add(v)
@@ -366,6 +375,20 @@ func (bd *blockDecoder) column(c *Column) error {
 		c.Values = spreadNulls(vals, bd.nulls)
 	}
 	return nil
+}
+
+// geohashStorageBytes is the width of QuestDB's column for a geohash of
+// the given precision (ColumnType.getGeoHashTypeWithBits).
+func geohashStorageBytes(bits int) int {
+	switch {
+	case bits <= 7:
+		return 1
+	case bits <= 15:
+		return 2
+	case bits <= 31:
+		return 4
+	}
+	return 8
 }
 
 // spreadNulls turns the densely packed non-null values into one entry per

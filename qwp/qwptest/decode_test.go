@@ -180,6 +180,11 @@ func TestDecodeTypedValues(t *testing.T) {
 		{"uuid sentinel is null", qwp.TypeUUID, 2, wire{}.u8(0).u64(minW).u64(minW).u64(1).u64(2), []any{nil, UUID{Lo: 1, Hi: 2}}, 0, 0},
 		{"long256", qwp.TypeLong256, 2, wire{}.u8(0).u64(minW).u64(minW).u64(minW).u64(minW).u64(1).u64(2).u64(3).u64(4), []any{nil, Long256{1, 2, 3, 4}}, 0, 0},
 		{"geohash 12 bits, all-ones null", qwp.TypeGeohash, 2, wire{}.u8(0).varint(12).u16(0xFFFF).u16(0x0ABC), []any{nil, uint64(0x0ABC)}, 12, 0},
+		{"geohash 7 bits, all-ones null", qwp.TypeGeohash, 1, wire{}.u8(0).varint(7).u8(0xFF), []any{nil}, 7, 0},
+		// QuestDB zero-extends the wire value into a wider column: no NULL
+		{"geohash 8 bits, all ones a value", qwp.TypeGeohash, 1, wire{}.u8(0).varint(8).u8(0xFF), []any{uint64(0xFF)}, 8, 0},
+		{"geohash 16 bits, all ones a value", qwp.TypeGeohash, 1, wire{}.u8(0).varint(16).u16(0xFFFF), []any{uint64(0xFFFF)}, 16, 0},
+		{"geohash 60 bits, all-ones null", qwp.TypeGeohash, 1, wire{}.u8(0).varint(60).u64(math.MaxUint64), []any{nil}, 60, 0},
 		{"binary keeps any bytes", qwp.TypeBinary, 2, wire{}.u8(0).u32(0).u32(2).u32(2).u8(0xFF, 0xFE), []any{[]byte{0xFF, 0xFE}, []byte{}}, 0, 0},
 		{"raw timestamp with Gorilla flag", qwp.TypeTimestamp, 2, wire{}.u8(1, 0x01, 0).i64(7), []any{nil, int64(7)}, 0, 0},
 		{"gorilla single value", qwp.TypeTimestamp, 1, wire{}.u8(0, 1).i64(42), []any{int64(42)}, 0, 0},

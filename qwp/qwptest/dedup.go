@@ -47,10 +47,7 @@ func (t *table) upsert(rows [][]any) {
 func (t *table) dedupKey(row []any) []byte {
 	b := t.keyBuf[:0]
 	for _, j := range t.dedupKeys {
-		var v any
-		if j < len(row) {
-			v = row[j] // older rows are shorter than columns added later
-		}
+		v := t.cell(row, j) // older rows are shorter than columns added later
 		if v == nil {
 			b = append(b, 0)
 			continue

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/questdbexporter/questdbexporter/qwp"
 )
 
@@ -79,14 +77,14 @@ type Refusal struct {
 // behaviour (see the package documentation). All methods are safe for
 // concurrent use.
 type Server struct {
-	opts     Options
-	ln       net.Listener
-	hs       *http.Server
-	served   chan struct{}
-	store    *store
-	upgrader websocket.Upgrader
+	opts   Options
+	ln     net.Listener
+	hs     *http.Server
+	served chan struct{}
+	store  *store
 
 	frames   atomic.Int64
+	maxFrame atomic.Int64 // the largest binary frame's payload, in bytes
 	accepted atomic.Int64
 
 	mu           sync.Mutex
@@ -141,11 +139,6 @@ func NewServer(o Options) (*Server, error) {
 		served: make(chan struct{}),
 		store:  newStore(o.CountOnly, o.Now),
 		conns:  map[*conn]struct{}{},
-		upgrader: websocket.Upgrader{
-			ReadBufferSize:  64 << 10,
-			WriteBufferSize: 16 << 10,
-			CheckOrigin:     func(*http.Request) bool { return true },
-		},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/write/v4", s.serveQWP)
@@ -210,22 +203,21 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
-	if r.Header.Get("Sec-WebSocket-Version") != "13" {
-		w.Header().Set("Sec-WebSocket-Version", "13")
-		http.Error(w, "unsupported Sec-WebSocket-Version", http.StatusUpgradeRequired)
+	if status, reason := handshakeRefusal(r.Header); status != 0 {
+		refuseHandshake(w, status, reason)
 		return
 	}
-	h := http.Header{}
-	h.Set("X-QWP-Version", "1")
-	h.Set("X-QWP-Max-Batch-Size", strconv.Itoa(s.MaxBatchSize()))
+	extra := []string{"X-QWP-Version: 1"}
 	var durable qwp.Status
-	if granted, status := s.grantDurable(r.Header.Get("X-QWP-Request-Durable-Ack")); granted != "" {
-		h.Set("X-QWP-Durable-Ack", granted)
+	granted, status := s.grantDurable(r.Header.Get("X-QWP-Request-Durable-Ack"))
+	if granted != "" {
+		extra = append(extra, "X-QWP-Durable-Ack: "+granted)
 		durable = status
 	}
 	if s.opts.Role != "" {
-		h.Set("X-QuestDB-Role", s.opts.Role)
+		extra = append(extra, "X-QuestDB-Role: "+s.opts.Role)
 	}
+	extra = append(extra, "X-QWP-Max-Batch-Size: "+strconv.Itoa(s.MaxBatchSize()))
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -237,24 +229,24 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	id := s.nextConnID
 	s.mu.Unlock()
 	defer s.wg.Done()
-	ws, err := s.upgrader.Upgrade(w, r, h)
+	nc, br, err := hijack(w, r, extra)
 	if err != nil {
 		s.logf("conn %d: upgrade from %s failed: %v", id, r.RemoteAddr, err)
-		return // the upgrader has answered with an HTTP error
+		return
 	}
-	c := newConn(s, ws, id, durable)
+	c := newConn(s, nc, br, id, durable)
 	s.mu.Lock()
 	// An Outage that began while this upgrade was under way did not see the
 	// connection in s.conns: drop it here, as a restarting server would.
 	if s.closed || time.Now().Before(s.outageUntil) {
 		s.mu.Unlock()
-		_ = ws.NetConn().Close()
+		_ = nc.Close()
 		return
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.accepted.Add(1)
-	s.logf("conn %d: open from %s (client %q, durable ack %q)", id, r.RemoteAddr, r.Header.Get("X-QWP-Client-Id"), h.Get("X-QWP-Durable-Ack"))
+	s.logf("conn %d: open from %s (client %q, durable ack %q)", id, r.RemoteAddr, r.Header.Get("X-QWP-Client-Id"), granted)
 	c.run()
 	s.logf("conn %d: closed after %d frames", id, c.seq)
 	s.mu.Lock()
@@ -315,10 +307,16 @@ func (s *Server) takeRefusal() *Refusal {
 	return &r
 }
 
-// frameFaults counts one received binary frame against the armed faults and
-// returns the ones it triggers.
-func (s *Server) frameFaults() (reject, drop *frameFault) {
+// frameFaults counts one received binary frame of size bytes (its payload)
+// against the armed faults and returns the ones it triggers.
+func (s *Server) frameFaults(size int) (reject, drop *frameFault) {
 	s.frames.Add(1)
+	for n := int64(size); ; {
+		m := s.maxFrame.Load()
+		if n <= m || s.maxFrame.CompareAndSwap(m, n) {
+			break
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fire := func(list []*frameFault) ([]*frameFault, *frameFault) {
@@ -452,6 +450,10 @@ func (s *Server) Accepted() int64 { return s.accepted.Load() }
 
 // Frames is the number of binary frames received since the start.
 func (s *Server) Frames() int64 { return s.frames.Load() }
+
+// MaxFrameBytes is the payload size of the largest binary frame received
+// since the start: one QWP message, whatever its size (0 before the first).
+func (s *Server) MaxFrameBytes() int64 { return s.maxFrame.Load() }
 
 // Tables maps each table's canonical name to its committed row count.
 func (s *Server) Tables() map[string]int64 {

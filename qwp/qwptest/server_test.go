@@ -474,8 +474,8 @@ func TestSchemaRefusals(t *testing.T) {
 	}{
 		{"type mismatch", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeVarchar), wire{}.u8(0).u32(0).u32(0)...)), qwp.StatusSchemaMismatch},
 		{"uuid into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeUUID), wire{}.u8(0).u64(1).u64(1)...)), qwp.StatusSchemaMismatch},
-		{"fraction into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeDouble), wire{}.u8(0).f64(1.5)...)), qwp.StatusSchemaMismatch},
-		{"long into byte out of range", message(0, 1, append(blockHeader("small", 1, "b", qwp.TypeLong), wire{}.u8(0).i64(300)...)), qwp.StatusSchemaMismatch},
+		{"fraction into long", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeDouble), wire{}.u8(0).f64(1.5)...)), qwp.StatusWriteError},
+		{"long into byte out of range", message(0, 1, append(blockHeader("small", 1, "b", qwp.TypeLong), wire{}.u8(0).i64(300)...)), qwp.StatusWriteError},
 		{"invalid table name", longRows(0, "a/b", 1), qwp.StatusInternalError},
 		{"table name with double dot", longRows(0, "a..b", 1), qwp.StatusInternalError},
 		{"table name with trailing space", longRows(0, "ab ", 1), qwp.StatusInternalError},
@@ -586,9 +586,16 @@ func TestErrorMessageCutTo1024Bytes(t *testing.T) {
 func TestFramesOver64KiB(t *testing.T) {
 	s := newServer(t, Options{})
 	c := dial(t, s, nil)
-	c.send(longRows(0, "big", 10_000)) // ~80 KB: a 14-byte WebSocket header
-	c.ackedThrough(0)
-	assert.Equal(t, int64(10_000), s.RowCount("big"))
+	assert.Zero(t, s.MaxFrameBytes())
+	small, big := longRows(0, "big", 10), longRows(0, "big", 10_000) // ~80 KB: a 14-byte WebSocket header
+	c.send(small, big, small)
+	c.ackedThrough(2)
+	assert.Equal(t, int64(10_020), s.RowCount("big"))
+	assert.Equal(t, int64(len(big)), s.MaxFrameBytes(), "the largest frame's payload")
+
+	rec := adminDo(t, s.AdminHandler(), http.MethodGet, "/stats")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, fmt.Sprintf(`{"frames":3,"max_frame_bytes":%d}`, len(big)), rec.Body.String())
 }
 
 func TestDurableAckTrailsHeldOKs(t *testing.T) {

@@ -19,8 +19,12 @@ type ColumnInfo struct {
 }
 
 // TableData is a copy of one table: its columns and its rows in commit
-// order, each row one value per column (nil for NULL; a column added later
-// reads as nil in older rows). In count-only mode Rows is empty. Values are
+// order, each row one value per column as QuestDB stores it: nil for NULL,
+// including a value equal to its type's NULL value (INT math.MinInt32;
+// LONG, DATE and the timestamps math.MinInt64; FLOAT and DOUBLE NaN; CHAR 0;
+// IPv4 0; UUID and LONG256 all words math.MinInt64; GEOHASH all ones), and
+// false or 0 for a NULL BOOLEAN, BYTE or SHORT, types without one. A column
+// added later reads so in older rows. In count-only mode Rows is empty. Values are
 // shared with the server and must not be modified.
 type TableData struct {
 	Name     string
@@ -308,8 +312,9 @@ func (t *table) checkArrayDims(j int, c Column) *StatusError {
 }
 
 // convertRows lays the block out as table rows, converting values to the
-// column types and filling a missing or NULL designated timestamp with the
-// server's time.
+// column types, storing them as QuestDB does (see storedValue, nullFill)
+// and filling a missing or NULL designated timestamp with the server's
+// time.
 func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *StatusError) {
 	rows := make([][]any, b.Rows)
 	width := len(t.cols)
@@ -322,19 +327,23 @@ func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *Statu
 		if j < 0 {
 			continue // a skipped all-NULL array column
 		}
+		col := t.cols[j]
 		for r, v := range c.Values {
 			if v == nil {
 				continue
 			}
-			cv, ok := convertValue(v, c.Type, t.cols[j].Type)
-			if !ok {
-				return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
-					Msg: fmt.Sprintf("table %q column %q row %d: %s value %v does not fit a %s column", t.name, t.cols[j].Name, r, c.Type, v, t.cols[j].Type)}
+			cv, refused := convertValue(v, c.Type, col.Type)
+			if refused != "" {
+				return nil, valueError(t, col.Name, r, "%s", refused)
 			}
-			if isNaN(cv) {
-				continue // QuestDB's NULL of a DOUBLE or FLOAT is NaN: a NaN is stored as NULL
+			if j == t.designated {
+				if msg := checkDesignated(cv.(int64), col.Type); msg != "" {
+					return nil, valueError(t, col.Name, r, "%s", msg)
+				}
+				rows[r][j] = cv
+				continue
 			}
-			rows[r][j] = cv
+			rows[r][j] = storedValue(cv, col.Type)
 		}
 	}
 	var serverTime int64
@@ -344,6 +353,11 @@ func (t *table) convertRows(b *Block, idx []int, now time.Time) ([][]any, *Statu
 		serverTime = now.UnixMicro()
 	}
 	for _, row := range rows {
+		for j, v := range row {
+			if v == nil {
+				row[j] = nullFill(t.cols[j].Type)
+			}
+		}
 		if row[t.designated] == nil {
 			row[t.designated] = serverTime
 		}
@@ -360,17 +374,6 @@ func isInteger(t qwp.ColumnType) bool {
 }
 
 func isText(t qwp.ColumnType) bool { return t == qwp.TypeVarchar || t == qwp.TypeSymbol }
-
-// isNaN reports a FLOAT or DOUBLE NaN.
-func isNaN(v any) bool {
-	switch f := v.(type) {
-	case float64:
-		return math.IsNaN(f)
-	case float32:
-		return math.IsNaN(float64(f))
-	}
-	return false
-}
 
 func isFloat(t qwp.ColumnType) bool { return t == qwp.TypeFloat || t == qwp.TypeDouble }
 
@@ -394,17 +397,25 @@ func compatible(wire, col qwp.ColumnType) bool {
 	return false
 }
 
-// convertValue converts a decoded value to the column type; ok is false when
-// the value does not fit (out of range, or a fraction into an integer).
-func convertValue(v any, wire, col qwp.ColumnType) (any, bool) {
+// convertValue converts a decoded value to the column type as QuestDB's
+// WalColumnarRowAppender does (putTimestampColumnWithConversion,
+// putIntegerToNumericColumn, putFloatToNumericColumn); refused says why
+// QuestDB refuses the value (out of the column's range, a float that is not
+// a whole number into an integer column, a microsecond timestamp whose
+// nanoseconds overflow), "" when it takes it.
+func convertValue(v any, wire, col qwp.ColumnType) (cv any, refused string) {
 	if wire == col || (isText(wire) && isText(col)) {
-		return v, true
+		return v, ""
 	}
 	if isTimestamp(wire) && isTimestamp(col) {
+		ts := v.(int64)
 		if col == qwp.TypeTimestampNanos {
-			return v.(int64) * 1000, true
+			if ts > math.MaxInt64/1000 || ts < math.MinInt64/1000 {
+				return nil, fmt.Sprintf("timestamp overflow converting micros to nanos: %d", ts)
+			}
+			return ts * 1000, ""
 		}
-		return v.(int64) / 1000, true
+		return ts / 1000, "" // truncated toward zero, as Java's division
 	}
 	var f float64
 	var i int64
@@ -423,32 +434,55 @@ func convertValue(v any, wire, col qwp.ColumnType) (any, bool) {
 	case float64:
 		f, integral = x, false
 	default:
-		return nil, false
+		return nil, fmt.Sprintf("%s value %v cannot be written to a %s column", wire, v, col)
 	}
 	if !integral && isInteger(col) {
-		if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-			return nil, false
+		// checkDoubleToInteger: Java's (long) cast saturates, and the value
+		// is taken when it casts back to the same double
+		i = javaLong(f)
+		if float64(i) != f {
+			return nil, fmt.Sprintf("double value %v loses precision when converted to %s", f, col)
 		}
-		i, integral = int64(f), true
+		integral = true
 	}
 	if integral {
 		f = float64(i)
 	}
+	inRange := func(lo, hi int64) string {
+		if i < lo || i > hi {
+			return fmt.Sprintf("integer value %d out of range for %s [min=%d, max=%d]", i, col, lo, hi)
+		}
+		return ""
+	}
 	switch col {
 	case qwp.TypeByte:
-		return int8(i), i >= math.MinInt8 && i <= math.MaxInt8
+		return int8(i), inRange(math.MinInt8, math.MaxInt8)
 	case qwp.TypeShort:
-		return int16(i), i >= math.MinInt16 && i <= math.MaxInt16
+		return int16(i), inRange(math.MinInt16, math.MaxInt16)
 	case qwp.TypeInt:
-		return int32(i), i >= math.MinInt32 && i <= math.MaxInt32
+		return int32(i), inRange(math.MinInt32, math.MaxInt32)
 	case qwp.TypeLong, qwp.TypeDate, qwp.TypeTimestamp:
-		return i, true
+		return i, ""
 	case qwp.TypeFloat:
-		return float32(f), true
+		return float32(f), ""
 	case qwp.TypeDouble:
-		return f, true
+		return f, ""
 	}
-	return nil, false
+	return nil, fmt.Sprintf("%s value %v cannot be written to a %s column", wire, v, col)
+}
+
+// javaLong is Java's (long) cast of a double: NaN is 0, values beyond the
+// range saturate.
+func javaLong(f float64) int64 {
+	switch {
+	case math.IsNaN(f):
+		return 0
+	case f >= math.MaxInt64: // float64(MaxInt64) is 2^63
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
 }
 
 // validTableName applies QuestDB's table name rules; the error completes
@@ -484,7 +518,8 @@ func badChar(name, extra string) error {
 	return nil
 }
 
-// snapshot copies one table; rows are padded to the current column count.
+// snapshot copies one table; rows are padded to the current column count
+// with each column's NULL fill.
 func (t *table) snapshot(limit int) TableData {
 	td := TableData{Name: t.name, Columns: append([]ColumnInfo(nil), t.cols...), RowCount: t.rowCount, SeqTxn: t.seqTxn,
 		DedupKeys: t.dedupKeyNames(), TTL: t.ttl}
@@ -495,7 +530,9 @@ func (t *table) snapshot(limit int) TableData {
 	td.Rows = make([][]any, n)
 	for i := range n {
 		row := make([]any, len(t.cols))
-		copy(row, t.rows[i])
+		for j := range row {
+			row[j] = t.cell(t.rows[i], j)
+		}
 		td.Rows[i] = row
 	}
 	return td
