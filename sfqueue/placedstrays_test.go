@@ -1,12 +1,16 @@
 package sfqueue
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestPlacedStrays: the intact frames after a damaged one in a segment
 // that is not the tail get their FSNs from the next segment's base, and
 // only then.
 func TestPlacedStrays(t *testing.T) {
 	const base, n = 10, 6
+	zeroEnd := false
 	build := func(flip ...int) *SegmentScan {
 		data := encodeSegmentHeader(base)
 		var starts []int
@@ -14,6 +18,15 @@ func TestPlacedStrays(t *testing.T) {
 			starts = append(starts, len(data))
 			data = appendFrame(data, []byte("payload-of-a-frame"), 1)
 		}
+		if zeroEnd {
+			// The last frame's CRC32C ends in a zero byte, which the
+			// written extent (the last non-zero byte) leaves out.
+			data = data[:starts[n-1]]
+			for k := 0; data[len(data)-1] != 0 || len(data) == starts[n-1]; k++ {
+				data = appendFrame(data[:starts[n-1]], fmt.Appendf(nil, "payload-%d", k), 1)
+			}
+		}
+		data = append(data, make([]byte, 64)...) // preallocated, never written
 		for _, f := range flip {
 			data[starts[f]+10] ^= 0xff // inside the payload: a CRC mismatch
 		}
@@ -47,6 +60,14 @@ func TestPlacedStrays(t *testing.T) {
 	if _, _, ok := seg.PlacedStrays(next); ok {
 		t.Error("damage between the strays: strays placed, but the gap hides how many frames it held")
 	}
+
+	zeroEnd = true
+	seg = build(2)
+	if first, lost, ok := seg.PlacedStrays(next); !ok || first != base+3 || lost != 1 || len(seg.Damage.Stray) != n-3 {
+		t.Errorf("the last frame ending in a zero byte: PlacedStrays = %d, %d, %v with %d strays; want %d, 1, true with %d",
+			first, lost, ok, len(seg.Damage.Stray), base+3, n-3)
+	}
+	zeroEnd = false
 
 	if _, _, ok := build().PlacedStrays(next); ok {
 		t.Error("an undamaged segment: strays placed")

@@ -98,16 +98,6 @@ func (d *DictScan) Files() []DictFile {
 	return out
 }
 
-// PayloadBytes is the payload length of the segment's valid frame i (FSN
-// Base+i), from the offsets the scan found.
-func (s *SegmentScan) PayloadBytes(i int) int64 {
-	end := s.ValidEnd
-	if i+1 < len(s.Frames) {
-		end = int64(s.Frames[i+1])
-	}
-	return end - int64(s.Frames[i]) - int64(overheadOf(s.Version))
-}
-
 // PlacedStrays gives the stray frames after the segment's damage their
 // FSNs where the files fix them: next, the base FSN of the following
 // segment, says the segment's last frame held FSN next-1, and strays that
