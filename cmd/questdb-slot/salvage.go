@@ -32,9 +32,10 @@ type salvageFlags struct {
 	username, password, token string
 	passwordFile, tokenFile   string
 	all, delete               bool
-	// acceptLoss is --accept-loss: the unreadable frames the operator
-	// accepts to lose (-1: none given). --delete then removes a slot whose
-	// only missing frames are unreadable, if it is exactly their count.
+	// acceptLoss is --accept-loss: the frames nothing can send that the
+	// operator accepts to lose (-1: none given). --delete then removes a
+	// slot whose only undelivered frames are those, if it is exactly their
+	// count.
 	acceptLoss int64
 	timeout    time.Duration
 }
@@ -53,7 +54,7 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line)")
 	fs.BoolVar(&f.all, "all", false, "send the frames at or below the acknowledged watermark too")
 	fs.BoolVar(&f.delete, "delete", false, "delete the slot after a complete salvage (every frame in scope delivered, none unreadable or refused)")
-	fs.Int64Var(&f.acceptLoss, "accept-loss", -1, "with --delete: delete a slot whose only undelivered frames are unreadable, accepting their loss; give their exact count, as the salvage reports it (it refuses any other number)")
+	fs.Int64Var(&f.acceptLoss, "accept-loss", -1, "with --delete: delete a slot whose only undelivered frames are ones nothing can send (damaged, of unknown FSN, or lacking their dictionary), accepting their loss; give their exact count, as the salvage reports it (it refuses any other number)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up waiting for QuestDB's acknowledgements after this long")
 	// The slot may come before or after the flags.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
