@@ -683,13 +683,53 @@ func TestAllNullArrayColumnSkipped(t *testing.T) {
 	c := dial(t, s, nil)
 	// a new table and then a new column, each with an all-NULL array
 	c.send(message(0, 1, append(blockHeader("a", 2, "v", qwp.TypeLong, "arr", qwp.TypeDoubleArray), wire{}.u8(0).i64(1).i64(2).u8(1, 0x03)...)))
-	c.send(message(0, 1, append(blockHeader("a", 1, "v", qwp.TypeLong, "arr2", qwp.TypeLongArray), wire{}.u8(0).i64(3).u8(1, 0x01)...)))
+	c.send(message(0, 1, append(blockHeader("a", 1, "v", qwp.TypeLong, "arr2", qwp.TypeDoubleArray), wire{}.u8(0).i64(3).u8(1, 0x01)...)))
 	c.send(message(0, 1, append(blockHeader("a", 1, "arr", qwp.TypeDoubleArray), wire{}.u8(0).u8(1).u32(1).f64(0.5)...)))
 	c.ackedThrough(2)
 	td, _ := s.Rows("a")
 	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"timestamp", qwp.TypeTimestamp}, {"arr", qwp.TypeDoubleArray}}, td.Columns)
 	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{0.5}}, td.Rows[3][2])
 	assert.Nil(t, td.Rows[0][2])
+}
+
+func TestArrayColumnRefusals(t *testing.T) {
+	allNullLongs := func(table, col string) []byte {
+		return message(0, 1, append(blockHeader(table, 1, "v", qwp.TypeLong, col, qwp.TypeLongArray), wire{}.u8(0).i64(1).u8(1, 0x01)...))
+	}
+	cases := []struct {
+		name  string
+		frame []byte
+		want  qwp.Status
+		msg   string
+	}{
+		{"LONG_ARRAY in a new table", message(0, 1, append(blockHeader("fresh", 1, "la", qwp.TypeLongArray), wire{}.u8(0).u8(1).u32(1).i64(7)...)),
+			qwp.StatusWriteError, "long arrays are not supported, only double arrays"},
+		{"all-NULL LONG_ARRAY in a new table", allNullLongs("fresh", "la"), qwp.StatusWriteError, "long arrays are not supported"},
+		{"all-NULL LONG_ARRAY as a new column", allNullLongs("base", "la"), qwp.StatusWriteError, "long arrays are not supported"},
+		{"empty LONG_ARRAY as a new column", message(0, 1, append(blockHeader("base", 1, "la", qwp.TypeLongArray), wire{}.u8(0).u8(1).u32(0)...)),
+			qwp.StatusWriteError, "long arrays are not supported"},
+		// names are checked before types, as in QwpTudCache.getOrCreateTable
+		{"LONG_ARRAY and a bad name in a new table", message(0, 1, append(blockHeader("fresh", 1, "a-b", qwp.TypeLong, "la", qwp.TypeLongArray), wire{}.u8(0).i64(1).u8(1, 0x01)...)),
+			qwp.StatusInternalError, "failed to create table update details"},
+		// an all-NULL array column is not created, but its name is still checked
+		{"all-NULL DOUBLE_ARRAY with a bad new name", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeLong, "a-b", qwp.TypeDoubleArray), wire{}.u8(0).i64(1).u8(1, 0x01)...)),
+			qwp.StatusWriteError, `new column name "a-b"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newServer(t, Options{})
+			c := dial(t, s, nil)
+			c.send(longRows(0, "base", 1))
+			c.ackedThrough(0)
+			c.send(tc.frame)
+			r := c.resp()
+			assert.Equal(t, tc.want, r.Status, r.Message)
+			assert.Contains(t, r.Message, tc.msg)
+			assert.Equal(t, []string{"base"}, s.TableNames(), "no table was created")
+			td, _ := s.Rows("base")
+			assert.Len(t, td.Columns, 2, "no column was added")
+		})
+	}
 }
 
 func TestLogf(t *testing.T) {

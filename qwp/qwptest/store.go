@@ -217,6 +217,13 @@ func newTable(b *Block) (*table, *StatusError) {
 		}
 		t.cols = append(t.cols, ColumnInfo{Name: name, Type: c.Type})
 	}
+	// QuestDB checks every name before it maps the types, so a LONG_ARRAY
+	// column is refused only when the names pass.
+	for _, c := range b.Columns {
+		if c.Type == qwp.TypeLongArray {
+			return nil, longArrayRefused(b.Table, c.Name)
+		}
+	}
 	if t.designated < 0 {
 		if _, taken := t.byName[designatedName]; taken {
 			return nil, &StatusError{Status: qwp.StatusSchemaMismatch,
@@ -229,6 +236,15 @@ func newTable(b *Block) (*table, *StatusError) {
 	return t, nil
 }
 
+// longArrayRefused is QuestDB's answer to a LONG_ARRAY column it would
+// have to create: QwpWalAppender.mapQwpTypeToQuestDB maps only DOUBLE_ARRAY
+// to a column type and raises a non-critical CairoException (WRITE_ERROR)
+// for LONG_ARRAY, NULL values or not.
+func longArrayRefused(table, column string) *StatusError {
+	return &StatusError{Status: qwp.StatusWriteError,
+		Msg: fmt.Sprintf("table %q column %q: long arrays are not supported, only double arrays", table, column)}
+}
+
 func isTimestamp(t qwp.ColumnType) bool {
 	return t == qwp.TypeTimestamp || t == qwp.TypeTimestampNanos
 }
@@ -238,7 +254,7 @@ func isTimestamp(t qwp.ColumnType) bool {
 // create one from a block without values. (Unknown in count-only mode,
 // where values are not kept: the column is created.)
 func allNullArray(c Column) bool {
-	if (c.Type != qwp.TypeDoubleArray && c.Type != qwp.TypeLongArray) || c.Values == nil {
+	if c.Type != qwp.TypeDoubleArray || c.Values == nil {
 		return false
 	}
 	for _, v := range c.Values {
@@ -260,13 +276,16 @@ func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
 		if c.Name != "" {
 			var ok bool
 			if j, ok = t.byName[strings.ToLower(c.Name)]; !ok {
-				if allNullArray(c) {
-					idx[i] = -1
-					continue
-				}
 				if err := validColumnName(c.Name); err != nil {
 					return nil, &StatusError{Status: qwp.StatusWriteError,
 						Msg: fmt.Sprintf("table %q: new column name %q %s", t.name, c.Name, err)}
+				}
+				if c.Type == qwp.TypeLongArray {
+					return nil, longArrayRefused(t.name, c.Name)
+				}
+				if allNullArray(c) {
+					idx[i] = -1
+					continue
 				}
 				j = len(t.cols)
 				t.byName[strings.ToLower(c.Name)] = j
