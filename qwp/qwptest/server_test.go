@@ -692,6 +692,34 @@ func TestAllNullArrayColumnSkipped(t *testing.T) {
 	assert.Nil(t, td.Rows[0][2])
 }
 
+// TestEmptyArraysStored: a zero-element array (a dimension of 0) is a
+// value, not NULL, and fixes a new column's dimensions like any other; the
+// spec's "NULL and empty arrays are distinct values", QwpArrayColumnCursor
+// taking any dimension >= 0 and QwpTudCache sizing a new column from the
+// first non-NULL value's n_dims.
+func TestEmptyArraysStored(t *testing.T) {
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	// rows: [] (shape [0]), NULL, [1.5]
+	c.send(message(0, 1, append(blockHeader("one", 3, "a", qwp.TypeDoubleArray), wire{}.u8(1, 0x02).u8(1).u32(0).u8(1).u32(1).f64(1.5)...)))
+	// a new column of nothing but empty 2-D arrays, shapes [2,0] and [0,5]
+	c.send(message(0, 1, append(blockHeader("two", 2, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(2).u32(2).u32(0).u8(2).u32(0).u32(5)...)))
+	c.ackedThrough(1)
+	td, _ := s.Rows("one")
+	assert.Equal(t, []ColumnInfo{{"a", qwp.TypeDoubleArray}, {"timestamp", qwp.TypeTimestamp}}, td.Columns)
+	assert.Equal(t, Array{Shape: []int32{0}, Doubles: []float64{}}, td.Rows[0][0])
+	assert.Nil(t, td.Rows[1][0])
+	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{1.5}}, td.Rows[2][0])
+	td, _ = s.Rows("two")
+	require.Len(t, td.Columns, 2, "a column of empty arrays is created")
+	assert.Equal(t, Array{Shape: []int32{2, 0}, Doubles: []float64{}}, td.Rows[0][0])
+	assert.Equal(t, Array{Shape: []int32{0, 5}, Doubles: []float64{}}, td.Rows[1][0])
+	// the empty arrays fixed the column at 2 dimensions
+	c.send(message(0, 1, append(blockHeader("two", 1, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(1).u32(0)...)))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusSchemaMismatch, r.Status, r.Message)
+}
+
 func TestArrayColumnRefusals(t *testing.T) {
 	allNullLongs := func(table, col string) []byte {
 		return message(0, 1, append(blockHeader(table, 1, "v", qwp.TypeLong, col, qwp.TypeLongArray), wire{}.u8(0).i64(1).u8(1, 0x01)...))
