@@ -281,8 +281,6 @@ func TestDecodeRefusals(t *testing.T) {
 		{"type 0x08", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x08))), qwp.StatusParseError, `table "t" column "c": type code 0x08 is not an ingress type`},
 		{"type 0x00", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x00))), qwp.StatusParseError, `table "t" column "c": type code 0x00 is not an ingress type`},
 		{"type 0x19", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x19))), qwp.StatusParseError, `table "t" column "c": type code 0x19 is not an ingress type`},
-		{"empty name on LONG", message(0, 1, blockHeader("t", 0, "", qwp.TypeLong)), qwp.StatusParseError, `table "t": empty column name on a LONG column (only TIMESTAMP and TIMESTAMP_NANOS may be designated)`},
-		{"empty name on DATE", message(0, 1, blockHeader("t", 0, "", qwp.TypeDate)), qwp.StatusParseError, `table "t": empty column name on a DATE column (only TIMESTAMP and TIMESTAMP_NANOS may be designated)`},
 		{"missing null flag", oneColumn(0, qwp.TypeLong, 1, nil), qwp.StatusParseError, `truncated null_flag: need 1 bytes at offset 7, 0 left`},
 		{"truncated bitmap", oneColumn(0, qwp.TypeLong, 9, wire{}.u8(1, 0xFF)), qwp.StatusParseError, `truncated null bitmap: need 2 bytes at offset 8, 1 left`},
 		{"truncated LONG values", oneColumn(0, qwp.TypeLong, 2, wire{}.u8(0).i64(1)), qwp.StatusParseError, `truncated values: need 16 bytes at offset 8, 8 left`},

@@ -485,6 +485,12 @@ func TestSchemaRefusals(t *testing.T) {
 		{"duplicate column", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeLong, "V", qwp.TypeLong), wire{}.u8(0).i64(1).u8(0).i64(1)...)), qwp.StatusWriteError},
 		{"array dimensions change", message(0, 1, append(blockHeader("arr", 1, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(2).u32(0).u32(0)...)), qwp.StatusSchemaMismatch},
 		{"non-timestamp named timestamp", message(0, 1, append(blockHeader("ts", 1, "timestamp", qwp.TypeLong), wire{}.u8(0).i64(1)...)), qwp.StatusSchemaMismatch},
+		// an empty name is not a parse error (QwpSchema takes 0-127 bytes):
+		// QwpTudCache refuses it in a new table, QwpWalAppender as a new column
+		{"empty name on LONG in a new table", message(0, 1, append(blockHeader("fresh", 1, "", qwp.TypeLong), wire{}.u8(0).i64(1)...)), qwp.StatusInternalError},
+		{"empty name on DATE as a new column", message(0, 1, append(blockHeader("base", 1, "", qwp.TypeDate), wire{}.u8(0).i64(1)...)), qwp.StatusWriteError},
+		// a block without rows still resolves its table
+		{"invalid table name, no rows", message(0, 1, append(blockHeader("a/b", 0, "v", qwp.TypeLong), 0)), qwp.StatusInternalError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -690,6 +696,26 @@ func TestAllNullArrayColumnSkipped(t *testing.T) {
 	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"timestamp", qwp.TypeTimestamp}, {"arr", qwp.TypeDoubleArray}}, td.Columns)
 	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{0.5}}, td.Rows[3][2])
 	assert.Nil(t, td.Rows[0][2])
+}
+
+// TestEmptyBlockResolvesTable: QwpIngressProcessorState.processMessage
+// looks up (and creates) every block's table before QwpWalAppender skips a
+// block without rows, so such a block creates a table and meets the table
+// refusals.
+func TestEmptyBlockResolvesTable(t *testing.T) {
+	s := newServer(t, Options{})
+	require.NoError(t, s.Exec("CREATE TABLE nw (ts TIMESTAMP, v LONG) TIMESTAMP(ts) PARTITION BY DAY BYPASS WAL"))
+	c := dial(t, s, nil)
+	c.send(message(0, 1, append(blockHeader("made", 0, "v", qwp.TypeLong, "s", qwp.TypeVarchar, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(0).u32(0).u8(0)...)))
+	assert.Empty(t, c.ackedThrough(0), "no rows, no commit")
+	td, ok := s.Rows("made")
+	require.True(t, ok, "the table was created")
+	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"s", qwp.TypeVarchar}, {"timestamp", qwp.TypeTimestamp}}, td.Columns,
+		"an array column without values is left out, as with all-NULL values")
+	assert.Zero(t, td.RowCount)
+	c.send(message(0, 1, append(blockHeader("nw", 0, "v", qwp.TypeLong), 0)))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusSchemaMismatch, r.Status, r.Message)
 }
 
 // TestEmptyArraysStored: a zero-element array (a dimension of 0) is a

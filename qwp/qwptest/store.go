@@ -99,11 +99,11 @@ const maxTablesPerConn = 10_000
 
 // stage validates one block against the stored schema (creating the table
 // and adding columns as QuestDB does, outside the transaction) and stages its
-// rows on p. seen holds the tables the connection has written.
+// rows on p. seen holds the tables the connection has written. A block
+// without rows still resolves its table, creating it if need be
+// (QwpIngressProcessorState.processMessage looks every block's table up
+// before QwpWalAppender skips an empty block), and stops there.
 func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
-	if b.Rows == 0 {
-		return nil // QuestDB ignores empty blocks entirely
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := validTableName(b.Table); err != nil {
@@ -127,6 +127,9 @@ func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
 			Msg: fmt.Sprintf("table %q is not a WAL table", t.name)}
 	}
 	seen[t] = true
+	if b.Rows == 0 {
+		return nil
+	}
 	idx, err := t.mapColumns(b)
 	if err != nil {
 		return err
@@ -199,7 +202,7 @@ func newTable(b *Block) (*table, *StatusError) {
 		partitionBy: "DAY", wal: true}
 	for _, c := range b.Columns {
 		name := c.Name
-		if name == "" {
+		if name == "" && isTimestamp(c.Type) {
 			name = designatedName
 		} else if err := validColumnName(name); err != nil {
 			return nil, &StatusError{Status: qwp.StatusInternalError,
@@ -210,7 +213,7 @@ func newTable(b *Block) (*table, *StatusError) {
 			continue // mapColumns reports duplicates and skips all-NULL arrays
 		}
 		t.byName[key] = len(t.cols)
-		if c.Name == "" || (key == designatedName && isTimestamp(c.Type)) {
+		if (c.Name == "" || key == designatedName) && isTimestamp(c.Type) {
 			if t.designated < 0 {
 				t.designated = len(t.cols)
 			}
@@ -273,7 +276,7 @@ func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
 	seen := make(map[int]bool, len(b.Columns))
 	for i, c := range b.Columns {
 		j := t.designated
-		if c.Name != "" {
+		if c.Name != "" || !isTimestamp(c.Type) {
 			var ok bool
 			if j, ok = t.byName[strings.ToLower(c.Name)]; !ok {
 				if err := validColumnName(c.Name); err != nil {
@@ -522,6 +525,9 @@ func validTableName(name string) error {
 // validColumnName applies QuestDB's column name rules, which also refuse
 // '.' and '-'.
 func validColumnName(name string) error {
+	if name == "" {
+		return fmt.Errorf("is empty (only a TIMESTAMP or TIMESTAMP_NANOS column may be unnamed: the designated timestamp)")
+	}
 	if utf8.RuneCountInString(name) > qwp.MaxNameBytes {
 		return fmt.Errorf("is longer than %d characters", qwp.MaxNameBytes)
 	}
