@@ -22,5 +22,13 @@
 // prints the largest QWP message the sink received and exits non-zero on
 // any missing row, differing value or a largest message of 64 KiB or less.
 //
+// In image mode (make image-check) it runs the container image through podman
+// or docker on the host's network: the image's user and volume, `validate`
+// of its default configuration (and its refusal without POD_NAME), then the
+// image as a collector on a named volume, OTLP in and qwpsink out; a stop
+// during a QuestDB outage strands the slot on the volume, the image's own
+// `questdb-slot inspect` counts it, and a restart on the volume delivers it:
+// every record once, the slot empty after.
+//
 // Everything it starts is stopped on exit, on Ctrl-C and on SIGTERM.
 package main

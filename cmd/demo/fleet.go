@@ -195,11 +195,16 @@ func runSlotTool(ctx context.Context, bin string, re *regexp.Regexp, args ...str
 	if err != nil {
 		return 0, fmt.Errorf("questdb-slot %s: %w", args[0], err)
 	}
-	m := re.FindSubmatch(out)
+	return slotToolCount(re, string(out), args[0])
+}
+
+// slotToolCount returns the count re captures from a questdb-slot report.
+func slotToolCount(re *regexp.Regexp, out, command string) (int64, error) {
+	m := re.FindStringSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("questdb-slot %s printed no line matching %s", args[0], re)
+		return 0, fmt.Errorf("questdb-slot %s printed no line matching %s", command, re)
 	}
-	return strconv.ParseInt(string(m[1]), 10, 64)
+	return strconv.ParseInt(m[1], 10, 64)
 }
 
 // settle waits until the remaining gateways have delivered what they hold:
