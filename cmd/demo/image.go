@@ -101,7 +101,6 @@ func runImage(ctx context.Context, o options) error {
 	}
 	fmt.Println("image: validate without POD_NAME fails on sender_id, as the gateways' manifests rely on")
 
-
 	var ps procs
 	defer ps.stopAll(30 * time.Second)
 	sink, sinkAddr, ports, err := startSink(&ps, o, 4)
