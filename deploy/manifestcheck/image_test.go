@@ -15,10 +15,7 @@ var localExtras = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/passwd", 
 
 func readContract(t *testing.T, path string) (ImageContract, string) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := mustRead(t, path)
 	c, err := ParseImageContract(raw)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
