@@ -159,7 +159,7 @@ image-local: $(OCB)
 ## image-check: runs the image $(IMAGE) (make image or image-local first) the way the
 ## gateways do: validate, then OTLP in, QuestDB (qwpsink) out, its slot on a named
 ## volume, stranded by a stop during an outage, inspected by the image's questdb-slot
-## and drained by a restart (cmd/demo -mode image). Host networking; IMAGE_RUN_FLAGS
+## and drained by the drain Job's salvage, then once more by a restart (cmd/demo -mode image). Host networking; IMAGE_RUN_FLAGS
 ## adds `run` flags, e.g. IMAGE_RUN_FLAGS='--ulimit nofile=20000:20000'. Not in `make test`.
 IMAGE_RUN_FLAGS ?=
 image-check: sink

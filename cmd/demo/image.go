@@ -64,9 +64,10 @@ func (c *container) output(ctx context.Context, entrypoint string, env []string,
 
 // runImage checks the container image the way the gateways run it: its
 // configuration validates (and refuses a missing POD_NAME), it takes OTLP
-// and delivers it to qwpsink, its slot lives on the volume (stranded there
-// by a stop during a QuestDB outage, seen by the image's own questdb-slot
-// inspect) and a restart on that volume delivers it exactly once.
+// and delivers it to qwpsink, and its slot lives on the volume: stranded
+// there by a stop during a QuestDB outage and counted by the image's own
+// questdb-slot inspect, then delivered exactly once by the drain Job's
+// salvage from the image, and a second time by a restart on the volume.
 func runImage(ctx context.Context, o options) error {
 	c := &container{
 		engine:   strings.Fields(o.engine),
@@ -155,40 +156,73 @@ func runImage(ctx context.Context, o options) error {
 	}
 	fmt.Println("image: delivered:", v)
 
-	const outage = 20 * time.Second
-	if err := sink.outage(ctx, outage); err != nil {
-		return err
-	}
-	outageEnds := time.Now().Add(outage)
-	before := gen.sentPoints.Load() + gen.sentLogs.Load() + gen.sentSpans.Load()
-	if err := ticks(5); err != nil {
-		return err
-	}
-	held := gen.sentPoints.Load() + gen.sentLogs.Load() + gen.sentSpans.Load() - before
-	if b, err := queueBytes(ctx, telemetry); err != nil {
-		return fmt.Errorf("the exporter's queue_bytes from the image's telemetry: %w", err)
-	} else if b <= 0 {
-		return fmt.Errorf("queue_bytes %d during the outage with %d records accepted", b, held)
-	} else {
-		fmt.Printf("image: QuestDB outage; %d records accepted, otelcol_exporter_questdb_queue_bytes %d\n", held, b)
-	}
-	if err := stopWithin(p, 20*time.Second); err != nil {
-		return err
-	}
+	// Strand the slot twice, and drain it each way the README's "Scale-down
+	// that strands nothing" gives: the drain Job's questdb-slot salvage
+	// (from the image, with the image's configuration as the Job uses the
+	// gateways'), then a collector restarted on the volume.
 	slot := imageSlotDir + "/" + imageSenderID
-	stranded, err := imageInspect(ctx, c, slot)
+	strand := func() (int64, error) {
+		const outage = 12 * time.Second
+		if err := sink.outage(ctx, outage); err != nil {
+			return 0, err
+		}
+		outageEnds := time.Now().Add(outage)
+		before := gen.sentPoints.Load() + gen.sentLogs.Load() + gen.sentSpans.Load()
+		if err := ticks(5); err != nil {
+			return 0, err
+		}
+		held := gen.sentPoints.Load() + gen.sentLogs.Load() + gen.sentSpans.Load() - before
+		b, err := queueBytes(ctx, telemetry)
+		if err != nil {
+			return 0, fmt.Errorf("the exporter's queue_bytes from the image's telemetry: %w", err)
+		}
+		fmt.Printf("image: QuestDB outage; %d records accepted, otelcol_exporter_questdb_queue_bytes %d\n", held, b)
+		if err := stopWithin(p, 20*time.Second); err != nil {
+			return 0, err
+		}
+		stranded, err := imageInspect(ctx, c, slot)
+		if err != nil {
+			return 0, err
+		}
+		if stranded != held {
+			return 0, fmt.Errorf("questdb-slot inspect counts %d rows in the stranded slot, %d were accepted during the outage", stranded, held)
+		}
+		fmt.Printf("image: stopped during the outage; its slot on the volume holds those %d rows\n", stranded)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Until(outageEnds) + time.Second):
+		}
+		return stranded, nil
+	}
+
+	stranded, err := strand()
 	if err != nil {
 		return err
 	}
-	if stranded != held {
-		return fmt.Errorf("questdb-slot inspect counts %d rows in the stranded slot, %d were accepted during the outage", stranded, held)
+	out, err = c.output(ctx, imageSlotTool, env, "salvage", slot, "--config", imageConfig, "--delete")
+	fmt.Printf("questdb-slot salvage %s --config %s --delete (in the image, as the drain Job runs it):\n%s", slot, imageConfig, indent(out))
+	if err != nil {
+		return fmt.Errorf("questdb-slot salvage in the image: %w", err)
 	}
-	fmt.Printf("image: stopped during the outage; its slot on the volume holds the %d rows (questdb-slot inspect from the image)\n", stranded)
+	drained, err := slotToolCount(salvageSent, out, "salvage")
+	if err != nil {
+		return err
+	}
+	if drained != stranded {
+		return fmt.Errorf("salvage sent %d rows of the %d inspect counted", drained, stranded)
+	}
+	v, err = waitLanded(ctx, sink, gen, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Println("image: drained by salvage:", v)
 
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Until(outageEnds) + time.Second):
+	if p, err = start(); err != nil {
+		return err
+	}
+	if stranded, err = strand(); err != nil {
+		return err
 	}
 	if p, err = start(); err != nil {
 		return err
@@ -205,9 +239,10 @@ func runImage(ctx context.Context, o options) error {
 		return err
 	}
 	if left != 0 {
-		return fmt.Errorf("questdb-slot inspect counts %d unacknowledged rows after the drain", left)
+		return fmt.Errorf("questdb-slot inspect counts %d unacknowledged rows after the restart drained the slot", left)
 	}
-	fmt.Printf("image verdict: restarted on the volume, the slot drained: %s; unacked after the stop: %d\n", v, left)
+	fmt.Printf("image verdict: %s; stranded twice (%d rows drained by salvage, %d by a restart on the volume), unacked at the end: %d\n",
+		v, drained, stranded, left)
 	return nil
 }
 
