@@ -131,7 +131,7 @@ PICK_ENGINE = engine='$(ENGINE)'; \
 	if [ -z "$$engine" ]; then engine=$$(command -v podman || command -v docker) || { \
 		echo "make $@: neither podman nor docker is installed; install one to build $(IMAGE)"; exit 1; }; fi; \
 	if ! $$engine info >/dev/null 2>&1; then \
-		echo "make $@: $$engine is installed but cannot reach a container engine ($$engine info fails)"; exit 1; fi
+		echo "make $@: $$engine cannot reach a container engine ($$engine info fails)"; exit 1; fi
 image:
 	@$(PICK_ENGINE); \
 	echo "make image: building $(IMAGE) with $$engine"; \
