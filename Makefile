@@ -17,7 +17,7 @@ OCB         := $(BUILD)/bin/builder
 COLLECTOR   := $(BUILD)/otelcol-questdb
 SINK        := $(BUILD)/qwpsink
 
-.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean bench-collector agent fleet fleet-short manifests image
+.PHONY: test vet unit fuzz bench fmt build sink demo e2e clean bench-collector agent fleet fleet-short manifests image image-local image-check
 
 ## test: the project's test command (vet, race-enabled short tests, a short fuzz pass,
 ## the deploy/ manifests checked and the fleet test's short variant).
@@ -121,14 +121,51 @@ manifests: build agent
 		$(GO) test -count=1 ./...
 
 ## image: the container image (deploy/image/Containerfile) with docker or podman.
-IMAGE ?= otelcol-questdb:dev
-image:
-	@engine=$$(command -v podman || command -v docker) || { \
-		echo "make image: neither podman nor docker is installed; install one to build $(IMAGE)"; exit 1; }; \
+## ENGINE names the engine command (default: podman if installed, else docker),
+## e.g. ENGINE='podman --runtime runc'.
+IMAGE  ?= otelcol-questdb:dev
+ENGINE ?=
+# Sets $$engine, or says why no engine can build (podman's info needs its
+# service, docker's its daemon) and fails.
+PICK_ENGINE = engine='$(ENGINE)'; \
+	if [ -z "$$engine" ]; then engine=$$(command -v podman || command -v docker) || { \
+		echo "make $@: neither podman nor docker is installed; install one to build $(IMAGE)"; exit 1; }; fi; \
 	if ! $$engine info >/dev/null 2>&1; then \
-		echo "make image: $$engine is installed but cannot reach a container engine ($$engine info fails)"; exit 1; fi; \
+		echo "make $@: $$engine cannot reach a container engine ($$engine info fails)"; exit 1; fi
+image:
+	@$(PICK_ENGINE); \
 	echo "make image: building $(IMAGE) with $$engine"; \
 	$$engine build -f deploy/image/Containerfile -t $(IMAGE) .
+
+## image-local: the same image without a registry (deploy/image/Containerfile.local,
+## FROM scratch): Containerfile's build steps run with the host's Go, the host's
+## CA bundle (CA_BUNDLE) copied in. For machines that reach no registry.
+CA_BUNDLE     ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_CONTEXT := $(BUILD)/image
+image-local: $(OCB)
+	@$(PICK_ENGINE); \
+	[ -r "$(CA_BUNDLE)" ] || { echo "make image-local: no CA bundle at $(CA_BUNDLE) (set CA_BUNDLE)"; exit 1; }; \
+	set -e; \
+	CGO_ENABLED=0 $(OCB) --config builder-config.yaml; \
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BUILD)/questdb-slot ./cmd/questdb-slot; \
+	rm -rf $(IMAGE_CONTEXT); mkdir -p $(IMAGE_CONTEXT)/questdb; \
+	cp $(COLLECTOR) $(BUILD)/questdb-slot deploy/image/config.yaml $(IMAGE_CONTEXT)/; \
+	cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/ca-certificates.crt; \
+	printf 'root:x:0:0:root:/root:/sbin/nologin\notelcol:x:10001:10001:otelcol:/nonexistent:/sbin/nologin\n' >$(IMAGE_CONTEXT)/passwd; \
+	printf 'root:x:0:\notelcol:x:10001:\n' >$(IMAGE_CONTEXT)/group; \
+	echo "make image-local: building $(IMAGE) with $$engine from $(IMAGE_CONTEXT)"; \
+	$$engine build -f deploy/image/Containerfile.local -t $(IMAGE) $(IMAGE_CONTEXT)
+
+## image-check: runs the image $(IMAGE) (make image or image-local first) the way the
+## gateways do: validate, then OTLP in, QuestDB (qwpsink) out, its slot on a named
+## volume, stranded by a stop during an outage, inspected by the image's questdb-slot
+## and drained by the drain Job's salvage, then once more by a restart (cmd/demo -mode image). Host networking; IMAGE_RUN_FLAGS
+## adds `run` flags, e.g. IMAGE_RUN_FLAGS='--ulimit nofile=20000:20000'. Not in `make test`.
+IMAGE_RUN_FLAGS ?=
+image-check: sink
+	@$(PICK_ENGINE); \
+	$(GO) run ./cmd/demo -mode image -engine "$$engine" -image $(IMAGE) -run-flags '$(IMAGE_RUN_FLAGS)' \
+		-sink $(SINK) -workdir $(BUILD)/image-check
 
 clean:
 	rm -rf $(BUILD)

@@ -152,3 +152,37 @@ func TestRecoveryLossesAreCountedPerMode(t *testing.T) {
 		})
 	}
 }
+
+// TestTornLogSaysWhatEachCauseLost: the Error line of a torn range says
+// what its frames were: after_cut frames reached the disk intact (a later
+// segment written back before an earlier one) and were deleted only
+// because the FSNs before them were lost; the others never reached it.
+func TestTornLogSaysWhatEachCauseLost(t *testing.T) {
+	cfg := testConfig(t, closedPort(t))
+	e, tt, logs, _ := startObserved(t, cfg)
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	e.reportRecovery(sfqueue.RecoveryReport{
+		TornDurability: sfqueue.DurabilityMemory,
+		Torn: []sfqueue.FSNRange{
+			{First: 10, Last: 14, Torn: true, TornCause: sfqueue.TornUnwrittenSegment},
+			{First: 15, Last: 17, Torn: true, TornCause: sfqueue.TornAfterCut},
+		},
+	}, nil)
+	for _, tc := range []struct {
+		first  uint64
+		cause  string
+		says   string
+		frames float64
+	}{
+		{10, "unwritten_segment", "had not reached the disk", 5},
+		{15, "after_cut", "reached the disk intact after a cut", 3},
+	} {
+		lines := logs.FilterLevelExact(zapcore.ErrorLevel).FilterField(zap.Uint64("first_fsn", tc.first)).All()
+		if len(lines) != 1 || !strings.Contains(lines[0].Message, tc.says) {
+			t.Errorf("%s: %d Error lines %v; want one saying %q", tc.cause, len(lines), lines, tc.says)
+		}
+		if n, _ := metricTotal(t, tt, "otelcol_exporter_questdb_torn_frames", attribute.String("cause", tc.cause)); n != tc.frames {
+			t.Errorf("torn_frames{cause=%s} = %v, want %v", tc.cause, n, tc.frames)
+		}
+	}
+}

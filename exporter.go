@@ -247,7 +247,7 @@ func (e *questdbExporter) reportRecovery(rep sfqueue.RecoveryReport, fields []za
 		if rep.TornDurability == sfqueue.DurabilityFlush {
 			e.logger.Info("recovery cut torn frames: frames whose write never completed, answered to no caller", torn...)
 		} else {
-			e.logger.Error("recovery lost torn frames: accepted frames that had not reached the disk (the loss window of sf_durability "+mode+"; flush has none)", torn...)
+			e.logger.Error("recovery lost torn frames: "+tornWhat(r.TornCause)+" (the loss window of sf_durability "+mode+"; flush has none)", torn...)
 		}
 		e.tel.tornFrames(r.TornCause, r.Frames())
 	}
@@ -255,6 +255,16 @@ func (e *questdbExporter) reportRecovery(rep sfqueue.RecoveryReport, fields []za
 		e.logger.Warn("recovery cut a torn .symbol-dict tail; entries the frames still define were rebuilt from them",
 			append(fields, zap.Int64("symbol_dict_bytes", rep.SymbolTornBytes), zap.Int("entries_rebuilt", rep.SymbolsRebuilt))...)
 	}
+}
+
+// tornWhat says in the Error line what a torn range's frames were: all
+// were accepted, but after_cut frames did reach the disk intact and were
+// dropped only because the FSNs before them did not.
+func tornWhat(c sfqueue.TornCause) string {
+	if c == sfqueue.TornAfterCut {
+		return "accepted frames that reached the disk intact after a cut, deleted because a replay cannot skip the FSNs lost before them"
+	}
+	return "accepted frames that had not reached the disk"
 }
 
 // reportUnreplayable logs and counts a slot set aside (or an orphan

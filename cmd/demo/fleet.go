@@ -83,6 +83,21 @@ func runFleet(ctx context.Context, o options) error {
 		if err := stopWithin(g.p, fleetGracePeriod); err != nil {
 			return err
 		}
+		// QuestDB is up: the stop waited for its acknowledgements, so the
+		// slot holds nothing the next pod would have to send.
+		slot := filepath.Join(g.sfDir, g.id)
+		out, err := exec.CommandContext(ctx, o.slotTool, "inspect", slot).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("questdb-slot inspect %s: %w\n%s", slot, err, out)
+		}
+		left, err := slotToolCount(inspectUnacked, string(out), "inspect")
+		if err != nil {
+			return err
+		}
+		if left != 0 {
+			return fmt.Errorf("%s exited on SIGTERM with QuestDB up but left %d unacknowledged rows in its slot:\n%s", g.id, left, indent(string(out)))
+		}
+		step("%s exited within the grace period, its slot drained (questdb-slot inspect: 0 unacked rows)", g.id)
 		if err := f.startGateway(g); err != nil {
 			return err
 		}
@@ -195,11 +210,16 @@ func runSlotTool(ctx context.Context, bin string, re *regexp.Regexp, args ...str
 	if err != nil {
 		return 0, fmt.Errorf("questdb-slot %s: %w", args[0], err)
 	}
-	m := re.FindSubmatch(out)
+	return slotToolCount(re, string(out), args[0])
+}
+
+// slotToolCount returns the count re captures from a questdb-slot report.
+func slotToolCount(re *regexp.Regexp, out, command string) (int64, error) {
+	m := re.FindStringSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("questdb-slot %s printed no line matching %s", args[0], re)
+		return 0, fmt.Errorf("questdb-slot %s printed no line matching %s", command, re)
 	}
-	return strconv.ParseInt(string(m[1]), 10, 64)
+	return strconv.ParseInt(m[1], 10, 64)
 }
 
 // settle waits until the remaining gateways have delivered what they hold:

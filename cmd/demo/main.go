@@ -32,11 +32,14 @@ type options struct {
 	agent, slotTool            string
 	agentConfig, gatewayConfig string
 	gateways                   int
+
+	// The image mode's container engine command, extra `run` flags and image.
+	engine, runFlags, image string
 }
 
 func main() {
 	var o options
-	flag.StringVar(&o.mode, "mode", "demo", "demo (the walk-through), e2e (the end-to-end check) or fleet (agent, gateways, restarts and a scale-down)")
+	flag.StringVar(&o.mode, "mode", "demo", "demo (the walk-through), e2e (the end-to-end check), fleet (agent, gateways, restarts and a scale-down) or image (the container image run against the sink)")
 	flag.StringVar(&o.collector, "collector", "_build/otelcol-questdb", "the ocb-built collector binary")
 	flag.StringVar(&o.sink, "sink", "_build/qwpsink", "the qwpsink binary")
 	flag.StringVar(&o.config, "config", "examples/demo.yaml", "collector configuration")
@@ -51,6 +54,9 @@ func main() {
 	flag.StringVar(&o.agentConfig, "agent-config", "deploy/fleet/agent.yaml", "fleet: the agent's configuration")
 	flag.StringVar(&o.gatewayConfig, "gateway-config", "deploy/fleet/gateway.yaml", "fleet: the gateways' configuration")
 	flag.IntVar(&o.gateways, "gateways", 3, "fleet: gateways before the scale-down (at least 2)")
+	flag.StringVar(&o.engine, "engine", "podman", "image: the container engine command, with any global flags (\"podman --runtime runc\")")
+	flag.StringVar(&o.runFlags, "run-flags", "", "image: extra flags for the engine's run (\"--ulimit nofile=20000:20000\")")
+	flag.StringVar(&o.image, "image", "otelcol-questdb:dev", "image: the image to check (make image or make image-local)")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -68,8 +74,10 @@ func main() {
 			break
 		}
 		err = runFleet(ctx, o)
+	case "image":
+		err = runImage(ctx, o)
 	default:
-		err = fmt.Errorf("-mode %q: want demo, e2e or fleet", o.mode)
+		err = fmt.Errorf("-mode %q: want demo, e2e, fleet or image", o.mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)

@@ -238,9 +238,6 @@ func (bd *blockDecoder) block() (Block, error) {
 		if !t.Valid() {
 			return b, parseErr("table %q column %q: type code 0x%02x is not an ingress type", name, cn, tb)
 		}
-		if cn == "" && t != qwp.TypeTimestamp && t != qwp.TypeTimestampNanos {
-			return b, parseErr("table %q: empty column name on a %s column (only TIMESTAMP and TIMESTAMP_NANOS may be designated)", name, t)
-		}
 		b.Columns = append(b.Columns, Column{Name: cn, Type: t})
 	}
 	bd.rows = b.Rows

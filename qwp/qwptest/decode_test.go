@@ -185,6 +185,10 @@ func TestDecodeTypedValues(t *testing.T) {
 		{"geohash 8 bits, all ones a value", qwp.TypeGeohash, 1, wire{}.u8(0).varint(8).u8(0xFF), []any{uint64(0xFF)}, 8, 0},
 		{"geohash 16 bits, all ones a value", qwp.TypeGeohash, 1, wire{}.u8(0).varint(16).u16(0xFFFF), []any{uint64(0xFFFF)}, 16, 0},
 		{"geohash 60 bits, all-ones null", qwp.TypeGeohash, 1, wire{}.u8(0).varint(60).u64(math.MaxUint64), []any{nil}, 60, 0},
+		// bitmap mode: the precision follows the bitmap and only non-NULL rows
+		// have value bytes (the spec; QwpGeoHashColumnCursor's valueCount =
+		// rowCount - nullCount)
+		{"geohash 20 bits, bitmap, NULL rows carry no bytes", qwp.TypeGeohash, 3, wire{}.u8(1, 0x02).varint(20).u8(1, 2, 3).u8(4, 5, 6), []any{uint64(0x030201), nil, uint64(0x060504)}, 20, 0},
 		{"binary keeps any bytes", qwp.TypeBinary, 2, wire{}.u8(0).u32(0).u32(2).u32(2).u8(0xFF, 0xFE), []any{[]byte{0xFF, 0xFE}, []byte{}}, 0, 0},
 		{"raw timestamp with Gorilla flag", qwp.TypeTimestamp, 2, wire{}.u8(1, 0x01, 0).i64(7), []any{nil, int64(7)}, 0, 0},
 		{"gorilla single value", qwp.TypeTimestamp, 1, wire{}.u8(0, 1).i64(42), []any{int64(42)}, 0, 0},
@@ -277,8 +281,6 @@ func TestDecodeRefusals(t *testing.T) {
 		{"type 0x08", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x08))), qwp.StatusParseError, `table "t" column "c": type code 0x08 is not an ingress type`},
 		{"type 0x00", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x00))), qwp.StatusParseError, `table "t" column "c": type code 0x00 is not an ingress type`},
 		{"type 0x19", message(0, 1, blockHeader("t", 0, "c", qwp.ColumnType(0x19))), qwp.StatusParseError, `table "t" column "c": type code 0x19 is not an ingress type`},
-		{"empty name on LONG", message(0, 1, blockHeader("t", 0, "", qwp.TypeLong)), qwp.StatusParseError, `table "t": empty column name on a LONG column (only TIMESTAMP and TIMESTAMP_NANOS may be designated)`},
-		{"empty name on DATE", message(0, 1, blockHeader("t", 0, "", qwp.TypeDate)), qwp.StatusParseError, `table "t": empty column name on a DATE column (only TIMESTAMP and TIMESTAMP_NANOS may be designated)`},
 		{"missing null flag", oneColumn(0, qwp.TypeLong, 1, nil), qwp.StatusParseError, `truncated null_flag: need 1 bytes at offset 7, 0 left`},
 		{"truncated bitmap", oneColumn(0, qwp.TypeLong, 9, wire{}.u8(1, 0xFF)), qwp.StatusParseError, `truncated null bitmap: need 2 bytes at offset 8, 1 left`},
 		{"truncated LONG values", oneColumn(0, qwp.TypeLong, 2, wire{}.u8(0).i64(1)), qwp.StatusParseError, `truncated values: need 16 bytes at offset 8, 8 left`},

@@ -40,7 +40,8 @@
 //     group: it stays unacknowledged until the group's commit covers it;
 //   - the WebSocket frame layer as tabled below;
 //   - tables in memory (an outage or dropped connection keeps them):
-//     auto-created from the first non-empty block, designated timestamp
+//     auto-created from the first block naming them (one without rows
+//     too), designated timestamp
 //     stored as "timestamp" (server time when absent or NULL), new columns
 //     added, QuestDB's table and column name rules (0x06 for a new table,
 //     0x09 for a new column), SCHEMA_MISMATCH for incompatible types (the
@@ -156,7 +157,9 @@
 // Deliberate differences: values live in memory as Go values, not column
 // files; the messages name table, column and row, where QuestDB's name the
 // column only. Not verified: whether QuestDB's SQL (not its QWP egress)
-// reads an infinity as NULL, and how an empty (0-element) array reads back.
+// reads an infinity as NULL, and how its SQL prints an empty (0-element)
+// array; the stand-in keeps one as a value with its shape (see the column
+// table below).
 //
 // # Dedup
 //
@@ -190,9 +193,8 @@
 //
 // Not reproduced: conversions beyond those listed
 // (VARCHAR parsed into other types, numbers or other values rendered into
-// VARCHAR or SYMBOL, DECIMAL rescaling);
-// LONG_ARRAY is accepted; seqTxn counts commits
-// only, not schema changes; SQL beyond the statements above (GEOHASH and
+// VARCHAR or SYMBOL, DECIMAL rescaling); seqTxn counts commits only, not
+// schema changes; SQL beyond the statements above (GEOHASH and
 // DECIMAL column types, SYMBOL options, INDEX, WITH, IN VOLUME, OWNED BY,
 // CREATE TABLE AS/LIKE, the "public." schema prefix) and /exec's paging and
 // other parameters; QuestDB's in-server retry of a busy table before it
@@ -266,4 +268,218 @@
 // receive buffer capacity"), which a frame within the limit above cannot
 // cause. Newer QuestDB builds admit an allow-listed browser Origin over TLS;
 // the stand-in serves plain ws:// and refuses every Origin.
+//
+// # Fidelity: authentication, messages, tables, columns, commits, /exec
+//
+// The tables below give, for every layer above the WebSocket frames, one row
+// per refusal or answer of QuestDB's server, the class and method that
+// decide it, and the test that shows the stand-in answers the same. Read
+// from questdb/questdb core/src/main/java/io/questdb/:
+// qwp/protocol/QwpMessageHeader.java at 1503340d808f (MH),
+// QwpMessageCursor.java and QwpTableHeader.java at 06197dd0b041 (MC, TH),
+// QwpConstants.java at 01604419a459 (K), QwpArrayColumnCursor.java at
+// 5e62742a4d32, qwp/server/QwpIngressProcessorState.java at 00f8f5295da9
+// (ST), line/tcp/QwpWalAppender.java at 03660c834c70 (QWA),
+// http/StaticHttpAuthenticator.java at 7a44aa9ac522 and
+// StaticHttpAuthenticatorFactory.java at 03e1c50fc734,
+// http/processors/JsonQueryProcessor.java at 0044703ae766. Three files were
+// read in their newest stored version through the search index, which does
+// not name the commit: qwp/server/QwpTudCache.java (TC; the version whose
+// QwpTableStructureAdapter marks mixed array dimensions with
+// CairoException.schemaMismatch()), qwp/protocol/QwpGeoHashColumnCursor.java
+// (the version that reads a null_flag byte and rowCount - nullCount values)
+// and http/HttpConnectionContext.java with its RejectProcessor
+// (configureSecurityContext, handleHttpUnauthorized). Rows marked [ref] were
+// not re-read here and follow
+// /work/shared/reference/qwp-server-behaviour.md. Status names: 0x03
+// SCHEMA_MISMATCH, 0x05 PARSE_ERROR, 0x06 INTERNAL_ERROR, 0x08
+// SECURITY_ERROR, 0x09 WRITE_ERROR, 0x0D DICTIONARY_GAP. ST maps the
+// failures: a QwpParseException is 0x05, a CairoException marked as an
+// authorization error 0x08, marked as a schema mismatch 0x03, critical 0x06,
+// any other 0x09 (ST.cairoExceptionStatus; NOT_ACCEPTING_WRITES is sent as
+// 0x09), anything else 0x06.
+//
+// Authentication (the HTTP layer, before the QWP upgrade processor; the same
+// for /write/v4, /api/v4/write and /exec):
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	no credentials configured         anonymous: no check                     AnonymousHttpAuthenticator           every test with Options{}
+//	(http.user unset)
+//	http.user/http.password set, no   401 with a text body, no                HttpConnectionContext.               TestAuth (both QWP paths and /exec)
+//	Authorization header              WWW-Authenticate, before any handshake  configureSecurityContext,
+//	                                  check                                   RejectProcessor.
+//	                                                                          handleHttpUnauthorized
+//	Authorization other than exactly  401 (the header is compared byte for    StaticHttpAuthenticator.             TestAuth
+//	"Basic " + base64(user:password): byte)                                   authenticate,
+//	a wrong password, "basic", two                                            StaticHttpAuthenticatorFactory
+//	spaces, a Bearer token
+//	Bearer token, OIDC (Enterprise)   Enterprise: accepted when valid, else   not in the open-source tree          TestAuth (Options.Token)
+//	                                  401; open source: 401
+//	a disabled entity (Enterprise)    403 with the message                    HttpConnectionContext                TestFaultRefuseUpgrades (Refusal)
+//	                                                                          (checkEntityEnabled)
+//
+// Messages (header, delta dictionary):
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	fewer than 12 bytes               0x05                                    MH.parse (headerTooShort)            TestDecodeRefusals "shorter than header"
+//	magic other than QWP1             0x05                                    MH.validate                          TestDecodeRefusals "bad magic"
+//	version byte other than 1         0x05 "message version X does not match  ST.processMessage, MH.validate       TestDecodeRefusals "version 2"
+//	                                  negotiated version 1"
+//	payload_length over 16 MiB        0x05                                    MH.validate                          TestDecodeRefusals
+//	                                                                          (K.DEFAULT_MAX_BATCH_SIZE)
+//	payload_length over the bytes     0x05                                    MC.of                                TestDecodeRefusals
+//	present
+//	bytes after payload_length;       ignored                                 MH, MC read only the flags they use  TestDecodeIgnoresTrailingBytesAndReservedFlags
+//	reserved flag bits (0x10-0x80)
+//	table_count larger than the       0x05 (truncated block)                  MC.nextTable, TH.parse               TestDecodeRefusals "table_count past the
+//	blocks present                                                                                                 blocks"
+//	FLAG_DELTA_SYMBOL_DICT, payload   0x05                                    MC.parseDeltaSymbolDict              TestDecodeRefusals
+//	empty or delta truncated
+//	delta_start past the connection's 0x0D; the frame is refused and the      MC.parseDeltaSymbolDict [ref:        TestDecodeRefusals, TestDictionaryGap
+//	dictionary                        connection poisoned like any error      ST.statusForParseError]
+//	delta_start inside the dictionary ids from delta_start are overwritten    MC.parseDeltaSymbolDict (setQuick)   TestDecodeDeltaRollbackAndOverwrite
+//	delta_start + delta_count over    0x05                                    K.MAX_SYMBOL_DICTIONARY_SIZE (MC at  TestDecodeRefusals
+//	2,000,000                                                                 06197dd0b041: 1,000,000)
+//	a delta entry with bad UTF-8      0x05, the delta rolled back             [ref]                                TestDecodeRefusals,
+//	                                                                                                               TestDecodeDeltaRollbackAndOverwrite
+//	flag 0x02 (durable-ack poll)      0x05                                    [ref: QwpIngressUpgradeProcessor]    TestDurableAcks "not negotiated"
+//	without a negotiated durable ack
+//	flag 0x02 with one                durable progress sent; the poll's seq   [ref: QwpIngressUpgradeProcessor]    TestDurableAcks "poll frame ..." (3
+//	                                  committed and acknowledged unless a                                          cases)
+//	                                  deferred group is open
+//	an empty BINARY frame, or a       commits what is uncommitted; OK         ST.processMessage (bufferPosition    TestDeferredForceCommitAtMaxUncommittedRows,
+//	header with table_count 0                                                 0), commit                           TestAuth
+//
+// Table blocks:
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	empty table name                  0x05                                    TH.parse                             TestDecodeRefusals "empty table name"
+//	table name over 127 bytes         0x05                                    TH.parse (K.MAX_TABLE_NAME_LENGTH)   TestDecodeRefusals
+//	table name not UTF-8              0x05                                    [ref]                                TestDecodeRefusals
+//	row_count over 1,000,000          0x05                                    TH.parse (qwp.max.rows.per.table)    TestDecodeRefusals "rows over 1,000,000"
+//	column_count over 2048            0x05                                    TH.parse (K.MAX_COLUMNS_PER_TABLE)   TestDecodeRefusals "columns over 2048"
+//	a schema by reference             none on this wire: every block names    QwpSchema at 0284574b9e09 (older)    TestDecodeSpecExample1..3
+//	                                  its columns (the spec); older servers
+//	                                  had a schema-mode byte
+//	a block with row_count 0          its table is looked up, created if new, ST.processMessage,                   TestEmptyBlockResolvesTable
+//	                                  and meets the refusals below; no rows,  QWA.appendToWalStreaming0
+//	                                  no commit
+//	a table name failing              0x06 "failed to create table update     TC.getOrCreateTable (returns null),  TestSchemaRefusals (invalid table name
+//	isValidTableName (forbidden       details for: X"                         ST.processMessage                    ...)
+//	characters, '.' at an end or
+//	doubled, outer spaces, over 127
+//	characters)
+//	a new table with a column name    0x06 as above                           TC.getOrCreateTable,                 TestSchemaRefusals (dotted column, empty
+//	failing isValidColumnName (also                                           isValidQwpSchemaColumnName           name on a new table)
+//	'.', '-', or empty on a type
+//	other than TIMESTAMP(_NANOS))
+//	a new table                       WAL, PARTITION BY DAY, no dedup keys;   TC.QwpTableStructureAdapter          TestTablesAndSchema,
+//	                                  designated timestamp: the empty-name                                         TestEmptyBlockResolvesTable
+//	                                  TIMESTAMP(_NANOS) column stored as
+//	                                  "timestamp", else a TIMESTAMP
+//	                                  "timestamp" appended; array columns
+//	                                  without a value left out
+//	a table that is not WAL           0x03 "cannot insert into non-WAL table" TC.getTableUpdateDetails             TestEmptyBlockResolvesTable,
+//	                                                                                                               TestDedupTypeChecksOnCreatedTable
+//	a view or materialized view       0x03 "cannot modify ..."                TC.getOrCreateTable                  not reproduced: no views
+//	the 10,001st distinct table of a  0x09 "too many distinct tables, limit:  TC.getTableUpdateDetails             TestTablesPerConnectionLimit
+//	connection                        10000"
+//
+// Columns (values and their conversions are in the values table above):
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	column name over 127 bytes        0x05                                    QwpSchema (K.MAX_COLUMN_NAME_LENGTH) TestDecodeRefusals
+//	type code 0x00, 0x08 or over 0x18 0x05                                    QwpColumnDef.validate [ref: older    TestDecodeRefusals "type 0x.."
+//	                                                                          versions took 0x08]
+//	empty name on a type other than   not a parse error: 0x06 in a new table, TC, QWA.appendToWalStreaming0        TestSchemaRefusals (empty name cases)
+//	TIMESTAMP(_NANOS)                 0x09 as a new column
+//	a new column whose name fails     0x09 "invalid column name"              QWA.appendToWalStreaming0            TestSchemaRefusals "dashed new column",
+//	isValidColumnName                                                                                              TestArrayColumnRefusals
+//	a new column                      added (outside the transaction), of the QWA.appendToWalStreaming0,           TestTablesAndSchema,
+//	                                  wire type; DOUBLE_ARRAY dimensions from shouldDeferMissingArrayColumnCreation TestAllNullArrayColumnSkipped
+//	                                  the first non-NULL value; no value: not
+//	                                  created
+//	LONG_ARRAY in a new table or as a 0x09 "long arrays are not supported,    QWA.mapQwpTypeToQuestDB              TestArrayColumnRefusals
+//	new column, NULL or not           only double arrays"
+//	a type the column cannot take     0x03 (this QWA: 0x09, see below)        QWA.coercionNotSupportedException,   TestSchemaRefusals "type mismatch",
+//	(UUID into LONG, VARCHAR into                                             typeMismatchException                "uuid into long"
+//	LONG, ...)
+//	arrays of other dimensions than   0x03 "array dimensionality mismatch     TC getArrayBatchDimensionality,      TestSchemaRefusals "array dimensions
+//	the column's, or mixed in one     ..." (this QWA: 0x09)                   QWA.validateArrayColumnType          change", TestEmptyArraysStored
+//	block
+//	an empty array (a dimension of 0: a value, not NULL; fixes a new column's QwpArrayColumnCursor.of (dimension   TestEmptyArraysStored,
+//	[0], [2,0], [0,5])                dimensions                              >= 0); spec                          TestDecodeTypedValues
+//	array n_dims 0 or over 32, a      0x05                                    QwpArrayColumnCursor.of              TestDecodeRefusals "array ..."
+//	negative dimension, an element
+//	count over 2^31-1
+//	null_flag != 0                    a bitmap of ceil(rows/8) bytes, then    the column cursors;                  TestDecodeTypedValues (geohash bitmap),
+//	                                  values of the non-NULL rows only, for   QwpGeoHashColumnCursor (valueCount = TestDecodeSpecExample2NullableVarchar
+//	                                  every type (GEOHASH: the precision      rowCount - nullCount)
+//	                                  after the bitmap)
+//	a column's data truncated         0x05                                    the column cursors                   TestDecodeRefusals "truncated ..."
+//	VARCHAR/BINARY offsets: offset[0] 0x05                                    QwpStringColumnCursor [ref: UTF-8]   TestDecodeRefusals "varchar ..."
+//	!= 0, decreasing, past the data;
+//	VARCHAR not UTF-8
+//	SYMBOL id not below the           0x05                                    QwpSymbolColumnCursor                TestDecodeRefusals "symbol id ..."
+//	dictionary size
+//	TIMESTAMP encoding byte           0x05                                    QwpTimestampColumnCursor             TestDecodeRefusals "timestamp encoding
+//	(FLAG_GORILLA) other than 0 or 1                                                                               2"
+//	GEOHASH precision outside 1..60   0x05                                    QwpGeoHashColumnCursor.of            TestDecodeRefusals "geohash precision
+//	                                                                                                               ..."
+//
+// Commits and acknowledgements:
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	BINARY frames                     each takes the next seq from 0, refused [ref: QwpIngressUpgradeProcessor],   TestOKsAreCumulativeWithSeqTxn,
+//	                                  ones too                                ST.nextMessageSequence               TestErrorPoisonsConnection
+//	frames committed                  a cumulative OK: the highest committed  ST.recordCommittedTable,             TestOKsAreCumulativeWithSeqTxn,
+//	                                  seq and, per table committed since the  writeTableSeqTxnEntries              TestOKListsEveryTableCommitted
+//	                                  last OK, its latest seqTxn
+//	FLAG_DEFER_COMMIT frames          rows appended, not committed; no OK     ST.markUncommittedDeferredRows,      TestDeferredGroupCommitsTogether
+//	                                  covers them until a frame without the   setHighestProcessedSequence
+//	                                  flag commits the group
+//	an error or a disconnect inside a the group rolled back                   ST.clear (QwpTudCache.clear)         TestDeferredGroupRolledBack
+//	group
+//	a table's deferred rows reach     that table committed early; the frame   TC                                   TestDeferredForceCommitAtMaxUncommittedRows
+//	qwp.max.uncommitted.rows          acknowledged only when nothing is       commitIfMaxUncommittedRowsReached;
+//	(1,000,000)                       uncommitted and the group has no        QWA after each block
+//	                                  rowless frame
+//	a refused frame                   pending OK, then an error frame         ST.reject [ref: the upgrade          TestErrorPoisonsConnection,
+//	                                  (status, the frame's seq, message cut   processor's poisoned state]          TestErrorMessageCutTo1024Bytes
+//	                                  to 1024 bytes); later frames take a seq
+//	                                  and get nothing; PINGs answered
+//	a statically read-only server     0x08                                    ST.processMessage                    not reproduced (RejectFrame stands in)
+//	X-QWP-Request-Durable-Ack: true   "enabled" only where durable acks are   [ref: QwpIngressHttpProcessor]       TestUpgradeHeaders
+//	                                  configured (Enterprise replication),
+//	                                  else ignored
+//	X-QWP-Request-Durable-Ack: local, echoed, all or nothing; acks 0x0E       K.STATUS_LOCAL_DURABLE_ACK,          TestDurableAcks,
+//	replicated or both                (local) or 0x02, no seq, tables whose   ST.collectDurableProgress            TestDurableAckTrailsHeldOKs
+//	                                  durable seqTxn advanced
+//
+// /exec:
+//
+//	client does                       QuestDB answers                         QuestDB code                         qwptest test
+//	DDL                               200 {"ddl":"OK"}                        JsonQueryProcessor.sendConfirmation  TestExecCreatesExporterTables
+//	a statement the parser refuses    400 {"query","error","position"} at the JsonQueryProcessor.syntaxError,      TestExecErrors
+//	                                  token refused                           sendException
+//	an engine failure                 400 with the message at position 0; 403 JsonQueryProcessor.internalError     TestFaultFailExec
+//	(CairoException)                  for an authorization error              [ref: the status]
+//	an unexpected exception           500                                     [ref]                                TestFaultFailExec
+//	missing or wrong credentials      401, as above                           HttpConnectionContext                TestAuth
+//
+// Deliberate differences: the messages name table, column and row and differ
+// in wording from QuestDB's (the status is what a client acts on).
+// Options.Token stands for an Enterprise server; open-source QuestDB has
+// only Basic. The stand-in answers SCHEMA_MISMATCH for a refused type and
+// for mixed array dimensions as the newest QwpTudCache marks them; the
+// QwpWalAppender read here (03660c834c70) still raises both as plain engine
+// errors, 0x09. LONG_ARRAY is refused with 0x09 as that QwpWalAppender does;
+// QuestDB's client documentation calls the refusal terminal, so a newer
+// server may mark it 0x03. A LONG_ARRAY into an existing DOUBLE[] column is
+// refused (0x03); whether QuestDB's WalColumnarRowAppender.putArrayColumn
+// converts it was not read. A column named twice in one block is 0x09 in the
+// stand-in; QuestDB's answer was not read. The JsonQueryProcessor stored is
+// of 2020 and answered errors with 200; its current status codes follow the
+// reference. Not reproduced: the structural seqTxn a new column takes, and
+// the seqTxn a table created by a block without rows may report.
 package qwptest

@@ -3,6 +3,8 @@ package qwptest
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -58,32 +60,54 @@ func TestDialInterop(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	s := newServer(t, Options{Token: "tok"})
+	const adminQuest = "YWRtaW46cXVlc3Q=" // base64("admin:quest")
 	cases := map[string]struct {
+		opts Options
 		auth string
 		ok   bool
 	}{
-		"none":          {"", false},
-		"wrong token":   {"Bearer nope", false},
-		"basic instead": {"Basic YWRtaW46cXVlc3Q=", false},
-		"right token":   {"Bearer tok", true},
+		"token: none":          {Options{Token: "tok"}, "", false},
+		"token: wrong token":   {Options{Token: "tok"}, "Bearer nope", false},
+		"token: basic instead": {Options{Token: "tok"}, "Basic " + adminQuest, false},
+		"token: right token":   {Options{Token: "tok"}, "Bearer tok", true},
+		"basic: none":          {Options{Username: "admin", Password: "quest"}, "", false},
+		"basic: right":         {Options{Username: "admin", Password: "quest"}, "Basic " + adminQuest, true},
+		"basic: wrong":         {Options{Username: "admin", Password: "quest"}, "Basic YWRtaW46bm9wZQ==", false},
+		"basic: a token":       {Options{Username: "admin", Password: "quest"}, "Bearer tok", false},
+		// QuestDB compares the header byte for byte with "Basic " + base64
+		"basic: lower-case scheme": {Options{Username: "admin", Password: "quest"}, "basic " + adminQuest, false},
+		"basic: two spaces":        {Options{Username: "admin", Password: "quest"}, "Basic  " + adminQuest, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			s := newServer(t, tc.opts)
 			h := map[string][]string{}
 			if tc.auth != "" {
 				h["Authorization"] = []string{tc.auth}
 			}
-			c, resp, err := dialPath(t, s, "/write/v4", h)
-			if tc.ok {
-				require.NoError(t, err)
-				c.send(nil)
-				c.ackedThrough(0)
-				return
+			for _, path := range []string{"/write/v4", "/api/v4/write"} {
+				c, resp, err := dialPath(t, s, path, h)
+				if tc.ok {
+					require.NoError(t, err, path)
+					c.send(nil)
+					c.ackedThrough(0)
+					continue
+				}
+				require.Error(t, err, path)
+				assert.Equal(t, 401, resp.StatusCode, path)
+				resp.Body.Close()
 			}
-			require.Error(t, err)
-			assert.Equal(t, 401, resp.StatusCode)
+			req, err := http.NewRequest(http.MethodGet, "http://"+s.Addr()+"/exec?query="+url.QueryEscape("SELECT * FROM tables()"), nil)
+			require.NoError(t, err)
+			req.Header = h
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
 			resp.Body.Close()
+			want := http.StatusUnauthorized
+			if tc.ok {
+				want = http.StatusOK
+			}
+			assert.Equal(t, want, resp.StatusCode, "/exec")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package qwptest
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,8 +46,12 @@ type Options struct {
 	// by EmitDurableAcks.
 	AutoDurable bool
 	// Username and Password, or Token, require HTTP basic or bearer
-	// authentication on upgrade; a request without matching credentials gets
-	// 401 before any QWP processing, as from QuestDB's HTTP layer.
+	// authentication on upgrade and /exec; a request without matching
+	// credentials gets 401 before any QWP processing, as from QuestDB's HTTP
+	// layer. Basic credentials match as open-source QuestDB's
+	// StaticHttpAuthenticator matches them: the Authorization header must be
+	// exactly "Basic " + base64(user:password). Bearer tokens are QuestDB
+	// Enterprise's; open-source QuestDB answers them with 401.
 	Username, Password string
 	Token              string
 	// MaxUncommittedRows is qwp.max.uncommitted.rows: a table whose rows
@@ -260,11 +265,14 @@ func (s *Server) authorized(r *http.Request) bool {
 	if o.Username == "" && o.Token == "" {
 		return true
 	}
-	if user, pass, ok := r.BasicAuth(); ok && o.Username != "" {
-		return subtle.ConstantTimeCompare([]byte(user), []byte(o.Username)) == 1 &&
-			subtle.ConstantTimeCompare([]byte(pass), []byte(o.Password)) == 1
+	h := r.Header.Get("Authorization")
+	if o.Username != "" {
+		basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(o.Username+":"+o.Password))
+		if subtle.ConstantTimeCompare([]byte(h), []byte(basic)) == 1 {
+			return true
+		}
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := strings.CutPrefix(h, "Bearer ")
 	return ok && o.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(o.Token)) == 1
 }
 

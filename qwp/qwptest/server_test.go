@@ -485,6 +485,12 @@ func TestSchemaRefusals(t *testing.T) {
 		{"duplicate column", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeLong, "V", qwp.TypeLong), wire{}.u8(0).i64(1).u8(0).i64(1)...)), qwp.StatusWriteError},
 		{"array dimensions change", message(0, 1, append(blockHeader("arr", 1, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(2).u32(0).u32(0)...)), qwp.StatusSchemaMismatch},
 		{"non-timestamp named timestamp", message(0, 1, append(blockHeader("ts", 1, "timestamp", qwp.TypeLong), wire{}.u8(0).i64(1)...)), qwp.StatusSchemaMismatch},
+		// an empty name is not a parse error (QwpSchema takes 0-127 bytes):
+		// QwpTudCache refuses it in a new table, QwpWalAppender as a new column
+		{"empty name on LONG in a new table", message(0, 1, append(blockHeader("fresh", 1, "", qwp.TypeLong), wire{}.u8(0).i64(1)...)), qwp.StatusInternalError},
+		{"empty name on DATE as a new column", message(0, 1, append(blockHeader("base", 1, "", qwp.TypeDate), wire{}.u8(0).i64(1)...)), qwp.StatusWriteError},
+		// a block without rows still resolves its table
+		{"invalid table name, no rows", message(0, 1, append(blockHeader("a/b", 0, "v", qwp.TypeLong), 0)), qwp.StatusInternalError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -683,13 +689,101 @@ func TestAllNullArrayColumnSkipped(t *testing.T) {
 	c := dial(t, s, nil)
 	// a new table and then a new column, each with an all-NULL array
 	c.send(message(0, 1, append(blockHeader("a", 2, "v", qwp.TypeLong, "arr", qwp.TypeDoubleArray), wire{}.u8(0).i64(1).i64(2).u8(1, 0x03)...)))
-	c.send(message(0, 1, append(blockHeader("a", 1, "v", qwp.TypeLong, "arr2", qwp.TypeLongArray), wire{}.u8(0).i64(3).u8(1, 0x01)...)))
+	c.send(message(0, 1, append(blockHeader("a", 1, "v", qwp.TypeLong, "arr2", qwp.TypeDoubleArray), wire{}.u8(0).i64(3).u8(1, 0x01)...)))
 	c.send(message(0, 1, append(blockHeader("a", 1, "arr", qwp.TypeDoubleArray), wire{}.u8(0).u8(1).u32(1).f64(0.5)...)))
 	c.ackedThrough(2)
 	td, _ := s.Rows("a")
 	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"timestamp", qwp.TypeTimestamp}, {"arr", qwp.TypeDoubleArray}}, td.Columns)
 	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{0.5}}, td.Rows[3][2])
 	assert.Nil(t, td.Rows[0][2])
+}
+
+// TestEmptyBlockResolvesTable: QwpIngressProcessorState.processMessage
+// looks up (and creates) every block's table before QwpWalAppender skips a
+// block without rows, so such a block creates a table and meets the table
+// refusals.
+func TestEmptyBlockResolvesTable(t *testing.T) {
+	s := newServer(t, Options{})
+	require.NoError(t, s.Exec("CREATE TABLE nw (ts TIMESTAMP, v LONG) TIMESTAMP(ts) PARTITION BY DAY BYPASS WAL"))
+	c := dial(t, s, nil)
+	c.send(message(0, 1, append(blockHeader("made", 0, "v", qwp.TypeLong, "s", qwp.TypeVarchar, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(0).u32(0).u8(0)...)))
+	assert.Empty(t, c.ackedThrough(0), "no rows, no commit")
+	td, ok := s.Rows("made")
+	require.True(t, ok, "the table was created")
+	assert.Equal(t, []ColumnInfo{{"v", qwp.TypeLong}, {"s", qwp.TypeVarchar}, {"timestamp", qwp.TypeTimestamp}}, td.Columns,
+		"an array column without values is left out, as with all-NULL values")
+	assert.Zero(t, td.RowCount)
+	c.send(message(0, 1, append(blockHeader("nw", 0, "v", qwp.TypeLong), 0)))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusSchemaMismatch, r.Status, r.Message)
+}
+
+// TestEmptyArraysStored: a zero-element array (a dimension of 0) is a
+// value, not NULL, and fixes a new column's dimensions like any other; the
+// spec's "NULL and empty arrays are distinct values", QwpArrayColumnCursor
+// taking any dimension >= 0 and QwpTudCache sizing a new column from the
+// first non-NULL value's n_dims.
+func TestEmptyArraysStored(t *testing.T) {
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	// rows: [] (shape [0]), NULL, [1.5]
+	c.send(message(0, 1, append(blockHeader("one", 3, "a", qwp.TypeDoubleArray), wire{}.u8(1, 0x02).u8(1).u32(0).u8(1).u32(1).f64(1.5)...)))
+	// a new column of nothing but empty 2-D arrays, shapes [2,0] and [0,5]
+	c.send(message(0, 1, append(blockHeader("two", 2, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(2).u32(2).u32(0).u8(2).u32(0).u32(5)...)))
+	c.ackedThrough(1)
+	td, _ := s.Rows("one")
+	assert.Equal(t, []ColumnInfo{{"a", qwp.TypeDoubleArray}, {"timestamp", qwp.TypeTimestamp}}, td.Columns)
+	assert.Equal(t, Array{Shape: []int32{0}, Doubles: []float64{}}, td.Rows[0][0])
+	assert.Nil(t, td.Rows[1][0])
+	assert.Equal(t, Array{Shape: []int32{1}, Doubles: []float64{1.5}}, td.Rows[2][0])
+	td, _ = s.Rows("two")
+	require.Len(t, td.Columns, 2, "a column of empty arrays is created")
+	assert.Equal(t, Array{Shape: []int32{2, 0}, Doubles: []float64{}}, td.Rows[0][0])
+	assert.Equal(t, Array{Shape: []int32{0, 5}, Doubles: []float64{}}, td.Rows[1][0])
+	// the empty arrays fixed the column at 2 dimensions
+	c.send(message(0, 1, append(blockHeader("two", 1, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(1).u32(0)...)))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusSchemaMismatch, r.Status, r.Message)
+}
+
+func TestArrayColumnRefusals(t *testing.T) {
+	allNullLongs := func(table, col string) []byte {
+		return message(0, 1, append(blockHeader(table, 1, "v", qwp.TypeLong, col, qwp.TypeLongArray), wire{}.u8(0).i64(1).u8(1, 0x01)...))
+	}
+	cases := []struct {
+		name  string
+		frame []byte
+		want  qwp.Status
+		msg   string
+	}{
+		{"LONG_ARRAY in a new table", message(0, 1, append(blockHeader("fresh", 1, "la", qwp.TypeLongArray), wire{}.u8(0).u8(1).u32(1).i64(7)...)),
+			qwp.StatusWriteError, "long arrays are not supported, only double arrays"},
+		{"all-NULL LONG_ARRAY in a new table", allNullLongs("fresh", "la"), qwp.StatusWriteError, "long arrays are not supported"},
+		{"all-NULL LONG_ARRAY as a new column", allNullLongs("base", "la"), qwp.StatusWriteError, "long arrays are not supported"},
+		{"empty LONG_ARRAY as a new column", message(0, 1, append(blockHeader("base", 1, "la", qwp.TypeLongArray), wire{}.u8(0).u8(1).u32(0)...)),
+			qwp.StatusWriteError, "long arrays are not supported"},
+		// names are checked before types, as in QwpTudCache.getOrCreateTable
+		{"LONG_ARRAY and a bad name in a new table", message(0, 1, append(blockHeader("fresh", 1, "a-b", qwp.TypeLong, "la", qwp.TypeLongArray), wire{}.u8(0).i64(1).u8(1, 0x01)...)),
+			qwp.StatusInternalError, "failed to create table update details"},
+		// an all-NULL array column is not created, but its name is still checked
+		{"all-NULL DOUBLE_ARRAY with a bad new name", message(0, 1, append(blockHeader("base", 1, "v", qwp.TypeLong, "a-b", qwp.TypeDoubleArray), wire{}.u8(0).i64(1).u8(1, 0x01)...)),
+			qwp.StatusWriteError, `new column name "a-b"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newServer(t, Options{})
+			c := dial(t, s, nil)
+			c.send(longRows(0, "base", 1))
+			c.ackedThrough(0)
+			c.send(tc.frame)
+			r := c.resp()
+			assert.Equal(t, tc.want, r.Status, r.Message)
+			assert.Contains(t, r.Message, tc.msg)
+			assert.Equal(t, []string{"base"}, s.TableNames(), "no table was created")
+			td, _ := s.Rows("base")
+			assert.Len(t, td.Columns, 2, "no column was added")
+		})
+	}
 }
 
 func TestLogf(t *testing.T) {

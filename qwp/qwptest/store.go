@@ -99,11 +99,11 @@ const maxTablesPerConn = 10_000
 
 // stage validates one block against the stored schema (creating the table
 // and adding columns as QuestDB does, outside the transaction) and stages its
-// rows on p. seen holds the tables the connection has written.
+// rows on p. seen holds the tables the connection has written. A block
+// without rows still resolves its table, creating it if need be
+// (QwpIngressProcessorState.processMessage looks every block's table up
+// before QwpWalAppender skips an empty block), and stops there.
 func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
-	if b.Rows == 0 {
-		return nil // QuestDB ignores empty blocks entirely
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := validTableName(b.Table); err != nil {
@@ -127,6 +127,9 @@ func (s *store) stage(b *Block, p *pending, seen map[*table]bool) *StatusError {
 			Msg: fmt.Sprintf("table %q is not a WAL table", t.name)}
 	}
 	seen[t] = true
+	if b.Rows == 0 {
+		return nil
+	}
 	idx, err := t.mapColumns(b)
 	if err != nil {
 		return err
@@ -199,7 +202,7 @@ func newTable(b *Block) (*table, *StatusError) {
 		partitionBy: "DAY", wal: true}
 	for _, c := range b.Columns {
 		name := c.Name
-		if name == "" {
+		if name == "" && isTimestamp(c.Type) {
 			name = designatedName
 		} else if err := validColumnName(name); err != nil {
 			return nil, &StatusError{Status: qwp.StatusInternalError,
@@ -210,12 +213,19 @@ func newTable(b *Block) (*table, *StatusError) {
 			continue // mapColumns reports duplicates and skips all-NULL arrays
 		}
 		t.byName[key] = len(t.cols)
-		if c.Name == "" || (key == designatedName && isTimestamp(c.Type)) {
+		if (c.Name == "" || key == designatedName) && isTimestamp(c.Type) {
 			if t.designated < 0 {
 				t.designated = len(t.cols)
 			}
 		}
 		t.cols = append(t.cols, ColumnInfo{Name: name, Type: c.Type})
+	}
+	// QuestDB checks every name before it maps the types, so a LONG_ARRAY
+	// column is refused only when the names pass.
+	for _, c := range b.Columns {
+		if c.Type == qwp.TypeLongArray {
+			return nil, longArrayRefused(b.Table, c.Name)
+		}
 	}
 	if t.designated < 0 {
 		if _, taken := t.byName[designatedName]; taken {
@@ -229,6 +239,15 @@ func newTable(b *Block) (*table, *StatusError) {
 	return t, nil
 }
 
+// longArrayRefused is QuestDB's answer to a LONG_ARRAY column it would
+// have to create: QwpWalAppender.mapQwpTypeToQuestDB maps only DOUBLE_ARRAY
+// to a column type and raises a non-critical CairoException (WRITE_ERROR)
+// for LONG_ARRAY, NULL values or not.
+func longArrayRefused(table, column string) *StatusError {
+	return &StatusError{Status: qwp.StatusWriteError,
+		Msg: fmt.Sprintf("table %q column %q: long arrays are not supported, only double arrays", table, column)}
+}
+
 func isTimestamp(t qwp.ColumnType) bool {
 	return t == qwp.TypeTimestamp || t == qwp.TypeTimestampNanos
 }
@@ -238,7 +257,7 @@ func isTimestamp(t qwp.ColumnType) bool {
 // create one from a block without values. (Unknown in count-only mode,
 // where values are not kept: the column is created.)
 func allNullArray(c Column) bool {
-	if (c.Type != qwp.TypeDoubleArray && c.Type != qwp.TypeLongArray) || c.Values == nil {
+	if c.Type != qwp.TypeDoubleArray || c.Values == nil {
 		return false
 	}
 	for _, v := range c.Values {
@@ -257,16 +276,19 @@ func (t *table) mapColumns(b *Block) ([]int, *StatusError) {
 	seen := make(map[int]bool, len(b.Columns))
 	for i, c := range b.Columns {
 		j := t.designated
-		if c.Name != "" {
+		if c.Name != "" || !isTimestamp(c.Type) {
 			var ok bool
 			if j, ok = t.byName[strings.ToLower(c.Name)]; !ok {
-				if allNullArray(c) {
-					idx[i] = -1
-					continue
-				}
 				if err := validColumnName(c.Name); err != nil {
 					return nil, &StatusError{Status: qwp.StatusWriteError,
 						Msg: fmt.Sprintf("table %q: new column name %q %s", t.name, c.Name, err)}
+				}
+				if c.Type == qwp.TypeLongArray {
+					return nil, longArrayRefused(t.name, c.Name)
+				}
+				if allNullArray(c) {
+					idx[i] = -1
+					continue
 				}
 				j = len(t.cols)
 				t.byName[strings.ToLower(c.Name)] = j
@@ -503,6 +525,9 @@ func validTableName(name string) error {
 // validColumnName applies QuestDB's column name rules, which also refuse
 // '.' and '-'.
 func validColumnName(name string) error {
+	if name == "" {
+		return fmt.Errorf("is empty (only a TIMESTAMP or TIMESTAMP_NANOS column may be unnamed: the designated timestamp)")
+	}
 	if utf8.RuneCountInString(name) > qwp.MaxNameBytes {
 		return fmt.Errorf("is longer than %d characters", qwp.MaxNameBytes)
 	}
