@@ -659,9 +659,10 @@ func lastBefore(next uint64) uint64 {
 	return next - 1
 }
 
-// FrameItems returns the item count of the readable frame fsn. known is
-// false when the frame is not among the scan's readable frames or is of
-// format 1, which carries no item count.
+// FrameItems returns the item count of the segments' valid frame fsn.
+// known is false when the frame is not among them (a stray frame placed
+// after a damage is not: EachReadable gives its count) or is of format 1,
+// which carries no item count.
 func (s *SlotScan) FrameItems(fsn uint64) (items uint32, known bool) {
 	i := sort.Search(len(s.Segments), func(i int) bool { return s.Segments[i].End() > fsn })
 	if i == len(s.Segments) {
