@@ -278,7 +278,12 @@
 //     written (non-zero) bytes follow that frame, the rest of the file is
 //     searched at every offset for valid frames ("stray" frames): their
 //     presence means the damage is in the middle of the written data, not
-//     at a torn tail.
+//     at a torn tail. Recovery never replays them, but in a segment before
+//     the newest, strays forming one run to the end of its written data
+//     held the FSNs just below the next segment's base (each segment
+//     starts where the one before ended): the scan lists them as readable
+//     (FSNRange.Placed, EachFrame), so a set-aside slot counts them
+//     readable and the slot tool sends them.
 //  3. Decide, by the rule of the mode that wrote the slot (.ack-watermark
 //     records it; else the opening queue's): rule.go. Acknowledged frames
 //     are those at or below .ack-watermark's acked FSN, even past every

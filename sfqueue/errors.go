@@ -101,13 +101,15 @@ type DataLossError struct {
 	// Frames counts the readable frames above the ack watermark left in
 	// the set-aside slot: the queue will not send them (an operator can,
 	// with the slot tool). Valid frames after a damage in the same segment
-	// (their FSN unknown) are in the damaged range's UnreadableFrames, not
-	// here, so Frames + UnreadableFrames is the slot's unacknowledged
-	// frames where the ranges' ends are known.
+	// are here where the next segment's base fixes their FSNs (the slot
+	// tool sends them), else in the damaged range's UnreadableFrames, so
+	// Frames + UnreadableFrames is the slot's unacknowledged frames where
+	// the ranges' ends are known.
 	Frames int
 	// Unreadable lists every range that made the slot unreplayable, with
 	// file, offset and cause; UnreadableFrames counts their FSNs above the
-	// ack watermark (of those whose end is known).
+	// ack watermark (of a range whose end is unknown: the valid frames
+	// found in it, FSNRange.Strays).
 	Unreadable       []FSNRange
 	UnreadableFrames uint64
 }

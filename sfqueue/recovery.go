@@ -344,18 +344,17 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 	}
 	if len(p.unreadable) > 0 {
 		// Nothing was changed: the slot goes aside as it was found.
-		// Valid frames after a damage (Stray) have no known FSN: they are
-		// in the damaged range, counted unreadable, not readable too (issue
-		// 26: a slot of 104 frames counted 131), as inspect and salvage
-		// count them.
+		// Readable frames are counted as the slot tool lists them
+		// (EachReadable): the valid frames after a damage where the next
+		// segment's base places them (the tool sends those), else in the
+		// damaged range's unreadable count, never in both (issue 26: a
+		// slot of 104 frames counted 131).
 		dl := &DataLossError{Reason: p.unreadable[0].String(), Unreadable: p.unreadable}
-		for _, seg := range scan.Segments {
-			for i := range seg.Frames {
-				if seg.Base+uint64(i) > p.wm {
-					dl.Frames++
-				}
+		scan.EachReadable(func(f ReadableFrame) {
+			if f.FSN > p.wm {
+				dl.Frames++
 			}
-		}
+		})
 		for _, r := range p.unreadable {
 			if r.First <= p.wm {
 				r.First = p.wm + 1 // the range may start among acked FSNs
@@ -363,13 +362,9 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 			if !r.Readable {
 				dl.UnreadableFrames += r.Frames()
 			}
-			if r.Last == 0 && r.File != "" {
+			if r.Last == 0 {
 				// Of unknown end: at least its valid frames are in it.
-				for _, seg := range scan.Segments {
-					if seg.Name == r.File && seg.Damage != nil {
-						dl.UnreadableFrames += uint64(len(seg.Damage.Stray))
-					}
-				}
+				dl.UnreadableFrames += uint64(r.Strays)
 			}
 		}
 		rep.Unreplayable = dl

@@ -331,20 +331,29 @@ func TestRecoveryRule(t *testing.T) {
 					if after := slotFiles(t, dl.Path); !sameFiles(before, after) {
 						t.Fatalf("the set-aside slot differs from what recovery found: %d files before, %d after", len(before), len(after))
 					}
-					readable := 0
-					scan, err := ScanSlot(dl.Path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, seg := range scan.Segments {
-						for i := range seg.Frames {
-							if seg.Base+uint64(i) > tc.ack {
+					// Readable: the scan's ranges, the valid frames after a
+					// damage that the next segment's base places included.
+					// Where the ranges tile the unacknowledged FSNs (no end
+					// unknown, no overlap, no loss-window range), readable +
+					// unreadable is all of them (issue 26 item 4).
+					readable, tiled := 0, true
+					covered := map[uint64]bool{}
+					for _, r := range aside.Ranges() {
+						tiled = tiled && r.Last != 0 && !r.Torn
+						for fsn := max(r.First, tc.ack+1); fsn <= r.Last; fsn++ {
+							tiled = tiled && !covered[fsn]
+							covered[fsn] = true
+							if r.Readable {
 								readable++
 							}
 						}
 					}
 					if readable != dl.Frames || dl.Frames >= 40 {
-						t.Fatalf("DataLossError counts %d readable frames, the scan finds %d (of 40)", dl.Frames, readable)
+						t.Fatalf("DataLossError counts %d readable frames, the scan's ranges hold %d (of 40)", dl.Frames, readable)
+					}
+					if tiled && uint64(dl.Frames)+dl.UnreadableFrames != 40-tc.ack {
+						t.Fatalf("DataLossError counts %d readable + %d unreadable frames, the slot holds %d unacknowledged: %v",
+							dl.Frames, dl.UnreadableFrames, 40-tc.ack, aside.Ranges())
 					}
 					if !strings.Contains(dl.Error(), "DATA_LOSS") || !strings.Contains(dl.Error(), dl.Path) {
 						t.Fatalf("DataLossError %q", dl)

@@ -126,10 +126,18 @@ type FrameDamage struct {
 	// bytes (at least 1). It is an estimate: a damaged length misleads it.
 	Frames int
 	// Stray holds the offsets of valid frames found after the damage by
-	// searching every byte offset. Their FSNs are unknown (the length that
-	// led to them is damaged), so recovery cannot replay them; a slot
-	// with stray frames was not torn at its tail but damaged in the middle.
+	// searching every byte offset. The length that led to them is damaged,
+	// so recovery cannot replay them (a slot with stray frames was not torn
+	// at its tail but damaged in the middle); the next segment's base can
+	// still fix their FSNs (SegmentScan.PlacedStrays).
 	Stray []int64
+	// StrayItems holds each stray frame's item count (nil in format 1).
+	StrayItems []uint32
+	// StrayEnd is where the last stray frame ends; StrayGap is set when
+	// bytes that are no frame lie between two strays (more damage), so the
+	// strays are not one chain.
+	StrayEnd int64
+	StrayGap bool
 }
 
 // End is the FSN after the segment's last valid frame.
@@ -299,7 +307,7 @@ func walkFrames(seg *SegmentScan, data []byte, v uint32) {
 		p += n + over
 	}
 	d.Frames = max(d.Frames, 1)
-	d.Stray = strayFrames(data[:seg.NonZeroEnd], pos+1, v)
+	strayFrames(d, data, pos+1, int(seg.NonZeroEnd), v)
 	seg.Damage = d
 }
 
@@ -315,22 +323,28 @@ func frameFault(b []byte, v uint32) string {
 	return "CRC32C mismatch"
 }
 
-// strayFrames returns the offsets of valid frames (format v) in data at or
-// after from, found by trying every offset and then following lengths from
-// each frame found. A CRC32C that covers the length makes a false match
-// about one in 2^32 per candidate.
-func strayFrames(data []byte, from int, v uint32) []int64 {
-	var out []int64
-	for p := from; p+overheadOf(v) <= len(data); {
-		_, _, size, ok := parseFrame(data[p:], v)
+// strayFrames fills d's stray fields with the valid frames (format v) in
+// data that start at or after from and before limit (the end of the
+// written bytes; a frame may end past it in zeros: its CRC32C can end in
+// zero bytes), found by trying every offset and then following lengths
+// from each frame found. A CRC32C that covers the length makes a false
+// match about one in 2^32 per candidate. StrayGap is set when a search had
+// to skip written bytes after the first one was found.
+func strayFrames(d *FrameDamage, data []byte, from, limit int, v uint32) {
+	for p := from; p < limit && p+overheadOf(v) <= len(data); {
+		_, items, size, ok := parseFrame(data[p:], v)
 		if !ok {
+			d.StrayGap = d.StrayGap || len(d.Stray) > 0
 			p++
 			continue
 		}
-		out = append(out, int64(p))
+		d.Stray = append(d.Stray, int64(p))
+		if v != segmentVersionItemless {
+			d.StrayItems = append(d.StrayItems, items)
+		}
 		p += size
+		d.StrayEnd = int64(p)
 	}
-	return out
 }
 
 // dictFileScan is what the walk of one dictionary file found.
@@ -453,6 +467,15 @@ type FSNRange struct {
 	Torn bool
 	// TornCause classifies a Torn range for the torn_frames metric.
 	TornCause TornCause
+	// Placed marks a readable range of stray frames: valid frames after a
+	// damage, their FSNs fixed by the next segment's base
+	// (SegmentScan.PlacedStrays).
+	Placed bool
+	// Strays counts, in an unreadable range, the valid frames after the
+	// damage whose FSNs nothing fixes (the newest segment's end is not
+	// recorded, or more damage lies between them): they are among the
+	// range's FSNs when its end is known.
+	Strays int
 }
 
 // TornCause is why frames of the durability mode's loss window are gone,
@@ -495,6 +518,9 @@ func (r FSNRange) String() string {
 	}
 	if r.Readable {
 		s := fmt.Sprintf("FSN %d..%s readable in %s from offset %d", r.First, last, r.File, r.Offset)
+		if r.Placed {
+			s += fmt.Sprintf(": the valid frames after the damage, placed by the next segment's base FSN %d", r.Last+1)
+		}
 		if r.Cause != "" {
 			s += " but unusable: " + r.Cause
 		}
@@ -540,6 +566,9 @@ func (s *SlotScan) Ranges() []FSNRange {
 			}
 			if seg.Damage != nil && !cut {
 				out = append(out, s.damageRange(seg, next))
+				if r, ok := placedRange(seg, next); ok {
+					out = append(out, r)
+				}
 			}
 		}
 		if next != 0 {
@@ -575,18 +604,45 @@ func (s *SlotScan) Ranges() []FSNRange {
 
 // damageRange is the unreadable range of seg's damage, up to the FSN
 // before next (the next segment's base; 0 for the tail, whose range ends
-// where .ack-watermark's synced FSN, when it records the damage, says).
+// where .ack-watermark's synced FSN, when it records the damage, says), or
+// up to the first of the stray frames that next places (placedRange).
 func (s *SlotScan) damageRange(seg *SegmentScan, next uint64) FSNRange {
 	d := seg.Damage
 	r := FSNRange{First: d.FSN, Last: lastBefore(next), File: seg.Name, Offset: d.Offset, Cause: d.Cause}
+	if first, lost, ok := seg.PlacedStrays(next); ok {
+		r.Last = first - 1
+		r.Cause += fmt.Sprintf(" (%d damaged frames; the %d valid frames after them, from offset %d, are FSN %d..%d)",
+			lost, len(d.Stray), d.Stray[0], first, next-1)
+		return r
+	}
 	if len(d.Stray) > 0 {
-		r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d)", len(d.Stray), d.Stray[0])
+		why := "more damage lies between them"
+		switch {
+		case next == 0:
+			why = "the newest segment's end is not recorded"
+		case !d.StrayGap && d.StrayEnd < seg.NonZeroEnd:
+			why = "written bytes follow the last of them"
+		case !d.StrayGap:
+			why = "the next segment's base leaves no room for them"
+		}
+		r.Strays = len(d.Stray)
+		r.Cause += fmt.Sprintf(" (%d valid frames follow it, first at offset %d, of unknown FSN: %s)", len(d.Stray), d.Stray[0], why)
 	}
 	if next == 0 && s.synced(d.FSN) {
 		r.Last = max(s.Watermark.Durable, d.FSN+uint64(d.Frames)-1)
 		r.Cause += fmt.Sprintf("; .ack-watermark recorded FSNs up to %d as fsynced, so this is damage to written data, not a torn write", s.Watermark.Durable)
 	}
 	return r
+}
+
+// placedRange is the readable range of seg's stray frames that next
+// places; ok is false when it places none.
+func placedRange(seg *SegmentScan, next uint64) (FSNRange, bool) {
+	first, _, ok := seg.PlacedStrays(next)
+	if !ok {
+		return FSNRange{}, false
+	}
+	return FSNRange{First: first, Last: next - 1, Readable: true, Placed: true, File: seg.Name, Offset: seg.Damage.Stray[0]}, true
 }
 
 // tornCreationCause describes the torn creation seg for a range and a log.
@@ -603,9 +659,10 @@ func lastBefore(next uint64) uint64 {
 	return next - 1
 }
 
-// FrameItems returns the item count of the readable frame fsn. known is
-// false when the frame is not among the scan's readable frames or is of
-// format 1, which carries no item count.
+// FrameItems returns the item count of the segments' valid frame fsn.
+// known is false when the frame is not among them (a stray frame placed
+// after a damage is not: EachReadable gives its count) or is of format 1,
+// which carries no item count.
 func (s *SlotScan) FrameItems(fsn uint64) (items uint32, known bool) {
 	i := sort.Search(len(s.Segments), func(i int) bool { return s.Segments[i].End() > fsn })
 	if i == len(s.Segments) {
@@ -618,19 +675,84 @@ func (s *SlotScan) FrameItems(fsn uint64) (items uint32, known bool) {
 	return seg.Items[fsn-seg.Base], true
 }
 
+// ReadableFrame is a readable frame as the scan found it.
+type ReadableFrame struct {
+	FSN          uint64
+	Segment      int   // index in SlotScan.Segments
+	Offset       int64 // where the frame starts in the segment file
+	PayloadBytes int64
+	// Items is the frame's item count; ItemsKnown is false in format 1,
+	// whose frames carry none.
+	Items      uint32
+	ItemsKnown bool
+	// Placed marks a stray frame after a damage whose FSN the next
+	// segment's base fixes (SegmentScan.PlacedStrays).
+	Placed bool
+	end    int64 // where the frame ends
+}
+
+// EachReadable calls fn with every readable frame the scan found, in FSN
+// order, from the scan alone (the files are not read again): each
+// segment's valid frames, then the stray frames after its damage where the
+// next segment's base places them, as Ranges lists them.
+func (s *SlotScan) EachReadable(fn func(ReadableFrame)) {
+	j := s.judge()
+	for i := range s.Segments {
+		s.segmentReadable(i, j, fn)
+	}
+}
+
+// segmentReadable calls fn with segment i's readable frames, placing its
+// strays as Ranges does (only a segment before the tail j.tail has a next
+// segment whose base places them).
+func (s *SlotScan) segmentReadable(i int, j judgement, fn func(ReadableFrame)) {
+	seg := &s.Segments[i]
+	over := int64(overheadOf(seg.Version))
+	// run calls fn for the frames starting at offs[k] (FSN first+k), the
+	// last one ending at end.
+	run := func(first uint64, offs func(k int) int64, n int, end int64, items []uint32, placed bool) {
+		for k := range n {
+			f := ReadableFrame{FSN: first + uint64(k), Segment: i, Offset: offs(k), Placed: placed, end: end}
+			if k+1 < n {
+				f.end = offs(k + 1)
+			}
+			f.PayloadBytes = f.end - f.Offset - over
+			if items != nil {
+				f.Items, f.ItemsKnown = items[k], true
+			}
+			fn(f)
+		}
+	}
+	run(seg.Base, func(k int) int64 { return int64(seg.Frames[k]) }, len(seg.Frames), seg.ValidEnd, seg.Items, false)
+	if i >= j.tail {
+		return
+	}
+	first, _, ok := seg.PlacedStrays(s.Segments[i+1].Base)
+	if !ok {
+		return
+	}
+	d := seg.Damage
+	run(first, func(k int) int64 { return d.Stray[k] }, len(d.Stray), d.StrayEnd, d.StrayItems, true)
+}
+
 // EachFrame calls fn with every readable frame of the scanned segments in
-// FSN order, reading the files again (a segment that vanished since the
-// scan is skipped). The payload aliases a buffer reused for the next call.
-// Stray frames (after damage, FSN unknown) are not included.
+// FSN order (EachReadable's), reading the files again (a segment that
+// vanished since the scan is skipped). The payload aliases a buffer reused
+// for the next call. Stray frames after a damage are included where the
+// next segment's base places them, and only there.
 func (s *SlotScan) EachFrame(fn func(fsn uint64, file string, offset int64, payload []byte) error) error {
 	return s.eachFrame(OSFS(), fn)
 }
 
 func (s *SlotScan) eachFrame(fsys FS, fn func(fsn uint64, file string, offset int64, payload []byte) error) error {
+	j := s.judge()
 	var buf []byte
+	var frames []ReadableFrame
 	for i := range s.Segments {
 		seg := &s.Segments[i]
-		if len(seg.Frames) == 0 {
+		frames = frames[:0]
+		s.segmentReadable(i, j, func(f ReadableFrame) { frames = append(frames, f) })
+		if len(frames) == 0 {
 			continue
 		}
 		path := filepath.Join(s.Dir, seg.Name)
@@ -641,21 +763,22 @@ func (s *SlotScan) eachFrame(fsys FS, fn func(fsn uint64, file string, offset in
 		if err != nil {
 			return err
 		}
-		if int64(cap(buf)) < seg.ValidEnd {
-			buf = make([]byte, seg.ValidEnd)
+		size := frames[len(frames)-1].end
+		if int64(cap(buf)) < size {
+			buf = make([]byte, size)
 		}
-		data := buf[:seg.ValidEnd]
+		data := buf[:size]
 		n, err := f.ReadAt(data, 0)
 		f.Close()
-		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == seg.ValidEnd) {
+		if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
 			return fmt.Errorf("sfqueue: read segment %s: %w", path, err)
 		}
-		for j, off := range seg.Frames {
-			payload, _, _, ok := parseFrame(data[off:], seg.Version)
+		for _, fr := range frames {
+			payload, _, _, ok := parseFrame(data[fr.Offset:], seg.Version)
 			if !ok {
-				return fmt.Errorf("sfqueue: frame %d of %s at offset %d changed since the scan (fails its CRC32C check)", seg.Base+uint64(j), seg.Name, off)
+				return fmt.Errorf("sfqueue: frame %d of %s at offset %d changed since the scan (fails its CRC32C check)", fr.FSN, seg.Name, fr.Offset)
 			}
-			if err := fn(seg.Base+uint64(j), seg.Name, int64(off), payload); err != nil {
+			if err := fn(fr.FSN, seg.Name, fr.Offset, payload); err != nil {
 				return err
 			}
 		}

@@ -98,12 +98,24 @@ func (d *DictScan) Files() []DictFile {
 	return out
 }
 
-// PayloadBytes is the payload length of the segment's valid frame i (FSN
-// Base+i), from the offsets the scan found.
-func (s *SegmentScan) PayloadBytes(i int) int64 {
-	end := s.ValidEnd
-	if i+1 < len(s.Frames) {
-		end = int64(s.Frames[i+1])
+// PlacedStrays gives the stray frames after the segment's damage their
+// FSNs where the files fix them: next, the base FSN of the following
+// segment, says the segment's last frame held FSN next-1, and strays that
+// form one chain running to the end of the written data then held the
+// FSNs up to next-1. first is the first stray's FSN and lost the number of
+// FSNs from the damage to it (the damaged frames, at least 1). ok is false
+// when nothing fixes them: no damage or no strays, the tail segment
+// (next 0), more damage between the strays, written bytes after the last
+// one, or a chain too long to leave room for the damaged frame.
+func (s *SegmentScan) PlacedStrays(next uint64) (first, lost uint64, ok bool) {
+	d := s.Damage
+	if d == nil || len(d.Stray) == 0 || next == 0 || d.StrayGap || d.StrayEnd < s.NonZeroEnd {
+		return 0, 0, false
 	}
-	return end - int64(s.Frames[i]) - int64(overheadOf(s.Version))
+	n := uint64(len(d.Stray))
+	if next < d.FSN+n+1 {
+		return 0, 0, false
+	}
+	first = next - n
+	return first, first - d.FSN, true
 }

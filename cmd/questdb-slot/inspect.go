@@ -334,19 +334,18 @@ func printDict(w io.Writer, v *view) {
 // decodes the first and the last one still present.
 func (v *view) printUnacked(w io.Writer) error {
 	var frames, bytes, rows, rowless int64
-	for _, seg := range v.scan.Segments {
-		for i := range seg.Frames {
-			if seg.Base+uint64(i) > v.acked {
-				frames++
-				bytes += seg.PayloadBytes(i)
-				if seg.Items == nil {
-					rowless++
-				} else {
-					rows += int64(seg.Items[i])
-				}
-			}
+	v.scan.EachReadable(func(f sfqueue.ReadableFrame) {
+		if f.FSN <= v.acked {
+			return
 		}
-	}
+		frames++
+		bytes += f.PayloadBytes
+		if f.ItemsKnown {
+			rows += int64(f.Items)
+		} else {
+			rowless++
+		}
+	})
 	var (
 		first, last frameInfo
 		lastPayload []byte
@@ -377,6 +376,7 @@ func (v *view) printUnacked(w io.Writer) error {
 		}
 		if r.Last == 0 {
 			unknown = true
+			unreadable += uint64(r.Strays) // at least its valid frames, as recovery counts it
 			continue
 		}
 		unreadable += r.Last - max(r.First, v.acked+1) + 1

@@ -114,6 +114,15 @@ func frameRange(s *sfqueue.SlotScan, i, f int, tail string) string {
 	return fmt.Sprintf("FSN %d..%s unreadable in %s at offset %d: ", sg.Base+uint64(f), tail, sg.Name, sg.Frames[f])
 }
 
+// placedRange is the readable range inspect lists for segment i's valid
+// frames from frame f on, after damage before f, placed by the next
+// segment's base.
+func placedRange(s *sfqueue.SlotScan, i, f int) string {
+	sg := s.Segments[i]
+	return fmt.Sprintf("FSN %d..%d readable in %s from offset %d: the valid frames after the damage, placed by the next segment's base FSN %d",
+		sg.Base+uint64(f), s.Segments[i+1].Base-1, sg.Name, sg.Frames[f], s.Segments[i+1].Base)
+}
+
 // markFsynced rewrites .ack-watermark as a periodic or flush writer's
 // Close leaves it, recording every published frame as fsynced: the test
 // slots are written in memory durability, whose Close records the active
@@ -144,11 +153,12 @@ var damageClasses = []damage{
 	}},
 	{"frame 0 of the oldest segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
 		flip(t, segPath(dir, s, 0), int64(s.Segments[0].Frames[0])+20)
-		return []string{frameRange(s, 0, 0, fmt.Sprint(s.Segments[1].Base-1)) + "CRC32C mismatch (", "valid frames follow it"}
+		// The frames after it are placed by the next segment's base.
+		return []string{frameRange(s, 0, 0, fmt.Sprint(s.Segments[0].Base)) + "CRC32C mismatch (1 damaged frames; ", placedRange(s, 0, 1)}
 	}},
 	{"mid-segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
 		flip(t, segPath(dir, s, 1), int64(s.Segments[1].Frames[1])+30)
-		return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[2].Base-1)) + "CRC32C mismatch"}
+		return []string{frameRange(s, 1, 1, fmt.Sprint(s.Segments[1].Base+1)) + "CRC32C mismatch (1 damaged frames; ", placedRange(s, 1, 2)}
 	}},
 	{"last frame of an older segment", func(t *testing.T, dir string, s *sfqueue.SlotScan) []string {
 		n := len(s.Segments[1].Frames) - 1

@@ -32,9 +32,10 @@ type salvageFlags struct {
 	username, password, token string
 	passwordFile, tokenFile   string
 	all, delete               bool
-	// acceptLoss is --accept-loss: the unreadable frames the operator
-	// accepts to lose (-1: none given). --delete then removes a slot whose
-	// only missing frames are unreadable, if it is exactly their count.
+	// acceptLoss is --accept-loss: the frames nothing can send that the
+	// operator accepts to lose (-1: none given). --delete then removes a
+	// slot whose only undelivered frames are those, if it is exactly their
+	// count.
 	acceptLoss int64
 	timeout    time.Duration
 }
@@ -53,7 +54,7 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the bearer token from this file (one line)")
 	fs.BoolVar(&f.all, "all", false, "send the frames at or below the acknowledged watermark too")
 	fs.BoolVar(&f.delete, "delete", false, "delete the slot after a complete salvage (every frame in scope delivered, none unreadable or refused)")
-	fs.Int64Var(&f.acceptLoss, "accept-loss", -1, "with --delete: delete a slot whose only undelivered frames are unreadable, accepting their loss; give their exact count, as the salvage reports it (it refuses any other number)")
+	fs.Int64Var(&f.acceptLoss, "accept-loss", -1, "with --delete: delete a slot whose only undelivered frames are ones nothing can send (damaged, of unknown FSN, or lacking their dictionary), accepting their loss; give their exact count, as the salvage reports it (it refuses any other number)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up waiting for QuestDB's acknowledgements after this long")
 	// The slot may come before or after the flags.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -103,37 +104,115 @@ type salvageReport struct {
 	skippedAcked int      // readable frames at or below the watermark, not sent
 	sent         []uint64 // FSNs delivered (acknowledged), ascending
 	rows         int      // rows in the delivered frames
-	notSent      []string // frames refused before sending, and why
+	notSent      []string // frames refused before sending, and why (each is in unsendable)
 	unsent       []uint64 // frames in scope not delivered (the sender stopped or timed out)
 	sendErr      string
 	unreadable   []string // unreadable ranges in scope
-	// lost is the FSNs in the unreadable ranges in scope; lostUnknown: a
-	// range's end is unknown, so the loss cannot be counted (nor accepted).
-	lost         uint64
-	lostUnknown  bool
-	lossAccepted bool     // --accept-loss matched lost and the slot was deleted
+	// damaged counts the FSNs of the unreadable ranges in scope that are
+	// no valid frame; strays the valid frames in them whose FSN nothing
+	// fixes (sfqueue.FSNRange.Strays); damagedUnknown: a range's end is
+	// unknown, so its damage cannot be counted (nor accepted).
+	damaged, strays uint64
+	damagedUnknown  bool
+	// unsendable holds the readable frames in scope that what the slot
+	// holds keeps from being sent, by cause, as FSNs.
+	unsendable   map[refusal][]uint64
+	dictNote     string   // the state of the dictionary generations of unsendable[refusedDict]
+	lossAccepted bool     // --accept-loss matched lost() and the slot was deleted
 	torn         []string // a flush-mode slot's torn tail: frames no caller was told were stored
 	window       []string // frames lost in the durability mode's loss window (counted by recovery), not to be found
 	deleted      string   // what --delete did
 }
 
-// onlyUnreadable reports whether the frames in scope not delivered are
-// exactly the unreadable ones, a countable loss --accept-loss may accept.
-func (r *salvageReport) onlyUnreadable() bool {
-	return len(r.notSent) == 0 && len(r.unsent) == 0 && r.sendErr == "" && len(r.unreadable) > 0 && !r.lostUnknown
+// refusal is why a readable frame cannot be sent.
+type refusal int
+
+const (
+	// refusedDict: its dictionary generation lacks the symbols it uses
+	// (the generation's file is gone or damaged, or a damaged frame
+	// defined them).
+	refusedDict refusal = iota
+	// refusedOther: a malformed payload, or one a server refuses for
+	// another reason.
+	refusedOther
+)
+
+// refuse records frame fsn as not sent for cause c, with line for the
+// report.
+func (r *salvageReport) refuse(fsn uint64, c refusal, line string) {
+	if r.unsendable == nil {
+		r.unsendable = map[refusal][]uint64{}
+	}
+	r.unsendable[c] = append(r.unsendable[c], fsn)
+	r.notSent = append(r.notSent, line)
+}
+
+// countUnreadable adds the unreadable range g (its FSNs in scope) to the
+// damaged and stray counts.
+func (r *salvageReport) countUnreadable(g sfqueue.FSNRange, acked uint64, inScope func(uint64) bool) {
+	r.strays += uint64(g.Strays)
+	if g.Last == 0 {
+		r.damagedUnknown = true
+		return
+	}
+	first := g.First
+	if !inScope(first) {
+		first = acked + 1
+	}
+	r.damaged += g.Last - first + 1 - min(uint64(g.Strays), g.Last-first+1)
+}
+
+// lost is the frames in scope that nothing can send: damaged, valid but
+// of unknown FSN, and readable but refused for what the slot holds.
+func (r *salvageReport) lost() uint64 {
+	n := r.damaged + r.strays
+	for _, fsns := range r.unsendable {
+		n += uint64(len(fsns))
+	}
+	return n
+}
+
+// onlyLost reports whether the frames in scope not delivered are exactly
+// the ones nothing can send, a countable loss --accept-loss may accept.
+func (r *salvageReport) onlyLost() bool {
+	return len(r.unsent) == 0 && r.sendErr == "" && r.lost() > 0 && !r.damagedUnknown
 }
 
 // lossSummary says what an --accept-loss that does not match the salvage
 // would have to accept.
 func (r *salvageReport) lossSummary() string {
 	switch {
-	case r.onlyUnreadable():
-		return fmt.Sprintf("%d unreadable frames (--accept-loss=%d accepts exactly them)", r.lost, r.lost)
-	case r.lostUnknown:
+	case r.onlyLost():
+		return fmt.Sprintf("%d frames that cannot be sent (--accept-loss=%d accepts exactly them)", r.lost(), r.lost())
+	case r.damagedUnknown:
 		return "an unreadable range of unknown end, which cannot be counted or accepted"
 	default:
-		return "frames that are readable but were not delivered (not sent, or undelivered): salvage them first"
+		return "frames that are readable but were not delivered: salvage them first"
 	}
+}
+
+// causes says, per cause, what could not be sent; dictNote explains the
+// dictionary generations of the frames refused for it.
+func (r *salvageReport) causes(dictNote string) []string {
+	var out []string
+	if r.damaged > 0 || r.damagedUnknown {
+		what := fmt.Sprintf("%d damaged frames (the unreadable ranges above, less the valid frames found in them)", r.damaged)
+		if r.damagedUnknown {
+			what += " and a damaged run of unknown end"
+		}
+		out = append(out, what)
+	}
+	if r.strays > 0 {
+		out = append(out, fmt.Sprintf("%d valid frames after a damage whose FSNs nothing fixes (the ranges above say why): "+
+			"only the next segment's base places them, so they cannot be sent in order", r.strays))
+	}
+	if fsns := r.unsendable[refusedDict]; len(fsns) > 0 {
+		out = append(out, fmt.Sprintf("%d readable frames whose dictionary lacks the symbols they use%s: %s", len(fsns), fsnRuns(fsns), dictNote))
+	}
+	if fsns := r.unsendable[refusedOther]; len(fsns) > 0 {
+		out = append(out, fmt.Sprintf("%d readable frames that are malformed or that a server refuses%s (not sent, above)", len(fsns), fsnRuns(fsns)))
+	}
+	return out
 }
 
 // complete reports whether every frame in scope was delivered.
@@ -175,13 +254,16 @@ func (r *salvageReport) print(w io.Writer) {
 	for _, t := range r.torn {
 		fmt.Fprintf(w, "torn tail:   %s: writes a crash cut short before their fsync; with sf_durability: flush no caller was told they were stored, so nothing accepted is lost\n", t)
 	}
+	for _, c := range r.causes(r.dictNote) {
+		fmt.Fprintf(w, "unsendable:  %s\n", c)
+	}
 	verdict := "complete: every frame in scope was delivered"
 	switch {
 	case r.lossAccepted:
-		verdict = fmt.Sprintf("loss accepted: every readable frame in scope was delivered; the %d unreadable frames above are lost (--accept-loss=%d)", r.lost, r.lost)
-	case r.onlyUnreadable():
-		verdict = fmt.Sprintf("INCOMPLETE: %d unreadable frames (above) were not delivered, every other frame in scope was; the slot is kept (--delete --accept-loss=%d deletes it, accepting their loss)", r.lost, r.lost)
-	case !r.complete() && r.lostUnknown:
+		verdict = fmt.Sprintf("loss accepted: every other frame in scope was delivered; the %d frames that cannot be sent (above) are lost (--accept-loss=%d)", r.lost(), r.lost())
+	case r.onlyLost():
+		verdict = fmt.Sprintf("INCOMPLETE: %d frames cannot be sent (unsendable, above), every other frame in scope was delivered; the slot is kept (--delete --accept-loss=%d deletes it, accepting their loss)", r.lost(), r.lost())
+	case !r.complete() && r.damagedUnknown:
 		verdict = "INCOMPLETE: the frames above were not delivered; the slot is kept (an unreadable range of unknown end cannot be counted, so no --accept-loss applies)"
 	case !r.complete():
 		verdict = "INCOMPLETE: the frames above were not delivered; the slot is kept"
@@ -257,17 +339,6 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 	rep := &salvageReport{slot: f.slot, endpoint: settings.Sender.Endpoints[0], acked: v.acked, all: f.all}
 	inScope := func(fsn uint64) bool { return f.all || fsn > v.acked }
 	for _, r := range v.ranges {
-		if !r.Readable && !(r.Last != 0 && !inScope(r.Last)) && !(r.Torn && settings.Durability == "flush") {
-			switch first := r.First; {
-			case r.Last == 0:
-				rep.lostUnknown = true
-			default:
-				if !inScope(first) {
-					first = v.acked + 1
-				}
-				rep.lost += r.Last - first + 1
-			}
-		}
 		switch {
 		case r.Readable || (r.Last != 0 && !inScope(r.Last)):
 		case r.Torn && modeKnown && mode == sfqueue.DurabilityFlush:
@@ -282,8 +353,10 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 		case r.Torn:
 			rep.unreadable = append(rep.unreadable, r.String()+
 				" (a torn tail: accepted data the crash lost, unless the exporter ran with sf_durability: flush; say so with --config)")
+			rep.countUnreadable(r.FSNRange, v.acked, inScope)
 		default:
 			rep.unreadable = append(rep.unreadable, r.String())
+			rep.countUnreadable(r.FSNRange, v.acked, inScope)
 		}
 	}
 
@@ -302,7 +375,7 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 		}
 	}
 	if f.delete {
-		accept := !rep.complete() && rep.onlyUnreadable() && f.acceptLoss >= 0 && uint64(f.acceptLoss) == rep.lost
+		accept := !rep.complete() && rep.onlyLost() && f.acceptLoss >= 0 && uint64(f.acceptLoss) == rep.lost()
 		switch {
 		case !rep.complete() && f.acceptLoss >= 0 && !accept:
 			rep.deleted = fmt.Sprintf("not deleted: --accept-loss=%d does not name what the salvage left: %s", f.acceptLoss, rep.lossSummary())
@@ -390,9 +463,11 @@ func checkFrames(v *view, inScope func(uint64) bool, rep *salvageReport) ([]plan
 	var plan []planned
 	schemas := map[string]map[string]qwp.ColumnType{}
 	var (
-		dec    *qwptest.Decoder
-		curGen uint32
+		dec      *qwptest.Decoder
+		curGen   uint32
+		dictGens = map[uint32]bool{} // generations of the frames refused for their dictionary
 	)
+	defer func() { rep.dictNote = dictState(v, dictGens) }()
 	err := v.scan.EachFrame(func(fsn uint64, file string, off int64, payload []byte) error {
 		if !inScope(fsn) {
 			rep.skippedAcked++
@@ -400,7 +475,7 @@ func checkFrames(v *view, inScope func(uint64) bool, rep *salvageReport) ([]plan
 		}
 		gen, msg, err := splitPayload(payload)
 		if err != nil {
-			rep.notSent = append(rep.notSent, fmt.Sprintf("FSN %d (%s offset %d): %v", fsn, file, off, err))
+			rep.refuse(fsn, refusedOther, fmt.Sprintf("FSN %d (%s offset %d): %v", fsn, file, off, err))
 			return nil
 		}
 		if dec == nil || gen != curGen {
@@ -408,7 +483,8 @@ func checkFrames(v *view, inScope func(uint64) bool, rep *salvageReport) ([]plan
 			// generation and sends that generation's dictionary first.
 			d, err := v.dict.decoder(gen)
 			if err != nil {
-				rep.notSent = append(rep.notSent, fmt.Sprintf("FSN %d (%s offset %d): %v", fsn, file, off, err))
+				rep.refuse(fsn, refusedDict, fmt.Sprintf("FSN %d (%s offset %d): %v", fsn, file, off, err))
+				dictGens[gen] = true
 				return nil
 			}
 			dec, curGen = d, gen
@@ -416,7 +492,12 @@ func checkFrames(v *view, inScope func(uint64) bool, rep *salvageReport) ([]plan
 		}
 		m, err := dec.Decode(msg)
 		if err != nil {
-			rep.notSent = append(rep.notSent, fmt.Sprintf("FSN %d (%s offset %d, dictionary generation %d): a server would refuse it, poisoning the connection: %v",
+			cause := refusedOther
+			if dictionaryRefusal(dec, msg, err) {
+				cause = refusedDict
+				dictGens[gen] = true
+			}
+			rep.refuse(fsn, cause, fmt.Sprintf("FSN %d (%s offset %d, dictionary generation %d): a server would refuse it, poisoning the connection: %v",
 				fsn, file, off, gen, err))
 			return nil
 		}
@@ -436,6 +517,47 @@ func checkFrames(v *view, inScope func(uint64) bool, rep *salvageReport) ([]plan
 		return nil
 	})
 	return plan, schemas, err
+}
+
+// dictionaryRefusal reports whether dec refused msg with err for want of
+// dictionary entries: a delta section that starts past what the
+// connection's dictionary holds (DICTIONARY_GAP), or a symbol id beyond
+// it. Either means the entries were lost with a damaged frame or a
+// damaged or missing dictionary file.
+func dictionaryRefusal(dec *qwptest.Decoder, msg []byte, err error) bool {
+	var se *qwptest.StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.Status == qwp.StatusDictionaryGap {
+		return true
+	}
+	start, _, derr := qwp.DeltaDictEntries(msg)
+	return derr == nil && start > dec.Dict.Len() || strings.Contains(se.Msg, "is not below the dictionary size")
+}
+
+// dictState says, for the dictionary generations gens, what became of
+// their files: missing, damaged, or intact (then a damaged frame defined
+// the entries the refused frames use).
+func dictState(v *view, gens map[uint32]bool) string {
+	files := v.scan.Dict.Files()
+	var notes []string
+	for _, g := range slices.Sorted(maps.Keys(gens)) {
+		note := fmt.Sprintf("generation %d: its dictionary file is missing", g)
+		for _, f := range files {
+			if f.Legacy && v.scan.Dict.Generations[g] == 0 || !f.Legacy && f.Generation != g {
+				continue
+			}
+			switch {
+			case f.Intact < f.Size:
+				note = fmt.Sprintf("generation %d: its dictionary file %s is damaged from offset %d", g, f.Name, f.Intact)
+			default:
+				note = fmt.Sprintf("generation %d: its dictionary file %s is intact, so a damaged frame defined the missing entries", g, f.Name)
+			}
+		}
+		notes = append(notes, note+fmt.Sprintf(" (%d entries known)", len(v.dict.gens[g])))
+	}
+	return strings.Join(notes, "; ")
 }
 
 // createTables creates every table the frames write to with the exporter's
