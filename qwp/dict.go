@@ -25,14 +25,17 @@ type SymbolDict interface {
 
 // MemDict is an in-memory SymbolDict, laid out for dictionaries of millions
 // of entries (one new series per point): the text of the entries in large
-// byte chunks, a fixed-size record per id, and an open-addressed table of
+// byte chunks, a fixed-size record per id in blocks, and an open-addressed table of
 // ids. An entry costs its text plus about 27 bytes, and the garbage
 // collector sees a handful of pointer-free arrays instead of a map of
 // strings (one object and one pointer per entry).
 type MemDict struct {
-	seed    maphash.Seed
-	chunks  [][]byte    // text; a chunk never grows past its capacity, so Entry slices stay valid
-	entries []dictEntry // by id
+	seed   maphash.Seed
+	chunks [][]byte // text; a chunk never grows past its capacity, so Entry slices stay valid
+	// blocks hold the entry records by id, dictBlock to a block: a new
+	// block, not a copy of all records, when the last one is full.
+	blocks [][]dictEntry
+	n      int // ids assigned
 	// slots holds, by hash with linear probing, the low half of an
 	// entry's hash over its id+1 (0 is empty): a probe rejects other
 	// entries without reading them, and growing needs no rehash. Its
@@ -53,6 +56,8 @@ const (
 	dictChunkMin = 256
 	dictChunkMax = 256 << 10
 	dictMinSlots = 16
+	// dictBlock is the entry records of a block: 48 KiB.
+	dictBlock = 4096
 )
 
 // NewMemDict returns an empty dictionary.
@@ -63,15 +68,21 @@ func NewMemDict() *MemDict {
 // ID implements SymbolDict. Looking up an existing symbol allocates nothing.
 func (d *MemDict) ID(sym []byte) uint32 {
 	h := uint64(uint32(maphash.Bytes(d.seed, sym)))
-	if len(d.entries)+1 > len(d.slots)/4*3 {
+	if d.n+1 > len(d.slots)/4*3 {
 		d.grow()
 	}
 	tag, mask := h<<32, uint64(len(d.slots)-1)
 	for i := h & mask; ; i = (i + 1) & mask {
 		s := d.slots[i]
 		if s == 0 {
-			id := uint32(len(d.entries))
-			d.entries = append(d.entries, d.store(sym))
+			id := uint32(d.n)
+			if d.n%dictBlock == 0 {
+				// The first block grows as a slice does, so that a
+				// small dictionary stays small.
+				d.blocks = append(d.blocks, make([]dictEntry, 0, min(d.n, dictBlock)))
+			}
+			d.blocks[len(d.blocks)-1] = append(d.blocks[len(d.blocks)-1], d.store(sym))
+			d.n++
 			d.slots[i] = tag | uint64(id+1)
 			return id
 		}
@@ -123,7 +134,10 @@ func (d *MemDict) grow() {
 // MemBytes is the RAM the dictionary holds: its chunks, entry records and
 // table, capacity included.
 func (d *MemDict) MemBytes() int64 {
-	n := int64(cap(d.chunks))*24 + int64(cap(d.entries))*12 + int64(len(d.slots))*8
+	n := int64(cap(d.chunks)+cap(d.blocks))*24 + int64(len(d.slots))*8
+	for _, b := range d.blocks {
+		n += int64(cap(b)) * 12
+	}
 	for _, c := range d.chunks {
 		n += int64(cap(c))
 	}
@@ -131,11 +145,11 @@ func (d *MemDict) MemBytes() int64 {
 }
 
 // Len implements SymbolDict.
-func (d *MemDict) Len() int { return len(d.entries) }
+func (d *MemDict) Len() int { return d.n }
 
 // Entry implements SymbolDict. The result aliases the stored text, so it
 // costs no copy; SymbolDict's contract already forbids modifying it.
 func (d *MemDict) Entry(id int) []byte {
-	e := d.entries[id]
+	e := d.blocks[id/dictBlock][id%dictBlock]
 	return d.chunks[e.chunk][e.off : e.off+e.len : e.off+e.len]
 }
