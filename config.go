@@ -155,7 +155,7 @@ const (
 	// 1/symbolDictCapShare of sf_max_total_bytes (SF mode), and of the
 	// queue's half of it in memory-only mode (memoryGCShare), where the
 	// default is half that again: the generation being written costs
-	// about three times its text in RAM (its MemDict's map and strings,
+	// up to about three times its text in RAM (its MemDict's text and index,
 	// and the queue's copy), all counted in the cap (README, Sizing).
 	symbolDictCapShare = 4
 	// memoryGCShare: in memory-only mode sf_max_total_bytes bounds RAM, and

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math/bits"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -80,7 +79,7 @@ type symbolEntries interface {
 //
 // Generation rule. Ids are per generation and start at 0. Once the current
 // generation holds maxEntries ids, maxBytes of symbol text or an index of
-// 3 × maxBytes in RAM (many symbols shorter than about 40 bytes), the writer finishes the frame
+// 3 × maxBytes in RAM (many symbols shorter than about 15 bytes), the writer finishes the frame
 // in progress and starts generation+1 with an empty dictionary; frames
 // carry their generation in the 4-byte prefix of the stored payload, and
 // the I/O loop recycles the connection at the first frame of a newer
@@ -110,8 +109,7 @@ type genDict struct {
 	maxEntries int
 	maxBytes   int // symbol text of one generation
 
-	bytes   int   // symbol text of ids below counted
-	index   int64 // estimated RAM of the MemDict for ids below counted
+	bytes   int // symbol text of ids below counted
 	counted int
 
 	gen    uint32
@@ -185,11 +183,9 @@ func (d *genDict) Gen() uint32 { return d.gen }
 // start a new generation.
 func (d *genDict) full() bool {
 	for ; d.counted < d.Len(); d.counted++ {
-		n := len(d.Entry(d.counted))
-		d.bytes += n
-		d.index += memDictEntryBytes(n)
+		d.bytes += len(d.Entry(d.counted))
 	}
-	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes || d.index >= 3*int64(d.maxBytes)
+	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes || d.IndexBytes() >= 3*int64(d.maxBytes)
 }
 
 // Bytes is the symbol text the current generation holds.
@@ -198,30 +194,9 @@ func (d *genDict) Bytes() int {
 	return d.bytes
 }
 
-// IndexBytes is the RAM the current generation's MemDict holds, estimated
-// (memDictEntryBytes): its text, map and slice.
-func (d *genDict) IndexBytes() int64 {
-	d.full()
-	return d.index
-}
-
-// memDictEntryOverhead is the map slot and slice element of one qwp.MemDict
-// entry, with the free room growth leaves: measured 58-75 bytes (Go 1.26,
-// 1,000 to 300,000 entries of 8 to 300 bytes, TestMemDictEntryBytes).
-const memDictEntryOverhead = 80
-
-// memDictEntryBytes is an upper estimate of the RAM one qwp.MemDict entry of
-// n bytes holds: its string rounded up at least as far as the allocator's
-// size classes do (to an eighth of the next power of two, at least 16
-// bytes, and a quarter above 256 bytes) and the overhead.
-func memDictEntryBytes(n int) int64 {
-	pow2 := 1 << bits.Len(uint(max(n, 1)-1))
-	step := max(16, pow2/8)
-	if n > 256 {
-		step = pow2 / 4 // the classes are sparser: 896 to 1024, 6912 to 8192
-	}
-	return int64((n+step-1)/step*step) + memDictEntryOverhead
-}
+// IndexBytes is the RAM the current generation's MemDict holds: its text,
+// entry records and table (qwp.MemDict.MemBytes).
+func (d *genDict) IndexBytes() int64 { return d.MemBytes() }
 
 // pending is what the next append must store with its frames: the
 // entries of generations rotated away from and the current generation's
@@ -280,5 +255,5 @@ func (d *genDict) rotate() {
 	}
 	d.gen++
 	d.MemDict = qwp.NewMemDict()
-	d.stored, d.queued, d.bytes, d.index, d.counted = 0, 0, 0, 0, 0
+	d.stored, d.queued, d.bytes, d.counted = 0, 0, 0, 0
 }

@@ -37,7 +37,7 @@ type telemetry struct {
 
 	// Read by the observable gauges, written by their owners.
 	dictLen   atomic.Int64                  // entries of the current dictionary generation
-	dictIndex atomic.Int64                  // its index in RAM (text, map, slice; estimated)
+	dictIndex atomic.Int64                  // its index in RAM (text, entry records, table)
 	stopped   atomic.Int64                  // 1 while the sender is terminal
 	connected atomic.Int64                  // 1 while the sender is connected
 	unacked   unackedAge                    // when the unacknowledged frames were appended

@@ -1,6 +1,7 @@
 package qwp
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -271,5 +272,50 @@ func TestCatchUpEncoderHoldsOneFrame(t *testing.T) {
 	}
 	if err := e.Flush(); err != nil || len(got) != n {
 		t.Fatalf("a second Flush: %v, %d entries", err, len(got))
+	}
+}
+
+// A dictionary of many entries keeps every id: lookups after the table grew
+// and the text spread over chunks (entries of every length up to past a
+// chunk, empty ones too) find the first id, and every entry read before
+// later insertions still reads the same.
+func TestMemDictMany(t *testing.T) {
+	d := NewMemDict()
+	n := 60000
+	if testing.Short() {
+		n = 20000
+	}
+	sym := func(i int) []byte {
+		s := fmt.Sprintf("%d-", i)
+		return []byte(s + strings.Repeat("x", (i*7919)%(dictChunkMax/64)))
+	}
+	big := []byte(strings.Repeat("b", dictChunkMax+10))
+	var early [][]byte
+	for i := range n {
+		if id := d.ID(sym(i)); id != uint32(i) {
+			t.Fatalf("entry %d got id %d", i, id)
+		}
+		if i < 100 {
+			early = append(early, d.Entry(i))
+		}
+	}
+	for _, s := range [][]byte{{}, big} {
+		id := d.ID(s)
+		if id != uint32(d.Len()-1) || !bytes.Equal(d.Entry(int(id)), s) || d.ID(s) != id {
+			t.Fatalf("entry of %d bytes: id %d of %d, stored %d bytes", len(s), id, d.Len(), len(d.Entry(int(id))))
+		}
+	}
+	for i := range n {
+		if id := d.ID(sym(i)); id != uint32(i) || !bytes.Equal(d.Entry(i), sym(i)) {
+			t.Fatalf("entry %d: id %d on a second lookup, Entry %.20q", i, id, d.Entry(i))
+		}
+	}
+	for i, e := range early {
+		if !bytes.Equal(e, sym(i)) || cap(e) != len(e) {
+			t.Fatalf("entry %d read early now reads %.20q (cap %d)", i, e, cap(e))
+		}
+	}
+	if d.Len() != n+2 {
+		t.Fatalf("Len %d, want %d", d.Len(), n+2)
 	}
 }

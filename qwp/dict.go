@@ -1,6 +1,6 @@
 package qwp
 
-import "unsafe"
+import "hash/maphash"
 
 // SymbolDict maps SYMBOL strings to the connection-wide ids carried by
 // messages with FlagDeltaSymbolDict. Ids are dense and start at 0, so a
@@ -23,37 +23,133 @@ type SymbolDict interface {
 	Entry(id int) []byte
 }
 
-// MemDict is an in-memory SymbolDict: a map from string to id and a slice
-// from id to string. Each entry is stored once; the map key and the slice
-// element share its bytes.
+// MemDict is an in-memory SymbolDict, laid out for dictionaries of millions
+// of entries (one new series per point): the text of the entries in large
+// byte chunks, a fixed-size record per id in blocks, and an open-addressed table of
+// ids. An entry costs its text plus about 27 bytes, and the garbage
+// collector sees a handful of pointer-free arrays instead of a map of
+// strings (one object and one pointer per entry).
 type MemDict struct {
-	ids     map[string]uint32
-	entries []string
+	seed   maphash.Seed
+	chunks [][]byte // text; a chunk never grows past its capacity, so Entry slices stay valid
+	// blocks hold the entry records by id, dictBlock to a block: a new
+	// block, not a copy of all records, when the last one is full.
+	blocks [][]dictEntry
+	n      int // ids assigned
+	// slots holds, by hash with linear probing, the low half of an
+	// entry's hash over its id+1 (0 is empty): a probe rejects other
+	// entries without reading them, and growing needs no rehash. Its
+	// length is a power of two, or 0.
+	slots []uint64
 }
+
+// dictEntry locates one entry's text.
+type dictEntry struct {
+	chunk, off, len uint32
+}
+
+const (
+	// dictChunkMin and dictChunkMax bound a text chunk: a small dictionary
+	// stays small, a large one wastes at most the tail of each 256 KiB
+	// chunk that the next entry did not fit. An entry longer than
+	// dictChunkMax gets a chunk of its own.
+	dictChunkMin = 256
+	dictChunkMax = 256 << 10
+	dictMinSlots = 16
+	// dictBlock is the entry records of a block: 48 KiB.
+	dictBlock = 4096
+)
 
 // NewMemDict returns an empty dictionary.
 func NewMemDict() *MemDict {
-	return &MemDict{ids: make(map[string]uint32)}
+	return &MemDict{seed: maphash.MakeSeed()}
 }
 
 // ID implements SymbolDict. Looking up an existing symbol allocates nothing.
 func (d *MemDict) ID(sym []byte) uint32 {
-	if id, ok := d.ids[string(sym)]; ok {
-		return id
+	h := uint64(uint32(maphash.Bytes(d.seed, sym)))
+	if d.n+1 > len(d.slots)/4*3 {
+		d.grow()
 	}
-	s := string(sym)
-	id := uint32(len(d.entries))
-	d.ids[s] = id
-	d.entries = append(d.entries, s)
-	return id
+	tag, mask := h<<32, uint64(len(d.slots)-1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		s := d.slots[i]
+		if s == 0 {
+			id := uint32(d.n)
+			if d.n%dictBlock == 0 {
+				// The first block grows as a slice does, so that a
+				// small dictionary stays small.
+				d.blocks = append(d.blocks, make([]dictEntry, 0, min(d.n, dictBlock)))
+			}
+			d.blocks[len(d.blocks)-1] = append(d.blocks[len(d.blocks)-1], d.store(sym))
+			d.n++
+			d.slots[i] = tag | uint64(id+1)
+			return id
+		}
+		if s&^(1<<32-1) == tag {
+			if id := uint32(s) - 1; string(d.Entry(int(id))) == string(sym) {
+				return id
+			}
+		}
+	}
+}
+
+// store copies sym into the current chunk, starting a new one when it does
+// not fit.
+func (d *MemDict) store(sym []byte) dictEntry {
+	n := len(d.chunks)
+	if n == 0 || cap(d.chunks[n-1])-len(d.chunks[n-1]) < len(sym) {
+		size := dictChunkMin
+		if n > 0 {
+			size = min(2*cap(d.chunks[n-1]), dictChunkMax)
+		}
+		d.chunks = append(d.chunks, make([]byte, 0, max(size, len(sym))))
+		n++
+	}
+	c := d.chunks[n-1]
+	e := dictEntry{chunk: uint32(n - 1), off: uint32(len(c)), len: uint32(len(sym))}
+	d.chunks[n-1] = append(c, sym...)
+	return e
+}
+
+// grow doubles the table (or makes the first) and re-slots every id by
+// the hash its slot keeps (the low half, all that masks of up to 2^32
+// slots use).
+func (d *MemDict) grow() {
+	old := d.slots
+	d.slots = make([]uint64, max(dictMinSlots, 2*len(old)))
+	mask := uint64(len(d.slots) - 1)
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := s >> 32 & mask
+		for d.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		d.slots[i] = s
+	}
+}
+
+// MemBytes is the RAM the dictionary holds: its chunks, entry records and
+// table, capacity included.
+func (d *MemDict) MemBytes() int64 {
+	n := int64(cap(d.chunks)+cap(d.blocks))*24 + int64(len(d.slots))*8
+	for _, b := range d.blocks {
+		n += int64(cap(b)) * 12
+	}
+	for _, c := range d.chunks {
+		n += int64(cap(c))
+	}
+	return n
 }
 
 // Len implements SymbolDict.
-func (d *MemDict) Len() int { return len(d.entries) }
+func (d *MemDict) Len() int { return d.n }
 
-// Entry implements SymbolDict. The result aliases the stored string, so it
+// Entry implements SymbolDict. The result aliases the stored text, so it
 // costs no copy; SymbolDict's contract already forbids modifying it.
 func (d *MemDict) Entry(id int) []byte {
-	s := d.entries[id]
-	return unsafe.Slice(unsafe.StringData(s), len(s))
+	e := d.blocks[id/dictBlock][id%dictBlock]
+	return d.chunks[e.chunk][e.off : e.off+e.len : e.off+e.len]
 }

@@ -41,6 +41,15 @@ var exporterConfigs = []exporterConfig{
 	}},
 }
 
+// questdbSettings adds the run's questdb-only settings to a questdb
+// configuration's exporters: entry.
+func questdbSettings(ec exporterConfig, entry string, o runOptions) string {
+	if ec.sink == sinkQWP && o.dictBytes != "" {
+		entry += fmt.Sprintf("    symbol_dict_max_bytes: %s\n", o.dictBytes)
+	}
+	return entry
+}
+
 // collectorYAML is the whole collector configuration of one run: the OTLP
 // receiver on otlpPort, no processors (a batch processor would answer the
 // client before the exporter stored anything), the exporter under test in a

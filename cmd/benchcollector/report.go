@@ -56,8 +56,12 @@ func join(xs []float64, format string) string {
 // report prints the medians per shape and exporter, then the per-round
 // ratios of the questdb configuration to nop and to otlp_http.
 func report(w io.Writer, results []runResult, shapeNames, exporterNames []string, rounds int, o runOptions) {
-	fmt.Fprintf(w, "\n%d rounds, %d requests x %d items per run, %d clients; questdb sf_durability: %s\n\n",
-		rounds, o.requests, itemsPerRequest, o.concurrency, o.durability)
+	dict := o.dictBytes
+	if dict == "" {
+		dict = "default"
+	}
+	fmt.Fprintf(w, "\n%d rounds, %d requests x %d items per run, %d clients; questdb sf_durability: %s, symbol_dict_max_bytes: %s\n\n",
+		rounds, o.requests, itemsPerRequest, o.concurrency, o.durability, dict)
 	fmt.Fprintln(w, "| shape | exporter | CPU µs/item, median (min-max) | peak RSS MB, median (max) | wall s, median | frames/request | accepted = arrived |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, sh := range shapeNames {

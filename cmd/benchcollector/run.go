@@ -56,6 +56,7 @@ type runOptions struct {
 	requests     int64
 	concurrency  int
 	durability   string // the questdb configuration's sf_durability
+	dictBytes    string // the questdb configurations' symbol_dict_max_bytes; "" leaves the default
 	drainTimeout time.Duration
 }
 
@@ -178,7 +179,7 @@ func runOne(ctx context.Context, o runOptions, round int, sh shape, ec exporterC
 	}
 
 	cfgPath := filepath.Join(dir, "collector.yaml")
-	cfg := collectorYAML(ec.yaml(sinkAddr, filepath.Join(dir, "sf"), o.durability), otlpPort, telemetryPort)
+	cfg := collectorYAML(questdbSettings(ec, ec.yaml(sinkAddr, filepath.Join(dir, "sf"), o.durability), o), otlpPort, telemetryPort)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return res, err
 	}

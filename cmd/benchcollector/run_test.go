@@ -90,4 +90,11 @@ func TestCollectorYAMLWiresTheExporter(t *testing.T) {
 	if !strings.Contains(q, "sf_durability: flush") || !strings.Contains(q, `sf_dir: "/tmp/sf"`) {
 		t.Errorf("questdb configuration without its queue settings:\n%s", q)
 	}
+	o := runOptions{dictBytes: "4MiB"}
+	for _, ec := range exporterConfigs {
+		y := collectorYAML(questdbSettings(ec, ec.yaml("127.0.0.1:9000", "/tmp/sf", "flush"), o), 1, 2)
+		if got := strings.Contains(y, "    symbol_dict_max_bytes: 4MiB\n"); got != (ec.sink == sinkQWP) {
+			t.Errorf("%s: symbol_dict_max_bytes set %v:\n%s", ec.name, got, y)
+		}
+	}
 }
