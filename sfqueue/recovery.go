@@ -141,7 +141,15 @@ func (s *SlotScan) plan() recoveryPlan {
 			p.tornBytes += seg.NonZeroEnd - seg.ValidEnd
 			p.truncate = append(p.truncate, seg)
 		case seg.Damage != nil:
-			unreadable(s.damageRange(seg, next))
+			dr := s.damageRange(seg, next)
+			unreadable(dr)
+			if pr, ok := placedRange(seg, next); ok && dr.Last <= p.wm && pr.Last > p.wm {
+				// Only acked frames are damaged, but the queue replays a
+				// segment up to its damage: the unacked valid frames after
+				// it make the slot unreplayable (the slot tool sends them).
+				pr.Cause = "unacknowledged valid frames after a damage to acknowledged ones: the queue cannot replay past the damage; questdb-slot salvage sends them"
+				unreadable(pr)
+			}
 			p.truncate = append(p.truncate, seg)
 		}
 		if len(seg.Frames) == 0 {

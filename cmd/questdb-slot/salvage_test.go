@@ -304,6 +304,43 @@ func TestSalvageUnplaceableStrays(t *testing.T) {
 	})
 }
 
+// TestSalvageDamageToAckedFrames: only an acked frame is damaged, and the
+// valid frames after it in its segment, placed by the next segment's base,
+// run past the watermark. Recovery sets such a slot aside (the queue cannot
+// replay past a damage); salvage delivers every unacked frame, so it is
+// complete and --delete needs no --accept-loss.
+func TestSalvageDamageToAckedFrames(t *testing.T) {
+	const ack = 5
+	srv := newServer(t)
+	parent := t.TempDir()
+	b := buildSlot(t, parent, "s", slotSpec{gens: 2, perGen: 150, ack: ack})
+	sg := scanOf(t, b.dir).Segments[0]
+	if sg.Base > ack || sg.End() <= ack+1 {
+		t.Fatalf("the oldest segment holds FSN %d..%d, the test wants it to start at or below the ack %d and end past it", sg.Base, sg.End()-1, ack)
+	}
+	flip(t, filepath.Join(b.dir, sg.Name), int64(sg.Frames[0])+30)
+	q, err := sfqueue.Open(sfqueue.Options{Dir: parent, SenderID: "s", MaxSegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := q.Recovery().Unreplayable
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if dl == nil || dl.Frames != b.frames-ack || dl.UnreadableFrames != 0 {
+		t.Fatalf("recovery: %v; want the slot set aside with %d readable, 0 unreadable unacked frames", dl, b.frames-ack)
+	}
+	aside := filepath.Join(parent, "s.unreplayable-1")
+	code, out, _ := runTool(t, "salvage", aside, "--endpoint", srv.URL(), "--delete")
+	want := b.rowsAbove(ack, nil)
+	mustContain(t, out,
+		fmt.Sprintf("sent:        %d frames, %d rows, acknowledged (FSN %d..%d)", b.frames-ack, want, ack+1, b.frames),
+		"result:      complete", "delete:      the slot was deleted")
+	if code != 0 || srv.RowCount("otel_metrics_gauge") != want {
+		t.Errorf("exit %d, %d rows on the server; want 0, %d\n%s", code, srv.RowCount("otel_metrics_gauge"), want, out)
+	}
+}
+
 func TestSalvageRefusesALockedSlot(t *testing.T) {
 	srv := newServer(t)
 	parent := t.TempDir()
