@@ -188,8 +188,12 @@ func (c *Conn) writeFrame(msg []byte) error {
 func maskBytes(b []byte, key uint32) {
 	k8 := uint64(key) | uint64(key)<<32
 	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		binary.LittleEndian.PutUint64(b[i:], binary.LittleEndian.Uint64(b[i:])^k8)
+	for ; len(b)-i >= 32; i += 32 { // unrolled: a frame is masked twice per write
+		w := b[i : i+32 : i+32]
+		binary.LittleEndian.PutUint64(w[0:], binary.LittleEndian.Uint64(w[0:])^k8)
+		binary.LittleEndian.PutUint64(w[8:], binary.LittleEndian.Uint64(w[8:])^k8)
+		binary.LittleEndian.PutUint64(w[16:], binary.LittleEndian.Uint64(w[16:])^k8)
+		binary.LittleEndian.PutUint64(w[24:], binary.LittleEndian.Uint64(w[24:])^k8)
 	}
 	for ; i < len(b); i++ {
 		b[i] ^= byte(key >> (8 * (i & 3)))
