@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"testing"
@@ -39,9 +41,20 @@ type rawPeer struct {
 // headers in kv, and hands the connection over.
 func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
 	t.Helper()
+	return rawServerTLS(t, nil, kv...)
+}
+
+// rawServerTLS is rawServer behind TLS with cfg (wss), or without when cfg
+// is nil.
+func rawServerTLS(t testing.TB, cfg *tls.Config, kv ...string) (string, <-chan *rawPeer) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	scheme := "ws://"
+	if cfg != nil {
+		ln, scheme = tls.NewListener(ln, cfg), "wss://"
 	}
 	peers := make(chan *rawPeer, 1)
 	done := make(chan struct{})
@@ -74,7 +87,7 @@ func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
 		_ = ln.Close()
 		<-done
 	})
-	return "ws://" + ln.Addr().String() + "/write/v4", peers
+	return scheme + ln.Addr().String() + "/write/v4", peers
 }
 
 // readFrame parses one frame (RFC 6455 section 5.2).
@@ -407,5 +420,44 @@ func TestWriteControlGivesUpAtDeadline(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, p.br) }()
 	if err := <-errc; err != nil {
 		t.Fatalf("the message's write, once the peer reads: %v", err)
+	}
+}
+
+// TestWriteMessageOverTLS: over wss the frame's header and payload go
+// through the TLS connection as two writes; the peer still reads one masked
+// BINARY frame with the message intact, and the buffer is restored.
+func TestWriteMessageOverTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	defer srv.Close()
+	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig, MaxMessageBytes: MaxMessageBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := <-peers
+	if p == nil {
+		t.Fatal("no connection reached the raw server")
+	}
+	defer p.conn.Close()
+	for _, size := range []int{3, 70_000, 1_887_436} {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(i*5 + i>>10)
+		}
+		want := bytes.Clone(msg)
+		errc := writeAsync(c, msg)
+		f, err := p.readFrame()
+		if err != nil {
+			t.Fatalf("%d bytes: reading the frame: %v", size, err)
+		}
+		if werr := <-errc; werr != nil {
+			t.Fatalf("%d bytes: WriteMessage: %v", size, werr)
+		}
+		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) || !bytes.Equal(msg, want) {
+			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
+				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
+		}
 	}
 }
