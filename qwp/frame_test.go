@@ -160,6 +160,21 @@ func writeAsync(c *Conn, msg []byte) <-chan error {
 	return errc
 }
 
+// sendFrame writes msg while p reads the frame it makes; what names the
+// case in failures.
+func sendFrame(t *testing.T, c *Conn, p *rawPeer, msg []byte, what string) rawFrame {
+	t.Helper()
+	errc := writeAsync(c, msg)
+	f, err := p.readFrame()
+	if err != nil {
+		t.Fatalf("%s: reading the frame: %v", what, err)
+	}
+	if werr := <-errc; werr != nil {
+		t.Fatalf("%s: WriteMessage: %v", what, werr)
+	}
+	return f
+}
+
 // TestWriteMessageIsOneFrame reads what a dialled connection puts on the
 // wire: every message, whatever its size up to the largest a server
 // advertises, is one masked BINARY frame with FIN set and the payload
@@ -172,14 +187,7 @@ func TestWriteMessageIsOneFrame(t *testing.T) {
 		for i := range msg {
 			msg[i] = byte(i*7 + i>>11)
 		}
-		errc := writeAsync(c, msg)
-		f, err := p.readFrame()
-		if err != nil {
-			t.Fatalf("%d bytes: reading the frame: %v", size, err)
-		}
-		if werr := <-errc; werr != nil {
-			t.Fatalf("%d bytes: WriteMessage: %v", size, werr)
-		}
+		f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes", size))
 		if !f.fin || f.opcode != 2 || !f.masked || f.rsv != 0 {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v rsv=%#x; want one masked BINARY frame with FIN set (%d of %d bytes in it)",
 				size, f.fin, f.opcode, f.masked, f.rsv, len(f.payload), size)
@@ -323,14 +331,7 @@ func TestWriteMessageLeavesMessageIntact(t *testing.T) {
 		}
 		want := bytes.Clone(msg)
 		for send := 1; send <= 2; send++ {
-			errc := writeAsync(c, msg)
-			f, err := p.readFrame()
-			if err != nil {
-				t.Fatalf("%d bytes, send %d: reading the frame: %v", size, send, err)
-			}
-			if werr := <-errc; werr != nil {
-				t.Fatalf("%d bytes, send %d: WriteMessage: %v", size, send, werr)
-			}
+			f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes, send %d", size, send))
 			if !f.masked || !bytes.Equal(f.payload, want) {
 				t.Fatalf("%d bytes, send %d: the frame (masked=%v) carries %d bytes that differ from the message", size, send, f.masked, len(f.payload))
 			}
@@ -447,14 +448,7 @@ func TestWriteMessageOverTLS(t *testing.T) {
 			msg[i] = byte(i*5 + i>>10)
 		}
 		want := bytes.Clone(msg)
-		errc := writeAsync(c, msg)
-		f, err := p.readFrame()
-		if err != nil {
-			t.Fatalf("%d bytes: reading the frame: %v", size, err)
-		}
-		if werr := <-errc; werr != nil {
-			t.Fatalf("%d bytes: WriteMessage: %v", size, werr)
-		}
+		f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes", size))
 		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) || !bytes.Equal(msg, want) {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
 				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
