@@ -364,8 +364,8 @@ func TestMemDictMemBytes(t *testing.T) {
 // its MemBytes and how much the heap grew.
 func measureMemDict(t *testing.T, n, size int) (est, held int64) {
 	var before, after runtime.MemStats
-	// Twice: the first collection moves sync.Pool contents (qwp's pooled
-	// write buffers, left by earlier tests) to the victim cache, the second
+	// Twice: the first collection moves sync.Pool contents (left by earlier
+	// tests) to the victim cache, the second
 	// frees them, so they cannot leave the heap between the two readings.
 	runtime.GC()
 	runtime.GC()

@@ -34,6 +34,10 @@ type batchEncoder interface {
 	encodeLogs(ld plog.Logs, emit func(frame []byte) error) (rows int, err error)
 	encodeTraces(td ptrace.Traces, emit func(frame []byte) error) (rows int, err error)
 	flush(emit func(frame []byte) error) error
+	// finishInto makes the encoder finish frames at the end of *buf, gap
+	// bytes after it, and hand emit that tail of *buf (the writer's arena,
+	// with room for the generation prefix: no copy of a frame).
+	finishInto(buf *[]byte, gap int)
 	reset(dict qwp.SymbolDict)
 	// frameRows is the rows of the frame being handed to emit (valid
 	// during the call): the queue stores it with the frame, so that an
@@ -167,6 +171,7 @@ func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver
 		reqs: make(chan *writeRequest, maxGroupRequests),
 		done: make(chan struct{}),
 	}
+	enc.finishInto(&w.arena, genPrefixBytes)
 	go w.run()
 	return w
 }
@@ -371,23 +376,47 @@ func (w *writer) store(frame []byte, rows int) error {
 	if w.groupErr != nil {
 		return w.groupErr
 	}
-	_, end, err := qwp.DeltaDictRange(frame)
+	start := len(w.arena)
+	w.arena = append(w.arena, make([]byte, genPrefixBytes)...)
+	w.arena = append(w.arena, frame...)
+	return w.stored(start, rows)
+}
+
+// stored records the arena's tail from start as one payload: the
+// generation prefix's room, filled here, then a message carrying rows rows.
+// On failure the tail is cut off again.
+func (w *writer) stored(start, rows int) error {
+	if w.groupErr != nil {
+		w.arena = w.arena[:start]
+		return w.groupErr
+	}
+	_, end, err := qwp.DeltaDictRange(w.arena[start+genPrefixBytes:])
 	if err != nil {
+		w.arena = w.arena[:start]
 		w.groupErr = fmt.Errorf("questdb exporter: encoder produced an unreadable message: %w", err)
 		return w.groupErr
 	}
+	appendGenPrefix(w.arena[start:start], w.dict.Gen()) // in place
 	w.genEnd = max(w.genEnd, end)
-	w.arena = appendGenPrefix(w.arena, w.dict.Gen())
-	w.arena = append(w.arena, frame...)
 	w.ends = append(w.ends, len(w.arena))
 	w.items = append(w.items, uint32(rows))
 	return nil
 }
 
-// emit stores a message of the encoder and starts a new dictionary
+// emit stores a message the encoder finished at the arena's end, after room
+// for the generation prefix (finishInto), and starts a new dictionary
 // generation once the current one is full.
 func (w *writer) emit(frame []byte) error {
-	if err := w.store(frame, w.enc.frameRows()); err != nil {
+	start := len(w.arena) - len(frame) - genPrefixBytes
+	if len(frame) == 0 || start < 0 || &w.arena[len(w.arena)-1] != &frame[len(frame)-1] {
+		// Not where finishInto puts it: a bug, refused rather than stored
+		// from the wrong bytes.
+		if w.groupErr == nil {
+			w.groupErr = errors.New("questdb exporter: the encoder finished a frame outside the writer's arena")
+		}
+		return w.groupErr
+	}
+	if err := w.stored(start, w.enc.frameRows()); err != nil {
 		return err
 	}
 	w.rotateIfFull()

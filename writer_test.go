@@ -1,6 +1,7 @@
 package questdbexporter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +34,8 @@ type tinyEncoder struct {
 	t, l             *qwp.Table
 	ts, name, sym, n qwp.Col
 	lts, lid, body   qwp.Col
-	buf              []byte
+	out              *[]byte // finishInto's buffer
+	gap              int
 }
 
 func newTinyEncoder(t testing.TB, dict qwp.SymbolDict, maxFrame int) *tinyEncoder {
@@ -68,11 +70,17 @@ func (e *tinyEncoder) row(tb *qwp.Table, set func(), emit func([]byte) error) er
 		if !errors.Is(err, qwp.ErrFrameFull) {
 			return err
 		}
-		e.buf = e.enc.Finish(e.buf[:0])
-		if err := emit(e.buf); err != nil {
+		if err := e.finish(emit); err != nil {
 			return err
 		}
 	}
+}
+
+// finish hands emit the frame, finished where finishInto says.
+func (e *tinyEncoder) finish(emit func([]byte) error) error {
+	start := len(*e.out) + e.gap
+	*e.out = e.enc.Finish(append(*e.out, make([]byte, e.gap)...))
+	return emit((*e.out)[start:])
 }
 
 func (e *tinyEncoder) encodeMetrics(md pmetric.Metrics, emit func([]byte) error) (int, error) {
@@ -163,9 +171,10 @@ func (e *tinyEncoder) flush(emit func([]byte) error) error {
 	if e.enc.Rows() == 0 {
 		return nil
 	}
-	e.buf = e.enc.Finish(e.buf[:0])
-	return emit(e.buf)
+	return e.finish(emit)
 }
+
+func (e *tinyEncoder) finishInto(buf *[]byte, gap int) { e.out, e.gap = buf, gap }
 
 func (e *tinyEncoder) reset(dict qwp.SymbolDict) { e.enc.Reset(dict) }
 
@@ -893,4 +902,27 @@ func TestWriterCatchUpNeverEndsTheQueueDeferred(t *testing.T) {
 		t.Fatal("the ids of the failed group were not re-registered")
 	}
 	checkCommittedEnds(t, f.q.Queue)
+}
+
+// TestWriterEmitTakesFramesInPlace: emit takes a frame only where
+// finishInto put it, the arena's tail after the generation prefix's room;
+// anything else, and a tail that is no message, fails the group and leaves
+// the arena as it was before the frame.
+func TestWriterEmitTakesFramesInPlace(t *testing.T) {
+	w := &writer{enc: newTinyEncoder(t, qwp.NewMemDict(), 1<<16)}
+	w.arena = append(w.arena, "earlier payloads"...)
+	if err := w.emit(bytes.Repeat([]byte{1}, qwp.HeaderSize)); err == nil || w.groupErr == nil {
+		t.Fatalf("emit of a frame outside the arena = %v, want the group failed", err)
+	}
+	if string(w.arena) != "earlier payloads" || len(w.ends) != 0 {
+		t.Fatalf("after the refusal the arena is %q with %d payloads; want it unchanged", w.arena, len(w.ends))
+	}
+	w.groupErr = nil
+	w.arena = append(w.arena, 0, 0, 0, 0, 'n', 'o', 't', ' ', 'Q', 'W', 'P')
+	if err := w.emit(w.arena[len(w.arena)-7:]); err == nil || w.groupErr == nil {
+		t.Fatalf("emit of an unreadable message = %v, want the group failed", err)
+	}
+	if string(w.arena) != "earlier payloads" || len(w.ends) != 0 {
+		t.Fatalf("after the unreadable message the arena is %q with %d payloads; want its tail cut off", w.arena, len(w.ends))
+	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,18 +77,17 @@ type DialOptions struct {
 	// HandshakeTimeout bounds the upgrade; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
 	// MaxMessageBytes is the largest message WriteMessage will send, at
-	// most MaxMessageBytes; 0 means DefaultMaxMessageBytes. The connection
-	// writes through a buffer of this size, borrowed from a pool only for
-	// the length of one write.
+	// most MaxMessageBytes; 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 }
 
 // Conn is an upgraded QWP connection.
 type Conn struct {
-	// WS is the WebSocket connection, for reading, control frames and
-	// deadlines. Messages are written with WriteMessage, never through WS:
-	// gorilla/websocket splits a message larger than the connection's write
-	// buffer into frames, which QuestDB refuses.
+	// WS is the WebSocket connection, for reading, closing and its
+	// handlers. Messages, control frames and write deadlines go through
+	// Conn's methods, never through WS: gorilla/websocket splits a message
+	// larger than the connection's write buffer into frames, which QuestDB
+	// refuses, and Conn writes messages to the socket itself.
 	WS      *websocket.Conn
 	Version int
 	// MaxBatchSize is the server's per-message payload cap, 0 when not
@@ -97,7 +99,24 @@ type Conn struct {
 	Role string
 
 	writeLimit int // DialOptions.MaxMessageBytes, resolved
+
+	// nc is the socket under WS (TLS included): messages are framed and
+	// written to it directly (writeFrame).
+	nc net.Conn
+	// wmu serialises this package's writes to the socket (messages,
+	// WriteControl and the replies of the ping and close handlers Dial
+	// installs): a direct write bypasses gorilla's own write lock. A
+	// channel, so that WriteControl can give up at its deadline.
+	wmu           chan struct{}
+	writeDeadline time.Time
+	closeSent     bool
+	hdr           [maxFrameHeader]byte
+	iov           [2][]byte
 }
+
+// maxFrameHeader is a client frame's largest header: 2 bytes, an 8-byte
+// extended length and the 4-byte masking key.
+const maxFrameHeader = 14
 
 // Close closes the underlying connection without a close handshake.
 func (c *Conn) Close() error { return c.WS.Close() }
@@ -118,29 +137,124 @@ func (c *Conn) MessageLimit() int {
 // WriteMessage sends msg as one binary WebSocket frame with FIN set: QuestDB
 // refuses a fragmented message with CLOSE 1002. A message over MessageLimit
 // is refused with ErrMessageTooLarge before anything is written, never split.
-// The payload is copied once, into the pooled frame buffer the client masks
-// it in. Like every gorilla write, it must not run concurrently with another
+// The payload is masked in place, written after the frame header (one
+// writev over plain TCP) and unmasked again: no frame-sized copy, and msg
+// holds what it held on return, but nothing else may read it while
+// WriteMessage runs. It must not run concurrently with another
 // WriteMessage; WriteControl may.
 func (c *Conn) WriteMessage(msg []byte) error {
 	if len(msg) > c.MessageLimit() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(msg), c.MessageLimit())
 	}
-	return c.WS.WriteMessage(websocket.BinaryMessage, msg)
-}
-
-// writePools holds one buffer pool per write-buffer size: gorilla uses a
-// pooled buffer as it finds it, so a pool must only hold buffers of the size
-// its connections were dialled with. Borrowing the buffer per message means
-// an idle connection holds none, and a reconnect allocates none.
-var writePools sync.Map // int -> *sync.Pool
-
-func writePool(size int) *sync.Pool {
-	if p, ok := writePools.Load(size); ok {
-		return p.(*sync.Pool)
+	c.wmu <- struct{}{}
+	defer func() { <-c.wmu }()
+	if c.closeSent {
+		return websocket.ErrCloseSent
 	}
-	p, _ := writePools.LoadOrStore(size, &sync.Pool{})
-	return p.(*sync.Pool)
+	return c.writeFrame(msg)
 }
+
+// writeFrame writes msg as one masked binary frame (RFC 6455 section 5.2)
+// to the socket; wmu is held.
+func (c *Conn) writeFrame(msg []byte) error {
+	h := c.hdr[:2]
+	h[0] = 0x80 | websocket.BinaryMessage // FIN
+	switch n := len(msg); {
+	case n < 126:
+		h[1] = 0x80 | byte(n)
+	case n <= 0xffff:
+		h[1] = 0x80 | 126
+		h = binary.BigEndian.AppendUint16(h, uint16(n))
+	default:
+		h[1] = 0x80 | 127
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	key := rand.Uint32()
+	h = binary.LittleEndian.AppendUint32(h, key)
+	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
+		return err
+	}
+	maskBytes(msg, key)
+	defer maskBytes(msg, key)
+	c.iov = [2][]byte{h, msg}
+	bufs := net.Buffers(c.iov[:])
+	_, err := bufs.WriteTo(c.nc)
+	c.iov = [2][]byte{} // msg is the caller's: keep no reference to it
+	return err
+}
+
+// maskBytes XORs b with the masking key, whose little-endian bytes apply
+// to b[0], b[1], b[2], b[3], b[4], …; applied twice it restores b.
+func maskBytes(b []byte, key uint32) {
+	k8 := uint64(key) | uint64(key)<<32
+	i := 0
+	for ; len(b)-i >= 32; i += 32 { // unrolled: a frame is masked twice per write
+		w := b[i : i+32 : i+32]
+		binary.LittleEndian.PutUint64(w[0:], binary.LittleEndian.Uint64(w[0:])^k8)
+		binary.LittleEndian.PutUint64(w[8:], binary.LittleEndian.Uint64(w[8:])^k8)
+		binary.LittleEndian.PutUint64(w[16:], binary.LittleEndian.Uint64(w[16:])^k8)
+		binary.LittleEndian.PutUint64(w[24:], binary.LittleEndian.Uint64(w[24:])^k8)
+	}
+	for ; i < len(b); i++ {
+		b[i] ^= byte(key >> (8 * (i & 3)))
+	}
+}
+
+// SetWriteDeadline sets the deadline of the writes that follow, messages
+// and control frames without their own.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	c.wmu <- struct{}{}
+	c.writeDeadline = t
+	<-c.wmu
+	return nil
+}
+
+// WriteControl writes a control frame (websocket.CloseMessage,
+// PingMessage or PongMessage) by deadline; it may run concurrently with
+// WriteMessage, and waits for a message being written at most until
+// deadline. After a close frame, WriteMessage fails with
+// websocket.ErrCloseSent.
+func (c *Conn) WriteControl(messageType int, data []byte, deadline time.Time) error {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case c.wmu <- struct{}{}:
+	case <-t.C:
+		return fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
+	}
+	defer func() { <-c.wmu }()
+	if messageType == websocket.CloseMessage {
+		c.closeSent = true
+	}
+	return c.WS.WriteControl(messageType, data, deadline)
+}
+
+// controlHandlers replaces gorilla's ping and close handlers, which write
+// their replies through gorilla's own lock, with the same replies through
+// WriteControl.
+func (c *Conn) controlHandlers() {
+	c.WS.SetPingHandler(func(data string) error {
+		err := c.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(controlReplyTimeout))
+		var ne net.Error
+		if err == nil || errors.Is(err, websocket.ErrCloseSent) || errors.Is(err, os.ErrDeadlineExceeded) ||
+			(errors.As(err, &ne) && ne.Timeout()) {
+			return nil
+		}
+		return err
+	})
+	c.WS.SetCloseHandler(func(code int, _ string) error {
+		_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(controlReplyTimeout))
+		return nil
+	})
+}
+
+// controlReplyTimeout bounds a pong or a close reply, as gorilla's own
+// handlers do.
+const controlReplyTimeout = time.Second
+
+// unusedWritePool is gorilla's write buffer pool, which only its data
+// writes borrow from; Conn never makes those.
+var unusedWritePool sync.Pool
 
 // UpgradeErrorKind says what a failed upgrade means for reconnecting.
 type UpgradeErrorKind int
@@ -243,11 +357,10 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 		Proxy:            http.ProxyFromEnvironment,
 		TLSClientConfig:  o.TLS,
 		HandshakeTimeout: o.HandshakeTimeout,
-		// A client frame leaves gorilla in one piece only when the whole
-		// message fits its write buffer; every message is copied into it
-		// once anyway, to be masked.
-		WriteBufferSize: limit,
-		WriteBufferPool: writePool(limit),
+		// Messages bypass gorilla's write buffer (WriteMessage); its
+		// control frames use their own. The pool keeps gorilla from
+		// allocating one per connection that nothing borrows.
+		WriteBufferPool: &unusedWritePool,
 		NetDialContext:  netDial,
 	}
 	if d.HandshakeTimeout <= 0 {
@@ -264,6 +377,8 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 	}
 	ws.SetReadLimit(MaxResponseBytes)
 	c.WS, c.writeLimit = ws, limit
+	c.nc, c.wmu = ws.NetConn(), make(chan struct{}, 1)
+	c.controlHandlers()
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -38,9 +41,20 @@ type rawPeer struct {
 // headers in kv, and hands the connection over.
 func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
 	t.Helper()
+	return rawServerTLS(t, nil, kv...)
+}
+
+// rawServerTLS is rawServer behind TLS with cfg (wss), or without when cfg
+// is nil.
+func rawServerTLS(t testing.TB, cfg *tls.Config, kv ...string) (string, <-chan *rawPeer) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	scheme := "ws://"
+	if cfg != nil {
+		ln, scheme = tls.NewListener(ln, cfg), "wss://"
 	}
 	peers := make(chan *rawPeer, 1)
 	done := make(chan struct{})
@@ -73,7 +87,7 @@ func rawServer(t testing.TB, kv ...string) (string, <-chan *rawPeer) {
 		_ = ln.Close()
 		<-done
 	})
-	return "ws://" + ln.Addr().String() + "/write/v4", peers
+	return scheme + ln.Addr().String() + "/write/v4", peers
 }
 
 // readFrame parses one frame (RFC 6455 section 5.2).
@@ -140,10 +154,25 @@ func dialRaw(t *testing.T, maxMessage int, kv ...string) (*Conn, *rawPeer) {
 func writeAsync(c *Conn, msg []byte) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
-		_ = c.WS.SetWriteDeadline(time.Now().Add(time.Minute))
+		_ = c.SetWriteDeadline(time.Now().Add(time.Minute))
 		errc <- c.WriteMessage(msg)
 	}()
 	return errc
+}
+
+// sendFrame writes msg while p reads the frame it makes; what names the
+// case in failures.
+func sendFrame(t *testing.T, c *Conn, p *rawPeer, msg []byte, what string) rawFrame {
+	t.Helper()
+	errc := writeAsync(c, msg)
+	f, err := p.readFrame()
+	if err != nil {
+		t.Fatalf("%s: reading the frame: %v", what, err)
+	}
+	if werr := <-errc; werr != nil {
+		t.Fatalf("%s: WriteMessage: %v", what, werr)
+	}
+	return f
 }
 
 // TestWriteMessageIsOneFrame reads what a dialled connection puts on the
@@ -158,14 +187,7 @@ func TestWriteMessageIsOneFrame(t *testing.T) {
 		for i := range msg {
 			msg[i] = byte(i*7 + i>>11)
 		}
-		errc := writeAsync(c, msg)
-		f, err := p.readFrame()
-		if err != nil {
-			t.Fatalf("%d bytes: reading the frame: %v", size, err)
-		}
-		if werr := <-errc; werr != nil {
-			t.Fatalf("%d bytes: WriteMessage: %v", size, werr)
-		}
+		f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes", size))
 		if !f.fin || f.opcode != 2 || !f.masked || f.rsv != 0 {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v rsv=%#x; want one masked BINARY frame with FIN set (%d of %d bytes in it)",
 				size, f.fin, f.opcode, f.masked, f.rsv, len(f.payload), size)
@@ -292,6 +314,144 @@ func BenchmarkWriteMessage(b *testing.B) {
 				_ = p.conn.Close()
 				<-drained
 			})
+		}
+	}
+}
+
+// TestWriteMessageLeavesMessageIntact: WriteMessage masks the caller's
+// buffer in place while it writes; on return the buffer holds the message
+// again, so a frame written twice (a replay after a reconnect, read from
+// the same buffer) reaches the wire byte-identical both times.
+func TestWriteMessageLeavesMessageIntact(t *testing.T) {
+	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	for _, size := range []int{0, 1, 7, 125, 126, 65_535, 65_536, 1_887_437} {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(i*31 + i>>9)
+		}
+		want := bytes.Clone(msg)
+		for send := 1; send <= 2; send++ {
+			f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes, send %d", size, send))
+			if !f.masked || !bytes.Equal(f.payload, want) {
+				t.Fatalf("%d bytes, send %d: the frame (masked=%v) carries %d bytes that differ from the message", size, send, f.masked, len(f.payload))
+			}
+			if !bytes.Equal(msg, want) {
+				t.Fatalf("%d bytes, send %d: the caller's buffer differs from the message after WriteMessage returned", size, send)
+			}
+		}
+	}
+}
+
+// TestMaskBytes checks the word-wise masking against the RFC's byte-wise
+// rule at every length and offset of the key.
+func TestMaskBytes(t *testing.T) {
+	for n := range 100 { // the unrolled 32-byte loop, the word tail and the byte tail
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i * 13)
+		}
+		key := uint32(0x9e3779b9)
+		k := [4]byte{0xb9, 0x79, 0x37, 0x9e}
+		maskBytes(b, key)
+		for i := range b {
+			if want := byte(i*13) ^ k[i%4]; b[i] != want {
+				t.Fatalf("length %d: byte %d = %#x, want %#x", n, i, b[i], want)
+			}
+		}
+	}
+}
+
+// TestControlRepliesGoThroughConn: the server's PING is answered with a
+// PONG and its CLOSE with a CLOSE of the same code, written by the handlers
+// Dial installs (serialised with WriteMessage); after the close reply no
+// message is written.
+func TestControlRepliesGoThroughConn(t *testing.T) {
+	c, p := dialRaw(t, 0)
+	readErr := make(chan error, 1)
+	go func() {
+		_, _, err := c.WS.ReadMessage()
+		readErr <- err
+	}()
+	if _, err := p.conn.Write([]byte{0x89, 2, 'h', 'i'}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.readFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.opcode != 0xa || !f.fin || !f.masked || string(f.payload) != "hi" {
+		t.Fatalf("reply to PING: opcode %#x fin=%v masked=%v payload %q; want a masked PONG \"hi\"", f.opcode, f.fin, f.masked, f.payload)
+	}
+	if _, err := p.conn.Write([]byte{0x88, 2, 0x03, 0xe8}); err != nil { // CLOSE 1000
+		t.Fatal(err)
+	}
+	f, err = p.readFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.opcode != 0x8 || !f.masked || len(f.payload) != 2 || binary.BigEndian.Uint16(f.payload) != 1000 {
+		t.Fatalf("reply to CLOSE 1000: opcode %#x masked=%v payload %x; want a masked CLOSE 1000", f.opcode, f.masked, f.payload)
+	}
+	var ce *websocket.CloseError
+	if err := <-readErr; !errors.As(err, &ce) || ce.Code != 1000 {
+		t.Fatalf("ReadMessage = %v, want CloseError 1000", err)
+	}
+	if err := c.WriteMessage([]byte("late")); !errors.Is(err, websocket.ErrCloseSent) {
+		t.Fatalf("WriteMessage after the close reply = %v, want ErrCloseSent", err)
+	}
+}
+
+// TestWriteControlGivesUpAtDeadline: a control frame waits for a message
+// being written to a peer that does not read only until its deadline (the
+// sender's goodbye on close), and the message's write is left intact.
+func TestWriteControlGivesUpAtDeadline(t *testing.T) {
+	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	errc := writeAsync(c, make([]byte, MaxMessageBytes)) // more than the socket buffers hold
+	for len(c.wmu) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	err := c.WriteControl(websocket.PingMessage, nil, start.Add(100*time.Millisecond))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteControl behind a blocked message = %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("WriteControl returned after %v, its deadline was 100ms", d)
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.br) }()
+	if err := <-errc; err != nil {
+		t.Fatalf("the message's write, once the peer reads: %v", err)
+	}
+}
+
+// TestWriteMessageOverTLS: over wss the frame's header and payload go
+// through the TLS connection as two writes; the peer still reads one masked
+// BINARY frame with the message intact, and the buffer is restored.
+func TestWriteMessageOverTLS(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	defer srv.Close()
+	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig, MaxMessageBytes: MaxMessageBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := <-peers
+	if p == nil {
+		t.Fatal("no connection reached the raw server")
+	}
+	defer p.conn.Close()
+	for _, size := range []int{3, 70_000, 1_887_436} {
+		msg := make([]byte, size)
+		for i := range msg {
+			msg[i] = byte(i*5 + i>>10)
+		}
+		want := bytes.Clone(msg)
+		f := sendFrame(t, c, p, msg, fmt.Sprintf("%d bytes", size))
+		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) || !bytes.Equal(msg, want) {
+			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
+				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
 		}
 	}
 }

@@ -28,7 +28,7 @@ type conn struct {
 	gen      uint32 // dictionary generation registered on this connection
 	genKnown bool
 	// recycle, when set, says why the next frame needs a new connection
-	// (a newer dictionary generation, or a larger write buffer): nothing
+	// (a newer dictionary generation, or a larger message limit): nothing
 	// more is sent, and the connection recycles once all sent is acked.
 	recycle string
 
@@ -109,14 +109,14 @@ func (c *conn) take(dst []qwp.Response) ([]qwp.Response, error) {
 }
 
 func (c *conn) write(msg []byte) error {
-	if err := c.ws.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+	if err := c.qc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
 		return err
 	}
 	return c.qc.WriteMessage(msg)
 }
 
 func (c *conn) ping() error {
-	return c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout))
+	return c.qc.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout))
 }
 
 // close says goodbye (unless the sender's close already did), closes the
@@ -136,5 +136,5 @@ func (c *conn) close() {
 // WriteControl may run concurrently with the I/O goroutine's writes.
 func (c *conn) goodbye() {
 	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
-	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
+	_ = c.qc.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeFrameTimeout))
 }

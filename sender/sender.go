@@ -86,7 +86,7 @@ type Sender struct {
 	// failure is a lost connection rather than a first one never made.
 	everConnected bool
 	// writeLimit is the largest stored frame found over MaxBatchBytes: the
-	// write buffer connections are dialled with grows to it.
+	// message limit connections are dialled with grows to it.
 	writeLimit   int
 	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
 	rejects      int    // consecutive rejections of rejectFSN with no ack of it
@@ -647,8 +647,8 @@ func (s *Sender) send(c *conn) (end, bool) {
 // QuestDB closes the connection on a fragmented message and on one over its
 // receive buffer, so an oversized frame could only be replayed forever. A
 // frame over the server's limit is refused for good; one that only outgrows
-// this connection's write buffer (it was stored under a larger
-// MaxBatchBytes) gets a connection with a buffer that fits, once the frames
+// this connection's message limit (it was stored under a larger
+// MaxBatchBytes) gets a connection with a limit that fits, once the frames
 // before it are acknowledged.
 func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
 	if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {

@@ -93,7 +93,7 @@ type EncoderConfig struct {
 //
 // Frames are handed to the caller's emit function whenever the encoder's
 // frame is full; the frame slice is reused afterwards, so emit must copy or
-// consume it before returning. emit may call Reset on the encoder (to start
+// consume it before returning (or see FinishInto). emit may call Reset on the encoder (to start
 // a new symbol dictionary generation): the row in progress is written again
 // after emit returns. An error from emit aborts the batch and is returned;
 // the caller should then Reset the encoder, discarding the partial frame.
@@ -122,7 +122,9 @@ type Encoder struct {
 
 	json     jsonWriter
 	rowAttrs keyLayout // key layout of the last point or record attributes
-	frame    []byte    // Finish's reusable buffer
+	frame    []byte    // Finish's reusable buffer, without FinishInto
+	out      *[]byte   // FinishInto's buffer
+	outGap   int
 
 	stats   Stats
 	nowNano int64 // export time of the batch in progress
@@ -436,13 +438,28 @@ func kindLabel(k tableKind) string {
 	return [numTables]string{"gauge", "sum", "histogram", "exponential histogram", "summary", "logs", "traces"}[k]
 }
 
+// FinishInto makes the encoder append each frame it finishes to *buf, gap
+// bytes (zeros, for the caller to fill) after its end, and hand emit that
+// tail of *buf, instead of finishing frames in a buffer of its own: a
+// caller that collects frames back to back takes them without a copy. *buf
+// is read each time a frame is finished, so the caller may truncate or
+// replace it in between. A nil buf restores the encoder's own buffer.
+func (r *Encoder) FinishInto(buf *[]byte, gap int) {
+	r.out, r.outGap, r.frame = buf, gap, nil
+}
+
 // Flush emits the current frame, if it holds any rows.
 func (r *Encoder) Flush(emit func(frame []byte) error) error {
 	if r.enc.Rows() == 0 {
 		return nil
 	}
-	r.frame = r.enc.Finish(r.frame[:0])
-	return emit(r.frame)
+	if r.out == nil {
+		r.frame = r.enc.Finish(r.frame[:0])
+		return emit(r.frame)
+	}
+	start := len(*r.out) + r.outGap
+	*r.out = r.enc.Finish(append(*r.out, make([]byte, r.outGap)...))
+	return emit((*r.out)[start:])
 }
 
 // beginBatch resets the per-call state.

@@ -1,6 +1,7 @@
 package datamodel
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -477,6 +478,55 @@ func TestSymbolsFollowResourceScopeAndMetric(t *testing.T) {
 			if got := c.row[c.col]; got != c.want {
 				t.Fatalf("row %d column %s = %v, want %q", i, c.col, got, c.want)
 			}
+		}
+	}
+}
+
+// TestFinishIntoSameFrames: frames finished into the caller's buffer
+// (FinishInto) are byte for byte the frames of the encoder's own buffer,
+// each appended after what the buffer held and a zeroed gap, and emit gets
+// exactly that tail; the caller may truncate the buffer between frames.
+func TestFinishIntoSameFrames(t *testing.T) {
+	const maxFrame = 2048 // several frames per batch
+	own := newHarness(t, maxFrame, EncoderConfig{})
+	into := newHarness(t, maxFrame, EncoderConfig{})
+	buf := []byte("kept")
+	into.re.FinishInto(&buf, 4)
+	emitInto := func(frame []byte) error {
+		n := len(buf)
+		if n < len(frame)+4+4 || !bytes.Equal(buf[n-len(frame):], frame) || &buf[n-1] != &frame[len(frame)-1] {
+			t.Fatalf("emit got %d bytes that are not the tail of the %d-byte buffer", len(frame), n)
+		}
+		if !bytes.Equal(buf[n-len(frame)-4:n-len(frame)], make([]byte, 4)) || string(buf[:4]) != "kept" {
+			t.Fatalf("the gap is %x and the buffer starts %q; want zeros after what it kept", buf[n-len(frame)-4:n-len(frame)], buf[:4])
+		}
+		err := into.emit(frame)
+		if len(into.frames)%2 == 0 {
+			buf = buf[:4] // the caller truncates between frames
+		}
+		return err
+	}
+	for _, h := range []*harness{own, into} {
+		emit := h.emit
+		if h == into {
+			emit = emitInto
+		}
+		if _, err := h.re.EncodeTraces(goldenTraces(), emit); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.re.EncodeMetrics(goldenMetrics(), emit); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.re.Flush(emit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(own.frames) < 3 || len(own.frames) != len(into.frames) {
+		t.Fatalf("%d frames from the encoder's buffer, %d finished into the caller's; want the same, at least 3", len(own.frames), len(into.frames))
+	}
+	for i := range own.frames {
+		if !bytes.Equal(own.frames[i], into.frames[i]) {
+			t.Fatalf("frame %d differs when finished into the caller's buffer", i)
 		}
 	}
 }
