@@ -61,8 +61,9 @@ func (h *statusHost) last() *componentstatus.Event {
 	return h.events[len(h.events)-1]
 }
 
-// closedPort returns a loopback address nothing listens on.
-func closedPort(t testing.TB) string {
+// freeAddr returns a loopback address free at the time of the call, for a
+// server the test starts on it.
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -57,7 +57,7 @@ func TestOTLPReceiverBackpressure(t *testing.T) {
 		return inst.status.conn.Kind == sender.Reconnecting
 	})
 
-	httpAddr, grpcAddr := closedPort(t), closedPort(t)
+	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
 	rf := otlpreceiver.NewFactory()
 	rcfg := rf.CreateDefaultConfig().(*otlpreceiver.Config)
 	rcfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = httpAddr
