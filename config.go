@@ -107,7 +107,8 @@ type Config struct {
 	// attributes JSON: symbol or varchar.
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
 	// CreateTables makes the exporter create its seven tables, with DEDUP
-	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection, so a
+	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection (not
+	// on one replacing a connection the sender recycled itself), so a
 	// replay after a reconnect or restart never doubles a row. Off leaves
 	// the tables to QWP's auto-create, which gives them no dedup keys.
 	CreateTables bool `mapstructure:"create_tables"`

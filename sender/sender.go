@@ -352,8 +352,16 @@ func (s *Sender) run() {
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
+	// recycled: the last connection ended in a planned recycle (a reason
+	// of the sender's own: a generation switch, a larger message limit,
+	// evicted frames) after OnConnect ran for it. Its replacement, to the
+	// same endpoint at once, skips the hook: the server was there a moment
+	// ago, as it is between two frames of one connection.
+	recycled := false
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
+		hookDone := recycled
+		recycled = false
 		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectAttempt()
 		}
@@ -379,7 +387,7 @@ func (s *Sender) run() {
 			s.obs.ReconnectSuccess()
 		}
 		s.everConnected = true
-		if s.o.OnConnect != nil {
+		if s.o.OnConnect != nil && !hookDone {
 			if err := s.o.OnConnect(s.ctx, url); err != nil {
 				// The hook could not finish its work for a passing reason:
 				// no frame goes out on this connection; retry with a new one.
@@ -413,6 +421,7 @@ func (s *Sender) run() {
 			<-s.ctx.Done()
 			return
 		case endRecycle:
+			recycled = true
 			continue
 		case endRetriableOther:
 			s.rotate()

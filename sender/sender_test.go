@@ -352,6 +352,40 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 	exactRows(t, rowIDs(t, srv), 100)
 }
 
+// A connection that replaces one the sender recycled itself at a generation
+// switch skips OnConnect (the same server, a moment later; under series
+// churn the switches come every few seconds); one replacing a lost
+// connection runs it.
+func TestOnConnectSkippedAfterAPlannedRecycle(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	for g := range 3 {
+		if g > 0 {
+			f.newGeneration()
+		}
+		f.frames(3, 5)
+	}
+	var calls atomic.Int64
+	o := testOptions(nil, srv.URL())
+	o.OnConnect = func(context.Context, string) error {
+		calls.Add(1)
+		return nil
+	}
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	if n, conns := calls.Load(), srv.Accepted(); n != 1 || conns != 3 {
+		t.Fatalf("OnConnect ran %d times over %d connections; want once over 3 (two generation switches)", n, conns)
+	}
+	srv.DropConnections()
+	f.frames(2, 5)
+	waitAll(t, s, q)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("OnConnect ran %d times; want a second run after the lost connection", n)
+	}
+	checkGenerations(t, srv, func(id int64) uint32 { return uint32(min(id/15, 2)) })
+}
+
 // An OnConnect error closes the connection unused and reconnects with
 // backoff: no frame goes out until the hook succeeds.
 func TestOnConnectErrorHoldsFramesAndReconnects(t *testing.T) {
