@@ -83,10 +83,11 @@
 // first frame needs because that frame was just evicted, the catch-up sees
 // the dictionary short of the frame's ids and recycles instead of sending.) A frame larger than the
 // server's advertised limit is a terminal error naming both sizes: frames on
-// disk are never re-split. One only larger than MaxBatchBytes (stored under a
-// larger setting) goes out whole on the current connection. Before stopping for such a send-side condition the
+// disk are never re-split. Before stopping for such a send-side condition the
 // loop collects the acks of the frames already sent (up to 5 s), so they are
-// not replayed later. If the queue evicted frames (on_full: evict_oldest)
+// not replayed later. A frame larger only than MaxBatchBytes (stored under a
+// larger setting) goes out whole on the open connection, with no reconnect.
+// If the queue evicted frames (on_full: evict_oldest)
 // the FSNs jump; the connection is recycled so the mapping starts afresh.
 //
 // # Durable-ack trim
