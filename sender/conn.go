@@ -28,8 +28,8 @@ type conn struct {
 	gen      uint32 // dictionary generation registered on this connection
 	genKnown bool
 	// recycle, when set, says why the next frame needs a new connection
-	// (a newer dictionary generation, or a larger message limit): nothing
-	// more is sent, and the connection recycles once all sent is acked.
+	// (a newer dictionary generation): nothing more is sent, and the
+	// connection recycles once all sent is acked.
 	recycle string
 
 	tailDeferred bool   // the last frame sent is deferred and no commit followed it

@@ -58,9 +58,9 @@ type Options struct {
 	// MaxBatchBytes is the configured frame limit, at most
 	// qwp.MaxMessageBytes; dictionary catch-up frames are split to the
 	// smaller of it and the server's advertised X-QWP-Max-Batch-Size (0 =
-	// 1.8 MiB). Every message leaves as one WebSocket frame, at most this
-	// size on a connection dialled with it; a stored frame larger than it
-	// (written under a larger setting) is refused, never split.
+	// 1.8 MiB). Every message leaves as one WebSocket frame. A stored frame
+	// larger than it (written under a larger setting) is sent whole when the
+	// server's limit allows, and refused otherwise; never split.
 	MaxBatchBytes int
 
 	// InitialBackoff and MaxBackoff shape the reconnect delay: full jitter
