@@ -54,6 +54,6 @@ func TestStoredFrameOverMaxBatchBytes(t *testing.T) {
 		t.Fatalf("%d client frames had FIN clear", n)
 	}
 	if n := len(p.arrivals()); n != 2 {
-		t.Fatalf("%d connections, want 2: the first with a 64 KiB write buffer, one recycle to a buffer that fits the large frames", n)
+		t.Fatalf("%d connections, want 2: the first with a 64 KiB message limit, one recycle to a limit that fits the large frames", n)
 	}
 }

@@ -670,7 +670,7 @@ func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
 		}
 		s.writeLimit = min(1<<bits.Len(uint(len(msg)-1)), ceiling)
 		s.cursor.Seek(fsn)
-		c.recycle = fmt.Sprintf("stored frame FSN %d is %d bytes, over this connection's %d-byte write buffer", fsn, len(msg), c.qc.MessageLimit())
+		c.recycle = fmt.Sprintf("stored frame FSN %d is %d bytes, over this connection's %d-byte message limit", fsn, len(msg), c.qc.MessageLimit())
 	}
 	return end{}, false
 }
