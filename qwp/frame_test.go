@@ -372,9 +372,18 @@ func TestControlRepliesGoThroughConn(t *testing.T) {
 		_, _, err := c.WS.ReadMessage()
 		readErr <- err
 	}()
+	// A message being written holds the socket: the PONG waits for it
+	// (gorilla's own handler would write it in the middle of the message).
+	c.wmu <- struct{}{}
 	if _, err := p.conn.Write([]byte{0x89, 2, 'h', 'i'}); err != nil {
 		t.Fatal(err)
 	}
+	_ = p.conn.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	if b, err := p.br.Peek(1); err == nil {
+		t.Fatalf("a control reply (first byte %#x) was written while a message held the connection", b[0])
+	}
+	_ = p.conn.SetReadDeadline(time.Time{})
+	<-c.wmu
 	f, err := p.readFrame()
 	if err != nil {
 		t.Fatal(err)
