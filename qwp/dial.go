@@ -101,8 +101,13 @@ type Conn struct {
 	wmu           chan struct{}
 	writeDeadline time.Time
 	closeSent     bool
-	hdr           [maxFrameHeader]byte
-	iov           [2][]byte
+	// writeErr is the error of a failed message write, returned by every
+	// write after it: a failed write can leave part of a frame on the
+	// wire, and a frame after it would be read as the rest of that
+	// frame's payload.
+	writeErr error
+	hdr      [maxFrameHeader]byte
+	iov      [2][]byte
 }
 
 // maxFrameHeader is a client frame's largest header: 2 bytes, an 8-byte
@@ -141,6 +146,9 @@ func (c *Conn) WriteMessage(msg []byte) error {
 	}
 	c.wmu <- struct{}{}
 	defer func() { <-c.wmu }()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
 	if c.closeSent {
 		return websocket.ErrCloseSent
 	}
@@ -173,6 +181,9 @@ func (c *Conn) writeFrame(msg []byte) error {
 	bufs := net.Buffers(c.iov[:])
 	_, err := bufs.WriteTo(c.nc)
 	c.iov = [2][]byte{} // msg is the caller's: keep no reference to it
+	if err != nil {
+		c.writeErr = err
+	}
 	return err
 }
 
@@ -203,19 +214,27 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 }
 
 // WriteControl writes a control frame (websocket.CloseMessage,
-// PingMessage or PongMessage) by deadline; it may run concurrently with
-// WriteMessage, and waits for a message being written at most until
-// deadline. After a close frame, WriteMessage fails with
-// websocket.ErrCloseSent.
+// PingMessage or PongMessage) by deadline (zero: none, as in gorilla); it
+// may run concurrently with WriteMessage, and waits for a message being
+// written at most until deadline. After a close frame, WriteMessage fails
+// with websocket.ErrCloseSent; after a failed message write, WriteControl
+// fails with its error.
 func (c *Conn) WriteControl(messageType int, data []byte, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case c.wmu <- struct{}{}:
-	case <-t.C:
+	case <-expired:
 		return fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
 	}
 	defer func() { <-c.wmu }()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
 	if messageType == websocket.CloseMessage {
 		c.closeSent = true
 	}

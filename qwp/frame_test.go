@@ -363,9 +363,18 @@ func TestControlRepliesGoThroughConn(t *testing.T) {
 		_, _, err := c.WS.ReadMessage()
 		readErr <- err
 	}()
+	// A message being written holds the socket: the PONG waits for it
+	// (gorilla's own handler would write it in the middle of the message).
+	c.wmu <- struct{}{}
 	if _, err := p.conn.Write([]byte{0x89, 2, 'h', 'i'}); err != nil {
 		t.Fatal(err)
 	}
+	_ = p.conn.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	if b, err := p.br.Peek(1); err == nil {
+		t.Fatalf("a control reply (first byte %#x) was written while a message held the connection", b[0])
+	}
+	_ = p.conn.SetReadDeadline(time.Time{})
+	<-c.wmu
 	f, err := p.readFrame()
 	if err != nil {
 		t.Fatal(err)
@@ -443,6 +452,53 @@ func TestWriteMessageOverTLS(t *testing.T) {
 		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) || !bytes.Equal(msg, want) {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
 				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
+		}
+	}
+}
+
+// TestFailedWriteEndsWrites: a message whose write fails part way (here its
+// deadline passes while the peer does not read) leaves a partial frame on
+// the wire. The caller's buffer is unmasked all the same, and every later
+// write fails with that error: a frame written after it would be read as
+// the rest of the partial frame's payload, its bytes taken for the first
+// message's. (gorilla fails a connection's writes after any write error.)
+func TestFailedWriteEndsWrites(t *testing.T) {
+	c, p := dialRaw(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	msg := make([]byte, MaxMessageBytes) // more than the socket buffers hold; zeros, masked they are not
+	want := make([]byte, len(msg))
+	_ = c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	err := c.WriteMessage(msg)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("WriteMessage to a peer that does not read = %v, want a timeout", err)
+	}
+	if !bytes.Equal(msg, want) {
+		t.Fatal("the caller's buffer is still masked after the failed write")
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.br) }()
+	_ = c.SetWriteDeadline(time.Now().Add(time.Minute))
+	if err := c.WriteMessage([]byte("next")); err == nil {
+		t.Fatal("WriteMessage after a partial frame succeeded: its frame lands inside the first one's payload")
+	}
+	if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)); err == nil {
+		t.Fatal("WriteControl after a partial frame succeeded")
+	}
+}
+
+// TestWriteControlWithoutDeadline: a zero deadline means none, as in
+// gorilla: the control frame is written, never refused at once.
+func TestWriteControlWithoutDeadline(t *testing.T) {
+	c, p := dialRaw(t)
+	for i := range 40 {
+		if err := c.WriteControl(websocket.PingMessage, []byte{byte(i)}, time.Time{}); err != nil {
+			t.Fatalf("ping %d with a zero deadline: %v", i, err)
+		}
+		f, err := p.readFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.opcode != 0x9 || len(f.payload) != 1 || f.payload[0] != byte(i) {
+			t.Fatalf("ping %d: opcode %#x payload %x", i, f.opcode, f.payload)
 		}
 	}
 }
