@@ -38,13 +38,18 @@ func TestFileFaultsAreLoud(t *testing.T) {
 		latches bool       // the queue stops accepting for good
 		refused codes.Code // what the call during the fault gets (OK: accepted)
 		logged  string     // an Error log containing this
+		// flush: sf_durability flush, where the flusher writes the frames
+		// appends built (the full disk refuses a group whose dictionary
+		// entries are stored already); else periodic.
+		flush bool
 	}{
-		{"ENOSPC on segment writes", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: "*.sfseg", Err: syscall.ENOSPC}, false, codes.ResourceExhausted, "file system full"},
-		{"EIO on segment writes", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: "*.sfseg", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error"},
-		{"ENOSPC on the dictionary", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".symbol-dict*", Err: syscall.ENOSPC}, false, codes.ResourceExhausted, ""},
-		{"EIO on the dictionary", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".symbol-dict*", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error"},
-		{"EIO on .ack-watermark", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".ack-watermark*", Err: syscall.EIO}, false, codes.OK, "cannot write .ack-watermark"},
-		{"failed fsync", sfqueuetest.Fault{Op: sfqueuetest.Sync, Pattern: "*.sfseg", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error"},
+		{"ENOSPC on segment writes", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: "*.sfseg", Err: syscall.ENOSPC}, false, codes.ResourceExhausted, "file system full", false},
+		{"ENOSPC on segment writes, flush", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: "*.sfseg", Err: syscall.ENOSPC}, false, codes.ResourceExhausted, "file system full", true},
+		{"EIO on segment writes", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: "*.sfseg", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error", false},
+		{"ENOSPC on the dictionary", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".symbol-dict*", Err: syscall.ENOSPC}, false, codes.ResourceExhausted, "", false},
+		{"EIO on the dictionary", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".symbol-dict*", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error", false},
+		{"EIO on .ack-watermark", sfqueuetest.Fault{Op: sfqueuetest.Write, Pattern: ".ack-watermark*", Err: syscall.EIO}, false, codes.OK, "cannot write .ack-watermark", false},
+		{"failed fsync", sfqueuetest.Fault{Op: sfqueuetest.Sync, Pattern: "*.sfseg", Err: syscall.EIO}, true, codes.Unavailable, "fatal I/O error", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, qwptest.Options{})
@@ -52,6 +57,9 @@ func TestFileFaultsAreLoud(t *testing.T) {
 			cfg.SFDir, cfg.SenderID = t.TempDir(), "f"
 			cfg.SFDurability = "periodic"
 			cfg.SFSyncInterval = minInterval
+			if tc.flush {
+				cfg.SFDurability = "flush"
+			}
 			cfg.SFAppendDeadline = minInterval
 			cfg.CloseFlushTimeout = 10 * time.Second
 			if err := cfg.Validate(); err != nil {

@@ -55,10 +55,6 @@ const DefaultHandshakeTimeout = 10 * time.Second
 // it accepts.
 const MaxMessageBytes = MaxPayloadBytes
 
-// DefaultMaxMessageBytes applies when DialOptions.MaxMessageBytes is 0: what
-// a QuestDB server with the default 2 MiB receive buffer advertises.
-const DefaultMaxMessageBytes = 2<<20 - 14
-
 // DialOptions configure Dial.
 type DialOptions struct {
 	// URL is ws://host:port/write/v4 or wss://…; the path is used as given.
@@ -76,9 +72,6 @@ type DialOptions struct {
 	DurableAck string
 	// HandshakeTimeout bounds the upgrade; 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	// MaxMessageBytes is the largest message WriteMessage will send, at
-	// most MaxMessageBytes; 0 means DefaultMaxMessageBytes.
-	MaxMessageBytes int
 }
 
 // Conn is an upgraded QWP connection.
@@ -86,8 +79,8 @@ type Conn struct {
 	// WS is the WebSocket connection, for reading, closing and its
 	// handlers. Messages, control frames and write deadlines go through
 	// Conn's methods, never through WS: gorilla/websocket splits a message
-	// larger than the connection's write buffer into frames, which QuestDB
-	// refuses, and Conn writes messages to the socket itself.
+	// larger than its write buffer into frames, which QuestDB refuses, and
+	// Conn writes messages to the socket itself.
 	WS      *websocket.Conn
 	Version int
 	// MaxBatchSize is the server's per-message payload cap, 0 when not
@@ -97,8 +90,6 @@ type Conn struct {
 	DurableAck string
 	// Role is X-QuestDB-Role of the 101 response, "" when absent.
 	Role string
-
-	writeLimit int // DialOptions.MaxMessageBytes, resolved
 
 	// nc is the socket under WS (TLS included): messages are framed and
 	// written to it directly (writeFrame).
@@ -110,8 +101,13 @@ type Conn struct {
 	wmu           chan struct{}
 	writeDeadline time.Time
 	closeSent     bool
-	hdr           [maxFrameHeader]byte
-	iov           [2][]byte
+	// writeErr is the error of a failed message write, returned by every
+	// write after it: a failed write can leave part of a frame on the
+	// wire, and a frame after it would be read as the rest of that
+	// frame's payload.
+	writeErr error
+	hdr      [maxFrameHeader]byte
+	iov      [2][]byte
 }
 
 // maxFrameHeader is a client frame's largest header: 2 bytes, an 8-byte
@@ -125,13 +121,15 @@ func (c *Conn) Close() error { return c.WS.Close() }
 // MessageLimit.
 var ErrMessageTooLarge = errors.New("qwp: message too large for one WebSocket frame on this connection")
 
-// MessageLimit is the largest message WriteMessage sends: the smaller of
-// DialOptions.MaxMessageBytes and the server's X-QWP-Max-Batch-Size.
+// MessageLimit is the largest message WriteMessage sends: the server's
+// X-QWP-Max-Batch-Size, or MaxMessageBytes when it advertises none (or
+// more). No buffer of the client's bounds a message: WriteMessage writes
+// the caller's.
 func (c *Conn) MessageLimit() int {
-	if c.MaxBatchSize > 0 && c.MaxBatchSize < c.writeLimit {
+	if c.MaxBatchSize > 0 && c.MaxBatchSize < MaxMessageBytes {
 		return c.MaxBatchSize
 	}
-	return c.writeLimit
+	return MaxMessageBytes
 }
 
 // WriteMessage sends msg as one binary WebSocket frame with FIN set: QuestDB
@@ -148,6 +146,9 @@ func (c *Conn) WriteMessage(msg []byte) error {
 	}
 	c.wmu <- struct{}{}
 	defer func() { <-c.wmu }()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
 	if c.closeSent {
 		return websocket.ErrCloseSent
 	}
@@ -180,6 +181,9 @@ func (c *Conn) writeFrame(msg []byte) error {
 	bufs := net.Buffers(c.iov[:])
 	_, err := bufs.WriteTo(c.nc)
 	c.iov = [2][]byte{} // msg is the caller's: keep no reference to it
+	if err != nil {
+		c.writeErr = err
+	}
 	return err
 }
 
@@ -210,19 +214,27 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 }
 
 // WriteControl writes a control frame (websocket.CloseMessage,
-// PingMessage or PongMessage) by deadline; it may run concurrently with
-// WriteMessage, and waits for a message being written at most until
-// deadline. After a close frame, WriteMessage fails with
-// websocket.ErrCloseSent.
+// PingMessage or PongMessage) by deadline (zero: none, as in gorilla); it
+// may run concurrently with WriteMessage, and waits for a message being
+// written at most until deadline. After a close frame, WriteMessage fails
+// with websocket.ErrCloseSent; after a failed message write, WriteControl
+// fails with its error.
 func (c *Conn) WriteControl(messageType int, data []byte, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case c.wmu <- struct{}{}:
-	case <-t.C:
+	case <-expired:
 		return fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
 	}
 	defer func() { <-c.wmu }()
+	if c.writeErr != nil {
+		return c.writeErr
+	}
 	if messageType == websocket.CloseMessage {
 		c.closeSent = true
 	}
@@ -326,13 +338,6 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 	if o.Token != "" && (o.Username != "" || o.Password != "") {
 		return nil, errors.New("qwp: set either a username and password or a token, not both")
 	}
-	limit := o.MaxMessageBytes
-	if limit == 0 {
-		limit = DefaultMaxMessageBytes
-	}
-	if limit < 0 || limit > MaxMessageBytes {
-		return nil, fmt.Errorf("qwp: MaxMessageBytes %d is outside 1..%d", o.MaxMessageBytes, MaxMessageBytes)
-	}
 	h := http.Header{}
 	h.Set(HeaderMaxVersion, strconv.Itoa(int(Version)))
 	if o.ClientID != "" {
@@ -376,7 +381,7 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 		return nil, err
 	}
 	ws.SetReadLimit(MaxResponseBytes)
-	c.WS, c.writeLimit = ws, limit
+	c.WS = ws
 	c.nc, c.wmu = ws.NetConn(), make(chan struct{}, 1)
 	c.controlHandlers()
 	return c, nil

@@ -133,10 +133,10 @@ func (p *rawPeer) readFrame() (rawFrame, error) {
 	return f, nil
 }
 
-func dialRaw(t *testing.T, maxMessage int, kv ...string) (*Conn, *rawPeer) {
+func dialRaw(t *testing.T, kv ...string) (*Conn, *rawPeer) {
 	t.Helper()
 	url, peers := rawServer(t, kv...)
-	c, err := Dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: maxMessage})
+	c, err := Dial(context.Background(), DialOptions{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func sendFrame(t *testing.T, c *Conn, p *rawPeer, msg []byte, what string) rawFr
 // intact. QuestDB answers FIN=0 and CONTINUATION frames with CLOSE 1002.
 func TestWriteMessageIsOneFrame(t *testing.T) {
 	const defaultMaxBatchBytes = 1_887_436 // the exporter's default max_batch_bytes
-	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	c, p := dialRaw(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 	for _, size := range []int{0, 1 << 10, 65_535, 65_536, 65_537, defaultMaxBatchBytes, MaxMessageBytes} {
 		msg := make([]byte, size)
 		for i := range msg {
@@ -198,27 +198,26 @@ func TestWriteMessageIsOneFrame(t *testing.T) {
 	}
 }
 
-// TestWriteMessageRefusesOversize: a message over the smaller of the dialled
-// limit and the server's X-QWP-Max-Batch-Size is refused before a byte is
-// written, not split; the connection stays usable.
+// TestWriteMessageRefusesOversize: a message over the server's
+// X-QWP-Max-Batch-Size, or over MaxMessageBytes (no server takes more), is
+// refused before a byte is written, not split; the connection stays usable,
+// and a message of exactly the limit leaves whole.
 func TestWriteMessageRefusesOversize(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		dialled    int
 		advertised string
 		limit      int
 	}{
-		{"server smaller", 1 << 20, "70000", 70000},
-		{"client smaller", 70000, "1048576", 70000},
-		{"not advertised", 70000, "", 70000},
-		{"default", 0, "", DefaultMaxMessageBytes},
+		{"advertised", "70000", 70000},
+		{"advertised over the protocol's", strconv.Itoa(MaxMessageBytes + 1), MaxMessageBytes},
+		{"not advertised", "", MaxMessageBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var kv []string
 			if tc.advertised != "" {
 				kv = []string{HeaderMaxBatchSize, tc.advertised}
 			}
-			c, p := dialRaw(t, tc.dialled, kv...)
+			c, p := dialRaw(t, kv...)
 			if got := c.MessageLimit(); got != tc.limit {
 				t.Fatalf("MessageLimit = %d, want %d", got, tc.limit)
 			}
@@ -235,14 +234,6 @@ func TestWriteMessageRefusesOversize(t *testing.T) {
 				t.Fatalf("the first frame on the wire is FIN=%v with %d bytes; want the %d-byte message that followed the refused one, whole", f.fin, len(f.payload), tc.limit)
 			}
 		})
-	}
-}
-
-func TestDialRefusesMaxMessageBytesOutOfRange(t *testing.T) {
-	for _, n := range []int{-1, MaxMessageBytes + 1} {
-		if _, err := Dial(context.Background(), DialOptions{URL: "ws://127.0.0.1:1/write/v4", MaxMessageBytes: n}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("MaxMessageBytes")) {
-			t.Errorf("MaxMessageBytes %d: err = %v, want a refusal naming MaxMessageBytes", n, err)
-		}
 	}
 }
 
@@ -285,7 +276,7 @@ func BenchmarkWriteMessage(b *testing.B) {
 					write = func(m []byte) error { return ws.WriteMessage(websocket.BinaryMessage, m) }
 					closer = ws
 				} else {
-					c, err := dial(context.Background(), DialOptions{URL: url, MaxMessageBytes: size}, netDial)
+					c, err := dial(context.Background(), DialOptions{URL: url}, netDial)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -323,7 +314,7 @@ func BenchmarkWriteMessage(b *testing.B) {
 // again, so a frame written twice (a replay after a reconnect, read from
 // the same buffer) reaches the wire byte-identical both times.
 func TestWriteMessageLeavesMessageIntact(t *testing.T) {
-	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	c, p := dialRaw(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 	for _, size := range []int{0, 1, 7, 125, 126, 65_535, 65_536, 1_887_437} {
 		msg := make([]byte, size)
 		for i := range msg {
@@ -366,15 +357,24 @@ func TestMaskBytes(t *testing.T) {
 // Dial installs (serialised with WriteMessage); after the close reply no
 // message is written.
 func TestControlRepliesGoThroughConn(t *testing.T) {
-	c, p := dialRaw(t, 0)
+	c, p := dialRaw(t)
 	readErr := make(chan error, 1)
 	go func() {
 		_, _, err := c.WS.ReadMessage()
 		readErr <- err
 	}()
+	// A message being written holds the socket: the PONG waits for it
+	// (gorilla's own handler would write it in the middle of the message).
+	c.wmu <- struct{}{}
 	if _, err := p.conn.Write([]byte{0x89, 2, 'h', 'i'}); err != nil {
 		t.Fatal(err)
 	}
+	_ = p.conn.SetReadDeadline(time.Now().Add(150 * time.Millisecond))
+	if b, err := p.br.Peek(1); err == nil {
+		t.Fatalf("a control reply (first byte %#x) was written while a message held the connection", b[0])
+	}
+	_ = p.conn.SetReadDeadline(time.Time{})
+	<-c.wmu
 	f, err := p.readFrame()
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +405,7 @@ func TestControlRepliesGoThroughConn(t *testing.T) {
 // being written to a peer that does not read only until its deadline (the
 // sender's goodbye on close), and the message's write is left intact.
 func TestWriteControlGivesUpAtDeadline(t *testing.T) {
-	c, p := dialRaw(t, MaxMessageBytes, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	c, p := dialRaw(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 	errc := writeAsync(c, make([]byte, MaxMessageBytes)) // more than the socket buffers hold
 	for len(c.wmu) == 0 {
 		time.Sleep(time.Millisecond)
@@ -432,7 +432,7 @@ func TestWriteMessageOverTLS(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
-	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig, MaxMessageBytes: MaxMessageBytes})
+	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,6 +452,53 @@ func TestWriteMessageOverTLS(t *testing.T) {
 		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) || !bytes.Equal(msg, want) {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
 				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
+		}
+	}
+}
+
+// TestFailedWriteEndsWrites: a message whose write fails part way (here its
+// deadline passes while the peer does not read) leaves a partial frame on
+// the wire. The caller's buffer is unmasked all the same, and every later
+// write fails with that error: a frame written after it would be read as
+// the rest of the partial frame's payload, its bytes taken for the first
+// message's. (gorilla fails a connection's writes after any write error.)
+func TestFailedWriteEndsWrites(t *testing.T) {
+	c, p := dialRaw(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
+	msg := make([]byte, MaxMessageBytes) // more than the socket buffers hold; zeros, masked they are not
+	want := make([]byte, len(msg))
+	_ = c.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	err := c.WriteMessage(msg)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("WriteMessage to a peer that does not read = %v, want a timeout", err)
+	}
+	if !bytes.Equal(msg, want) {
+		t.Fatal("the caller's buffer is still masked after the failed write")
+	}
+	go func() { _, _ = io.Copy(io.Discard, p.br) }()
+	_ = c.SetWriteDeadline(time.Now().Add(time.Minute))
+	if err := c.WriteMessage([]byte("next")); err == nil {
+		t.Fatal("WriteMessage after a partial frame succeeded: its frame lands inside the first one's payload")
+	}
+	if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)); err == nil {
+		t.Fatal("WriteControl after a partial frame succeeded")
+	}
+}
+
+// TestWriteControlWithoutDeadline: a zero deadline means none, as in
+// gorilla: the control frame is written, never refused at once.
+func TestWriteControlWithoutDeadline(t *testing.T) {
+	c, p := dialRaw(t)
+	for i := range 40 {
+		if err := c.WriteControl(websocket.PingMessage, []byte{byte(i)}, time.Time{}); err != nil {
+			t.Fatalf("ping %d with a zero deadline: %v", i, err)
+		}
+		f, err := p.readFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.opcode != 0x9 || len(f.payload) != 1 || f.payload[0] != byte(i) {
+			t.Fatalf("ping %d: opcode %#x payload %x", i, f.opcode, f.payload)
 		}
 	}
 }

@@ -29,8 +29,8 @@ type conn struct {
 	genKnown bool
 	known    int // ids [0, known) of gen are registered on this connection
 	// recycle, when set, says why the next frame needs a new connection
-	// (a newer dictionary generation, or a larger message limit): nothing
-	// more is sent, and the connection recycles once all sent is acked.
+	// (a newer dictionary generation): nothing more is sent, and the
+	// connection recycles once all sent is acked.
 	recycle string
 
 	tailDeferred bool   // the last frame sent is deferred and no commit followed it

@@ -92,7 +92,9 @@
 // server's advertised limit is a terminal error naming both sizes: frames on
 // disk are never re-split. Before stopping for such a send-side condition the
 // loop collects the acks of the frames already sent (up to 5 s), so they are
-// not replayed later. If the queue evicted frames (on_full: evict_oldest)
+// not replayed later. A frame larger only than MaxBatchBytes (stored under a
+// larger setting) goes out whole on the open connection, with no reconnect.
+// If the queue evicted frames (on_full: evict_oldest)
 // the FSNs jump; the connection is recycled so the mapping starts afresh.
 //
 // # Durable-ack trim

@@ -58,9 +58,9 @@ type Options struct {
 	// MaxBatchBytes is the configured frame limit, at most
 	// qwp.MaxMessageBytes; dictionary catch-up frames are split to the
 	// smaller of it and the server's advertised X-QWP-Max-Batch-Size (0 =
-	// 1.8 MiB). Every message leaves as one WebSocket frame, at most this
-	// size on a connection dialled with it; a stored frame larger than it
-	// (written under a larger setting) is refused, never split.
+	// 1.8 MiB). Every message leaves as one WebSocket frame. A stored frame
+	// larger than it (written under a larger setting) is sent whole when the
+	// server's limit allows, and refused otherwise; never split.
 	MaxBatchBytes int
 
 	// InitialBackoff and MaxBackoff shape the reconnect delay: full jitter
@@ -106,8 +106,9 @@ type Options struct {
 	// upgrade and before any frame is sent on that connection (the exporter
 	// creates its tables there), except on a connection that replaces one
 	// the sender recycled on purpose (a dictionary generation switch, a
-	// larger message limit, evicted frames): the same endpoint, reached
-	// again at once, that the hook already ran for. It must bound its own duration; ctx ends
+	// broken chain of delta sections, evicted frames): the same endpoint,
+	// reached again at once, that the hook already ran for. It must bound
+	// its own duration; ctx ends
 	// when the sender closes. An error means "not now": the connection is
 	// closed unused and the sender reconnects after its backoff, as for any
 	// lost connection, so the hook runs again before the frames go out.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net/http"
 	"sync"
 	"time"
@@ -84,9 +83,7 @@ type Sender struct {
 	// everConnected: a connection was established since Start, so a
 	// failure is a lost connection rather than a first one never made.
 	everConnected bool
-	// writeLimit is the largest stored frame found over MaxBatchBytes: the
-	// message limit connections are dialled with grows to it.
-	writeLimit   int
+
 	rejectFSN    uint64 // frame of the last rejection (0: a catch-up frame)
 	rejects      int    // consecutive rejections of rejectFSN with no ack of it
 	attempts     int    // failed attempts since the last connection
@@ -340,7 +337,6 @@ func (s *Sender) dialOptions(url string) qwp.DialOptions {
 	return qwp.DialOptions{
 		URL: url, TLS: s.o.TLS, Username: s.o.Username, Password: s.o.Password, Token: s.o.Token,
 		ClientID: s.o.ClientID, DurableAck: s.o.DurableAck, HandshakeTimeout: s.o.HandshakeTimeout,
-		MaxMessageBytes: max(s.writeLimit, s.o.MaxBatchBytes),
 	}
 }
 
@@ -353,8 +349,8 @@ func (s *Sender) run() {
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
 	// recycled: the last connection ended in a planned recycle (a reason
-	// of the sender's own: a generation switch, a larger message limit,
-	// evicted frames) after OnConnect ran for it. Its replacement, to the
+	// of the sender's own: a generation switch, a broken chain of delta
+	// sections, evicted frames) after OnConnect ran for it. Its replacement, to the
 	// same endpoint at once, skips the hook: the server was there a moment
 	// ago, as it is between two frames of one connection.
 	recycled := false
@@ -619,9 +615,6 @@ func (s *Sender) send(c *conn) (end, bool) {
 		if e, done := s.oversize(c, fsn, msg); done {
 			return e, true
 		}
-		if c.recycle != "" {
-			return s.commitTail(c)
-		}
 		// A message whose delta section cannot be read is sent as it is
 		// (the server judges it) and registers nothing.
 		deltaStart, deltaEnd, deltaErr := qwp.DeltaDictRange(msg)
@@ -669,10 +662,10 @@ func (s *Sender) send(c *conn) (end, bool) {
 // oversize checks that a stored frame can leave as one WebSocket frame:
 // QuestDB closes the connection on a fragmented message and on one over its
 // receive buffer, so an oversized frame could only be replayed forever. A
-// frame over the server's limit is refused for good; one that only outgrows
-// this connection's message limit (it was stored under a larger
-// MaxBatchBytes) gets a connection with a limit that fits, once the frames
-// before it are acknowledged.
+// frame over the server's limit is refused for good. One over MaxBatchBytes
+// (stored under a larger setting) but within the server's limit is sent as
+// it is: a message is written from the frame itself, with no buffer sized to
+// MaxBatchBytes for it to outgrow.
 func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
 	if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
@@ -683,17 +676,6 @@ func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
 			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes any QuestDB server accepts; frames on disk are never re-split: move the slot aside",
 			fsn, len(msg), qwp.MaxMessageBytes)), true
-	}
-	if len(msg) > c.qc.MessageLimit() {
-		// Room for larger frames too, so that a run of them recycles
-		// once or twice, not once per frame.
-		ceiling := qwp.MaxMessageBytes
-		if m := c.qc.MaxBatchSize; m > 0 {
-			ceiling = min(m, ceiling)
-		}
-		s.writeLimit = min(1<<bits.Len(uint(len(msg)-1)), ceiling)
-		s.cursor.Seek(fsn)
-		c.recycle = fmt.Sprintf("stored frame FSN %d is %d bytes, over this connection's %d-byte write buffer", fsn, len(msg), c.qc.MessageLimit())
 	}
 	return end{}, false
 }

@@ -283,7 +283,13 @@
 //     held the FSNs just below the next segment's base (each segment
 //     starts where the one before ended): the scan lists them as readable
 //     (FSNRange.Placed, EachFrame), so a set-aside slot counts them
-//     readable and the slot tool sends them.
+//     readable and the slot tool sends them. That assumes the written data
+//     ends with the segment's last frame: if the segment also lost its
+//     last frames whole (a second damage ending exactly at a frame
+//     boundary), the strays are placed too high by that many FSNs. Their
+//     contents are intact and the counts right, but the damaged range
+//     names the wrong FSNs, and a salvage may send acknowledged frames
+//     again (dedup keys make that harmless).
 //  3. Decide, by the rule of the mode that wrote the slot (.ack-watermark
 //     records it; else the opening queue's): rule.go. Acknowledged frames
 //     are those at or below .ack-watermark's acked FSN, even past every

@@ -230,3 +230,36 @@ func TestFlushCloseGroupWriteNoSpace(t *testing.T) {
 		t.Fatalf("recovered %d frames (torn %d), want the 2 answered", len(got), q2.Recovery().TornFrames)
 	}
 }
+
+// TestFlushGroupNoSpaceRetryWithSymbols: an append's dictionary entries
+// are stored (and fsynced) before its frames are built, so a group write
+// that a full disk refuses fails an append whose entries stay in the
+// dictionary. The producer retries the same batch, entries included, as it
+// does after any refusal: the retry must be taken, not refused for
+// repeating ids (which wedged every later append of the producer).
+func TestFlushGroupNoSpaceRetryWithSymbols(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityFlush, MaxSegmentBytes: 1 << 20}
+	q := mustOpen(t, o)
+	defer q.Close()
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{genPayload(0, 200)}, Symbols: []SymbolRun{symbolRun(0, 0, 2, 10)}}); err != nil {
+		t.Fatal(err)
+	}
+	restore := groupWriteFails(cfs, func(int) (int, error) { return 0, syscall.ENOSPC })
+	b := Batch{Payloads: [][]byte{genPayload(0, 200)}, Symbols: []SymbolRun{symbolRun(0, 2, 3, 10)}}
+	_, err := q.AppendWith(context.Background(), b)
+	var fe *FullError
+	if !errors.As(err, &fe) || fe.Reason != DiskFull {
+		t.Fatalf("append whose group write met a full disk: %v, want DiskFull", err)
+	}
+	restore()
+	if fsn, err := q.AppendWith(context.Background(), b); err != nil || fsn != 2 {
+		t.Fatalf("the same batch retried once there is room: FSN %d, %v; want FSN 2", fsn, err)
+	}
+	next := Batch{Payloads: [][]byte{genPayload(0, 200)}, Symbols: []SymbolRun{symbolRun(0, 5, 1, 10)}}
+	if _, err := q.AppendWith(context.Background(), next); err != nil {
+		t.Fatalf("the next batch: %v", err)
+	}
+	want := append(symbolRun(0, 0, 2, 10).Entries, append(symbolRun(0, 2, 3, 10).Entries, symbolRun(0, 5, 1, 10).Entries...)...)
+	equalEntries(t, symbols(t, q, 0), want) // each id once, in order
+}

@@ -612,3 +612,61 @@ func TestDiskFullIsSummarisedAndCounted(t *testing.T) {
 		t.Fatal("Fits still answers no after an append found room")
 	}
 }
+
+// TestRefusedBatchLeavesNoFrames: a batch whose write into a new segment
+// finds no room (memory durability does not preallocate) had already
+// written its first frames at the active segment's end. The next append
+// overwrites them from the start, and whatever it leaves of them must not
+// read as frames after a restart: a refused frame the walk reaches whole
+// would be replayed (the caller retries it: twice in QuestDB), one it
+// reaches mid-frame would be a damage with valid frames after it, and the
+// slot set aside for a DATA_LOSS that never happened.
+func TestRefusedBatchLeavesNoFrames(t *testing.T) {
+	for _, next := range []int{100, 50} { // the same size as the first refused frame, or shorter
+		t.Run(fmt.Sprintf("next frame %d bytes", next), func(t *testing.T) {
+			cfs := newCrashFS()
+			o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, AppendDeadline: 10 * time.Millisecond}
+			q := mustOpen(t, o)
+			mustAppend(t, q, testPayload(1, 100))
+			writes := 0
+			cfs.mu.Lock()
+			cfs.failWrite = func(name string) error {
+				if strings.HasSuffix(name, segmentName(4)) {
+					if writes++; writes > 1 { // the header is written, the frame finds no room
+						return syscall.ENOSPC
+					}
+				}
+				return nil
+			}
+			cfs.mu.Unlock()
+			_, err := q.AppendBatch(context.Background(), [][]byte{testPayload(2, 100), testPayload(3, 100), testPayload(4, 700)})
+			var fe *FullError
+			if !errors.As(err, &fe) || fe.Reason != DiskFull {
+				t.Fatalf("batch whose third frame finds no room: %v, want DiskFull", err)
+			}
+			cfs.mu.Lock()
+			cfs.failWrite = nil
+			cfs.mu.Unlock()
+			if fsn := mustAppend(t, q, testPayload(2, next)); fsn != 2 {
+				t.Fatalf("append after the refusal: FSN %d, want 2", fsn)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			q2 := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs})
+			defer q2.Close()
+			if dl := q2.Recovery().Unreplayable; dl != nil {
+				t.Fatalf("a clean restart set the slot aside: %v", dl)
+			}
+			got := drain(t, q2.NewCursor())
+			for _, f := range got {
+				if id, err := checkTestPayload(f.payload); err != nil || id != f.fsn {
+					t.Fatalf("FSN %d: payload id %d (%v)", f.fsn, id, err)
+				}
+			}
+			if len(got) != 2 || q2.PublishedFSN() != 2 || len(got[1].payload) != next {
+				t.Fatalf("recovered %d frames, published %d; want FSN 1 and 2 (%d bytes): a refused frame came back", len(got), q2.PublishedFSN(), next)
+			}
+		})
+	}
+}

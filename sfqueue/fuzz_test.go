@@ -9,6 +9,7 @@ package sfqueue_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -230,8 +231,34 @@ func reopenAndCheck(t *testing.T, s *fuzzSlot) recovered {
 		if !strings.HasPrefix(filepath.Base(dl.Path), fuzzSenderID+".unreplayable-") {
 			t.Fatalf("set-aside slot %q not named %s.unreplayable-<n>", dl.Path, fuzzSenderID)
 		}
+		checkSetAsideFrames(t, s, dl)
 	}
 	return r
+}
+
+// checkSetAsideFrames: every frame the slot tool would send from the
+// set-aside slot (EachFrame: the valid frames, and the strays after a
+// damage that the next segment's base places) carries the FSN it was
+// appended with, and the readable frames above the watermark are the ones
+// DataLossError counts.
+func checkSetAsideFrames(t *testing.T, s *fuzzSlot, dl *sfqueue.DataLossError) {
+	t.Helper()
+	scan, err := sfqueue.ScanSlot(dl.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = scan.EachFrame(func(fsn uint64, file string, off int64, p []byte) error {
+		if fsn == 0 || fsn > uint64(len(s.frames)) {
+			return fmt.Errorf("%s offset %d: read as FSN %d, only 1..%d were appended", file, off, fsn, len(s.frames))
+		}
+		if want := s.frames[fsn-1]; !bytes.Equal(p, want) {
+			return fmt.Errorf("%s offset %d: read as FSN %d, but it is not the frame appended with that FSN", file, off, fsn)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("set-aside slot %s: %v (ranges %v)", dl.Path, err, scan.Ranges())
+	}
 }
 
 // checkNoSilentLoss: unacked frames that recovery does not return must be

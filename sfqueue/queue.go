@@ -653,6 +653,11 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error
 	}
 
 	rollback := q.snapshotLocked(created)
+	if a := rollback.active; a != nil && len(chunks) > 0 && chunks[0].seg == a {
+		for _, p := range payloads[chunks[0].from:chunks[0].to] {
+			rollback.end += frameSize(len(p))
+		}
+	}
 	q.undo = rollback // a group write that fails meanwhile tells it (dropGroupLocked)
 	defer func() { q.undo = nil }()
 	var sealed []*segment // closed once the batch is in: no more writes
@@ -814,7 +819,7 @@ func (q *Queue) dropGroupLocked(s *segment, start int64, err error) error {
 	s.offsets, s.size, s.items = s.offsets[:keep], start, s.items-items
 	if u := q.undo; u != nil && u.active == s {
 		// The undo now restores s to the cut, not to before the batch.
-		u.size, u.frames, u.items = start, keep, s.items
+		u.size, u.end, u.frames, u.items = start, start, keep, s.items
 		u.pend, u.pendWrites = 0, q.pendWrites
 	}
 	full := &FullError{Reason: DiskFull, Attempts: q.consumer.Attempts, OutageStart: q.consumer.OutageStart,
@@ -910,13 +915,16 @@ func (q *Queue) segmentAlloc() int64 {
 
 // writeUndo restores the write state after a failed batch: the active
 // segment's size and frames, the bytes accounted, and the segments created
-// for the batch (deleted). It also zeroes the length of the first frame
-// written past the old end, so a crash cannot resurrect frames of a batch
-// that was refused.
+// for the batch (deleted). It also zeroes the active segment's bytes the
+// batch wrote past the old end: the next append overwrites them from the
+// old end, and a refused frame it left whole would read as a frame after a
+// restart (replayed, a duplicate of the caller's retry), one it left in
+// part as a damage with valid frames after it (the slot set aside).
 type writeUndo struct {
 	q       *Queue
 	active  *segment
 	size    int64
+	end     int64 // where the batch's frames in active end (size: none there)
 	frames  int
 	items   uint64
 	added   int64 // bytes added to q.used so far
@@ -935,8 +943,22 @@ func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
 	u := &writeUndo{q: q, active: q.active, created: created, pend: len(q.pend), pendWrites: q.pendWrites}
 	if u.active != nil {
 		u.size, u.frames, u.items = u.active.size, len(u.active.offsets), u.active.items
+		u.end = u.size
 	}
 	return u
+}
+
+// writeZeros overwrites f from off up to end with zeros, best effort (the
+// undo of a write that already failed).
+func writeZeros(f File, off, end int64) {
+	zeros := make([]byte, min(end-off, 64<<10))
+	for off < end {
+		n := min(end-off, int64(len(zeros)))
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return
+		}
+		off += n
+	}
 }
 
 func (u *writeUndo) undo() {
@@ -961,7 +983,7 @@ func (u *writeUndo) undo() {
 		a.size, a.offsets, a.items, a.slack = u.size, a.offsets[:u.frames], u.items, 0
 		a.unsealLocked() // active again
 		if written || q.flushReq == nil {
-			a.f.WriteAt(make([]byte, 4), u.size)
+			writeZeros(a.f, u.size, max(u.end, u.size+4))
 		}
 	}
 	for _, s := range u.created {

@@ -678,17 +678,13 @@ func (s *SlotScan) FrameItems(fsn uint64) (items uint32, known bool) {
 // ReadableFrame is a readable frame as the scan found it.
 type ReadableFrame struct {
 	FSN          uint64
-	Segment      int   // index in SlotScan.Segments
 	Offset       int64 // where the frame starts in the segment file
 	PayloadBytes int64
 	// Items is the frame's item count; ItemsKnown is false in format 1,
 	// whose frames carry none.
 	Items      uint32
 	ItemsKnown bool
-	// Placed marks a stray frame after a damage whose FSN the next
-	// segment's base fixes (SegmentScan.PlacedStrays).
-	Placed bool
-	end    int64 // where the frame ends
+	end        int64 // where the frame ends
 }
 
 // EachReadable calls fn with every readable frame the scan found, in FSN
@@ -710,9 +706,9 @@ func (s *SlotScan) segmentReadable(i int, j judgement, fn func(ReadableFrame)) {
 	over := int64(overheadOf(seg.Version))
 	// run calls fn for the frames starting at offs[k] (FSN first+k), the
 	// last one ending at end.
-	run := func(first uint64, offs func(k int) int64, n int, end int64, items []uint32, placed bool) {
+	run := func(first uint64, offs func(k int) int64, n int, end int64, items []uint32) {
 		for k := range n {
-			f := ReadableFrame{FSN: first + uint64(k), Segment: i, Offset: offs(k), Placed: placed, end: end}
+			f := ReadableFrame{FSN: first + uint64(k), Offset: offs(k), end: end}
 			if k+1 < n {
 				f.end = offs(k + 1)
 			}
@@ -723,7 +719,7 @@ func (s *SlotScan) segmentReadable(i int, j judgement, fn func(ReadableFrame)) {
 			fn(f)
 		}
 	}
-	run(seg.Base, func(k int) int64 { return int64(seg.Frames[k]) }, len(seg.Frames), seg.ValidEnd, seg.Items, false)
+	run(seg.Base, func(k int) int64 { return int64(seg.Frames[k]) }, len(seg.Frames), seg.ValidEnd, seg.Items)
 	if i >= j.tail {
 		return
 	}
@@ -732,7 +728,7 @@ func (s *SlotScan) segmentReadable(i int, j judgement, fn func(ReadableFrame)) {
 		return
 	}
 	d := seg.Damage
-	run(first, func(k int) int64 { return d.Stray[k] }, len(d.Stray), d.StrayEnd, d.StrayItems, true)
+	run(first, func(k int) int64 { return d.Stray[k] }, len(d.Stray), d.StrayEnd, d.StrayItems)
 }
 
 // EachFrame calls fn with every readable frame of the scanned segments in

@@ -106,7 +106,9 @@ func (d *DictScan) Files() []DictFile {
 // FSNs from the damage to it (the damaged frames, at least 1). ok is false
 // when nothing fixes them: no damage or no strays, the tail segment
 // (next 0), more damage between the strays, written bytes after the last
-// one, or a chain too long to leave room for the damaged frame.
+// one, or a chain too long to leave room for the damaged frame. A segment
+// whose last frames were lost whole as well is indistinguishable: its
+// strays are placed too high by that many FSNs (doc.go, Recovery).
 func (s *SegmentScan) PlacedStrays(next uint64) (first, lost uint64, ok bool) {
 	d := s.Damage
 	if d == nil || len(d.Stray) == 0 || next == 0 || d.StrayGap || d.StrayEnd < s.NonZeroEnd {

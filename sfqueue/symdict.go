@@ -1,6 +1,7 @@
 package sfqueue
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -305,11 +306,37 @@ func (d *symbolDict) add(runs []SymbolRun) (marks []dictMark, op string, err err
 	return marks, "", nil
 }
 
+// heldTail reports whether r's entries below the generation's count have
+// are its file's last records, byte for byte. Entries are stored before
+// their frames, and a flush-mode group write that a full disk refuses
+// fails appends whose entries stay (dropGroupLocked): the producer retries
+// the same batch, those entries included.
+func (d *symbolDict) heldTail(r SymbolRun, have int) bool {
+	gf := d.files[r.Gen]
+	if gf == nil || r.FirstID >= have || r.FirstID+len(r.Entries) < have {
+		return false
+	}
+	var want []byte
+	for i, e := range r.Entries[:have-r.FirstID] {
+		want = appendSymbolRecord(want, r.Gen, uint32(r.FirstID+i), e)
+	}
+	off := gf.size - int64(len(want))
+	if off < 0 {
+		return false
+	}
+	got := make([]byte, len(want))
+	n, err := gf.f.ReadAt(got, off)
+	return n == len(got) && (err == nil || err == io.EOF) && bytes.Equal(got, want)
+}
+
 // addRun appends one run; on error its mark (when not nil) undoes what it
 // wrote.
 func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 	gen := r.Gen
 	have, known := d.counts[gen]
+	if d.heldTail(r, have) {
+		r.Entries, r.FirstID = r.Entries[have-r.FirstID:], have
+	}
 	if r.FirstID != have {
 		return nil, "", fmt.Errorf("sfqueue: symbol generation %d gets entries from id %d, but the dictionary holds %d entries: ids must be added in order", gen, r.FirstID, have)
 	}
