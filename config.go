@@ -94,9 +94,9 @@ type Config struct {
 	// SYMBOL dictionary generation.
 	SymbolDictMaxEntries int `mapstructure:"symbol_dict_max_entries"`
 	// SymbolDictMaxBytes bounds the symbol text of one generation; 0 means
-	// min(16 MiB, sf_max_total_bytes / 4). It bounds the writer's
-	// dictionary in RAM, a generation's file and the catch-up sent on every
-	// connection.
+	// min(4 MiB, sf_max_total_bytes / 4). It bounds the writer's
+	// dictionary in RAM, a generation's file and the catch-up a connection
+	// may send.
 	SymbolDictMaxBytes ByteSize `mapstructure:"symbol_dict_max_bytes"`
 
 	Tables TablesConfig `mapstructure:"tables"`
@@ -107,7 +107,8 @@ type Config struct {
 	// attributes JSON: symbol or varchar.
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
 	// CreateTables makes the exporter create its seven tables, with DEDUP
-	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection, so a
+	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection (not
+	// on one replacing a connection the sender recycled itself), so a
 	// replay after a reconnect or restart never doubles a row. Off leaves
 	// the tables to QWP's auto-create, which gives them no dedup keys.
 	CreateTables bool `mapstructure:"create_tables"`
@@ -173,8 +174,14 @@ const (
 	// buffer; with it 69.6 MiB, bound 80).
 	memorySegmentReserve = 2
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
-	// cap allows it): see the README's sizing section.
-	defaultSymbolDictMaxBytes ByteSize = 16 << 20
+	// cap allows it): see the README's sizing section. 4 MiB rather than 16:
+	// under series churn (a new series on every point) the generation being
+	// written is most of the live heap, and a full 16 MiB one took the
+	// collector's peak RSS to 80-83 MB against 57-61 with 4 MiB (nop: 41;
+	// BENCHMARKS.md, issue #25). The cost: a working set of series whose
+	// symbol text exceeds a generation rotates it for ever, and every point
+	// then carries its symbol as under churn (README, Sizing).
+	defaultSymbolDictMaxBytes ByteSize = 4 << 20
 	maxSenderIDBytes                   = 127
 )
 
@@ -666,7 +673,7 @@ func (c *Config) symbolDictLimit() ByteSize {
 }
 
 // effectiveSymbolDictMaxBytes is symbol_dict_max_bytes with 0 replaced by
-// min(16 MiB, the limit), and half the limit in memory-only mode.
+// min(4 MiB, the limit), and half the limit in memory-only mode.
 func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
 	if c.SymbolDictMaxBytes != 0 {
 		return c.SymbolDictMaxBytes

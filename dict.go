@@ -83,21 +83,23 @@ type symbolEntries interface {
 // in progress and starts generation+1 with an empty dictionary; frames
 // carry their generation in the 4-byte prefix of the stored payload, and
 // the I/O loop recycles the connection at the first frame of a newer
-// generation and sends that generation's dictionary as catch-up. A
+// generation, whose delta section starts at id 0. A
 // generation can exceed its bounds by the new symbols of one frame at most
 // (the default 1,000,000 is half the server's 2,000,000-id limit for that
 // reason), and a frame never references an id of another generation: ids
 // are handed out only inside the frame's own generation.
 //
 // Three watermarks, each <= the next: ids below queued are defined by frames
-// already appended to the queue (or, after a restart, by the catch-up the
-// I/O loop sends on connect); ids below stored are in the queue's
-// dictionary; Len() ids are assigned. New entries go to the queue in the
+// already appended to the queue (or, after a restart, are in the queue's
+// dictionary, from which the I/O loop registers them); ids below stored are
+// in the queue's dictionary; Len() ids are assigned. New entries go to the queue in the
 // same all-or-nothing append as the frames that define them (pending,
 // then stored or abandoned): a group that fails stores neither. Its ids
 // stay assigned; the next group starts with catch-up frames for [queued,
 // Len()) so that no later frame references an id the server was never
-// sent, and a bare commit after them, so that no generation and not the
+// sent, and so that the stored frames' delta sections chain (each starts
+// where the previous one of its generation ended: a connection's catch-up
+// covers only the ids below its first frame's), and a bare commit after them, so that no generation and not the
 // queue ends on a deferred frame whose OK the server withholds. The
 // entries of a generation the group rotated away from go with the group
 // too; when it fails they are abandoned, as no later frame can use them.
@@ -143,8 +145,10 @@ func loadGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 }
 
 // openGenDict loads generation gen from its stored entries. Every loaded
-// entry counts as stored and queued: the I/O loop re-sends the whole
-// generation on connect. A generation that is already full (the writer
+// entry counts as stored and queued, though the last frame on disk may
+// define fewer (entries stored after it): the I/O loop registers from the
+// queue's dictionary the ids below a frame's delta section that no frame
+// it sent on the connection defined, recycling to do so mid-connection. A generation that is already full (the writer
 // rotated after its last frame, which left no trace of the empty new one)
 // continues as generation gen+1.
 func openGenDict(stored symbolEntries, maxEntries, maxBytes int, gen uint32) (*genDict, error) {

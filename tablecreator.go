@@ -19,9 +19,10 @@ import (
 
 // tableCreator runs the DDL against QuestDB's HTTP /exec endpoint, which
 // shares host, port, TLS and credentials with the QWP endpoint. It runs on
-// every new connection (QuestDB may have been rebuilt meanwhile), only once the
-// WebSocket upgrade succeeded, so never while QuestDB is down, and before the
-// connection's first frame.
+// every new connection (QuestDB may have been rebuilt meanwhile) except one
+// replacing a connection the sender recycled itself (sender.Options.OnConnect),
+// only once the WebSocket upgrade succeeded, so never while QuestDB is down,
+// and before the connection's first frame.
 //
 // What QuestDB answers decides what happens next (see exec): a statement
 // refused for its content is a DDL failure, loud (Error log once per table,

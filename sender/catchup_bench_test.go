@@ -166,7 +166,7 @@ func (g *catchUpGen) run(b *testing.B, streamed bool, emit func([]byte) error) {
 		b.Fatal(err)
 	}
 	defer r.Close()
-	if readErr, err := streamDictionary(r, g.limit, emit); readErr != nil || err != nil {
+	if readErr, err := streamDictionary(r, r.Len(), g.limit, emit); readErr != nil || err != nil {
 		b.Fatal(readErr, err)
 	}
 }

@@ -25,6 +25,7 @@ func TestCatchUpStopsOnADamagedDictionaryRecord(t *testing.T) {
 	t.Cleanup(func() { _ = q.Close() }) // after the sender's Close
 	f := newFeeder(t, q, true)
 	f.frames(3, 10)
+	q.Ack(1) // the connection starts at FSN 2, which needs ids 0-6 registered
 	// Flip a byte of the third record (ids 0 and 1 are "g0-s0", "g0-s1":
 	// records of 12 + 5 + 4 bytes).
 	path := filepath.Join(dir, "s", fmt.Sprintf(".symbol-dict.%010d", 0))
@@ -40,10 +41,10 @@ func TestCatchUpStopsOnADamagedDictionaryRecord(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	s := startSender(t, q, testOptions(nil, srv.URL()))
 	te := waitTerminal(t, s)
-	if want := fmt.Sprintf("%s: record at offset %d", path, third); te.Category != qwp.CategoryNone || te.FSN != 1 || !strings.Contains(te.Error(), want) {
-		t.Fatalf("terminal %v (category %v, FSN %d); want one naming FSN 1 and %q", te, te.Category, te.FSN, want)
+	if want := fmt.Sprintf("%s: record at offset %d", path, third); te.Category != qwp.CategoryNone || te.FSN != 2 || !strings.Contains(te.Error(), want) {
+		t.Fatalf("terminal %v (category %v, FSN %d); want one naming FSN 2 and %q", te, te.Category, te.FSN, want)
 	}
-	if rows := srv.RowCount(testTable); rows != 0 || q.AckedFSN() != 0 {
+	if rows := srv.RowCount(testTable); rows != 0 || q.AckedFSN() != 1 {
 		t.Fatalf("%d rows on the server, %d frames acknowledged; want none", rows, q.AckedFSN())
 	}
 }

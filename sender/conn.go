@@ -27,6 +27,7 @@ type conn struct {
 
 	gen      uint32 // dictionary generation registered on this connection
 	genKnown bool
+	known    int // ids [0, known) of gen are registered on this connection
 	// recycle, when set, says why the next frame needs a new connection
 	// (a newer dictionary generation): nothing more is sent, and the
 	// connection recycles once all sent is acked.

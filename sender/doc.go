@@ -51,13 +51,20 @@
 // # Wire mapping
 //
 // The server numbers the binary messages of a connection from 0 (wireSeq)
-// and acknowledges cumulatively. Each connection first registers the whole
-// symbol dictionary of the generation of its first frame as C catch-up
-// frames (FLAG_DEFER_COMMIT|FLAG_DELTA_SYMBOL_DICT, no rows, split to
-// min(X-QWP-Max-Batch-Size, MaxBatchBytes); none when the dictionary is
-// empty; sent just before the first data frame, so the generation is known;
-// read from the queue a chunk at a time into one frame at a time, so a
-// catch-up holds one frame and a read buffer, whatever the generation's size),
+// and acknowledges cumulatively. Each connection first registers the ids of
+// the generation of its first frame that the frame uses without defining
+// them, [0, its delta section's start), as C catch-up frames
+// (FLAG_DEFER_COMMIT|FLAG_DELTA_SYMBOL_DICT, no rows, split to
+// min(X-QWP-Max-Batch-Size, MaxBatchBytes); none for a frame whose delta
+// starts at 0, as a new generation's first does; sent just before the first
+// data frame, so the generation is known; read from the queue a chunk at a
+// time into one frame at a time, so a catch-up holds one frame and a read
+// buffer, whatever the generation's size). The frames after it define their
+// own ids: each stored frame's delta section starts where the previous
+// one's ended, so entries that the queued frames define are not sent twice.
+// A frame whose delta starts past the ids the connection registered (the
+// chain broken: entries an earlier process stored after its last frame)
+// is held, and the connection recycles as at a generation switch. It
 // then streams stored frames from ackedFSN+1 in strict FSN order,
 // one message each, stripped of their 4-byte generation prefix. So
 //

@@ -366,6 +366,14 @@ func waitTerminal(t testing.TB, s *Sender) *TerminalError {
 type proxyOptions struct {
 	hideLimit bool   // drop X-QWP-Max-Batch-Size (to provoke CLOSE 1009)
 	version   string // replace X-QWP-Version with this, when set
+	record    bool   // keep the client's binary messages (proxy.messages)
+}
+
+// clientMessage is a binary message the client sent, unmasked, on the
+// proxy's conn-th connection (from 0).
+type clientMessage struct {
+	conn int
+	msg  []byte
 }
 
 // proxy is a TCP proxy in front of a test server that records when each
@@ -383,6 +391,7 @@ type proxy struct {
 	wg         sync.WaitGroup
 	conns      map[net.Conn]struct{}
 	closedDown bool
+	sent       []clientMessage // with record
 }
 
 func newProxy(t testing.TB, target string, o proxyOptions) *proxy {
@@ -399,6 +408,13 @@ func newProxy(t testing.TB, target string, o proxyOptions) *proxy {
 }
 
 func (p *proxy) URL() string { return "ws://" + p.ln.Addr().String() + "/write/v4" }
+
+// messages are the client's binary messages so far (proxyOptions.record).
+func (p *proxy) messages() []clientMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]clientMessage(nil), p.sent...)
+}
 
 func (p *proxy) arrivals() []time.Time {
 	p.mu.Lock()
@@ -429,6 +445,7 @@ func (p *proxy) serve() {
 		}
 		p.mu.Lock()
 		p.accepted = append(p.accepted, time.Now())
+		idx := len(p.accepted) - 1
 		p.mu.Unlock()
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -443,7 +460,7 @@ func (p *proxy) serve() {
 		p.wg.Add(2)
 		go func() {
 			defer p.wg.Done()
-			p.clientToServer(c, up)
+			p.clientToServer(c, up, idx)
 			up.Close()
 		}()
 		go func() {
@@ -455,8 +472,9 @@ func (p *proxy) serve() {
 }
 
 // clientToServer forwards the upgrade request, then parses WebSocket frames
-// to count them by opcode and notice fragments.
-func (p *proxy) clientToServer(c, up net.Conn) {
+// to count them by opcode, notice fragments and, with record, keep the
+// binary messages of connection idx.
+func (p *proxy) clientToServer(c, up net.Conn, idx int) {
 	r := bufio.NewReader(c)
 	for {
 		line, err := r.ReadString('\n')
@@ -504,6 +522,23 @@ func (p *proxy) clientToServer(c, up net.Conn) {
 		}
 		if _, err := up.Write(hdr[:h]); err != nil {
 			return
+		}
+		if p.o.record && hdr[0]&0x0f == 0x2 && hdr[1]&0x80 != 0 {
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(r, payload); err != nil {
+				return
+			}
+			if _, err := up.Write(payload); err != nil {
+				return
+			}
+			key := hdr[h-4 : h]
+			for i := range payload {
+				payload[i] ^= key[i%4]
+			}
+			p.mu.Lock()
+			p.sent = append(p.sent, clientMessage{conn: idx, msg: payload})
+			p.mu.Unlock()
+			continue
 		}
 		if _, err := io.CopyN(up, r, int64(n)); err != nil {
 			return

@@ -18,7 +18,7 @@ type Observer interface {
 	ReconnectAttempt()
 	ReconnectSuccess()
 	ServerError(c qwp.Category)
-	DictionarySize(entries int) // dictionary registered on the latest connection
+	DictionarySize(entries int) // dictionary ids the latest connection's catch-up registered
 	DrainerStarted()
 	DrainerSucceeded()
 	DrainerFailed()

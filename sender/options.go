@@ -104,7 +104,11 @@ type Options struct {
 	ErrorHandler func(Event)
 	// OnConnect, when set, runs on the I/O goroutine after every successful
 	// upgrade and before any frame is sent on that connection (the exporter
-	// creates its tables there). It must bound its own duration; ctx ends
+	// creates its tables there), except on a connection that replaces one
+	// the sender recycled on purpose (a dictionary generation switch, a
+	// broken chain of delta sections, evicted frames): the same endpoint,
+	// reached again at once, that the hook already ran for. It must bound
+	// its own duration; ctx ends
 	// when the sender closes. An error means "not now": the connection is
 	// closed unused and the sender reconnects after its backoff, as for any
 	// lost connection, so the hook runs again before the frames go out.

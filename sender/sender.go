@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -349,8 +348,16 @@ func (s *Sender) run() {
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
+	// recycled: the last connection ended in a planned recycle (a reason
+	// of the sender's own: a generation switch, a broken chain of delta
+	// sections, evicted frames) after OnConnect ran for it. Its replacement, to the
+	// same endpoint at once, skips the hook: the server was there a moment
+	// ago, as it is between two frames of one connection.
+	recycled := false
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
+		hookDone := recycled
+		recycled = false
 		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectAttempt()
 		}
@@ -376,7 +383,7 @@ func (s *Sender) run() {
 			s.obs.ReconnectSuccess()
 		}
 		s.everConnected = true
-		if s.o.OnConnect != nil {
+		if s.o.OnConnect != nil && !hookDone {
 			if err := s.o.OnConnect(s.ctx, url); err != nil {
 				// The hook could not finish its work for a passing reason:
 				// no frame goes out on this connection; retry with a new one.
@@ -410,6 +417,7 @@ func (s *Sender) run() {
 			<-s.ctx.Done()
 			return
 		case endRecycle:
+			recycled = true
 			continue
 		case endRetriableOther:
 			s.rotate()
@@ -607,19 +615,34 @@ func (s *Sender) send(c *conn) (end, bool) {
 		if e, done := s.oversize(c, fsn, msg); done {
 			return e, true
 		}
-		if !c.genKnown {
-			if e, done := s.catchUp(c, gen, fsn, msg); done {
+		// A message whose delta section cannot be read is sent as it is
+		// (the server judges it) and registers nothing.
+		deltaStart, deltaEnd, deltaErr := qwp.DeltaDictRange(msg)
+		switch {
+		case !c.genKnown:
+			if e, done := s.catchUp(c, gen, fsn, deltaStart, deltaEnd, deltaErr); done {
 				return e, true
 			}
-		} else if gen != c.gen {
+		case gen != c.gen:
 			// The connection recycles once everything sent is
 			// acknowledged; a deferred last frame never would be.
 			s.cursor.Seek(fsn)
 			c.recycle = fmt.Sprintf("dictionary generation switch from %d", c.gen)
 			return s.commitTail(c)
+		case deltaErr == nil && deltaStart > c.known:
+			// The chain of delta sections is broken: ids [known, start)
+			// are in the queue's dictionary but defined by no frame sent
+			// here (entries an earlier process stored after its last
+			// frame). A new connection's catch-up registers them.
+			s.cursor.Seek(fsn)
+			c.recycle = fmt.Sprintf("frame FSN %d defines symbol ids from %d; this connection registered %d", fsn, deltaStart, c.known)
+			return s.commitTail(c)
 		}
 		if err := c.write(msg); err != nil {
 			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
+		}
+		if deltaErr == nil {
+			c.known = max(c.known, deltaEnd)
 		}
 		now := time.Now()
 		c.win.sendData(now)
@@ -678,20 +701,38 @@ func (s *Sender) commitTail(c *conn) (end, bool) {
 	return end{}, false
 }
 
-// catchUp registers generation gen's whole dictionary on a connection before
-// its first data frame. The dictionary is streamed from the queue into one
-// catch-up frame at a time: a full generation never sits in RAM.
-func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool) {
-	c.gen, c.genKnown = gen, true
+// catchUp registers on a new connection, before its first data frame
+// (FSN fsn, delta section [deltaStart, deltaEnd)), the ids of generation gen
+// that the frame uses without defining them: [0, deltaStart). The frames
+// after it define their own: each frame's delta section starts where the
+// previous stored frame's ended (the writer's rowless catch-up frames after
+// a failed group keep the chain), and send recycles the connection where a
+// frame's starts past what the connection registered. So a connection
+// starting a fresh generation registers nothing, and at a generation switch
+// the entries the queued frames define again do not cross the wire twice.
+// A frame whose delta section cannot be read gets the whole generation.
+// The entries are streamed from the queue one catch-up frame at a time: a
+// full generation never sits in RAM.
+func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, deltaStart, deltaEnd int, deltaErr error) (end, bool) {
+	c.gen, c.genKnown, c.known = gen, true, 0
 	if s.beforeCatchUp != nil {
 		s.beforeCatchUp(gen, fsn)
+	}
+	if deltaErr == nil && deltaStart == 0 {
+		c.known = deltaEnd
+		s.obs.DictionarySize(0)
+		return end{}, false
 	}
 	dict, err := s.q.OpenSymbols(gen)
 	if err != nil {
 		return terminal(qwp.CategoryNone, fsn, fmt.Errorf("sender: reading symbol dictionary generation %d: %w", gen, err)), true
 	}
 	defer dict.Close()
-	if _, uses, err := qwp.DeltaDictRange(msg); err == nil && uses > dict.Len() {
+	need := deltaStart
+	if deltaErr != nil {
+		need = dict.Len()
+	}
+	if need > dict.Len() {
 		// The queue deletes a generation once no unacknowledged frame uses
 		// it: this frame was evicted after the cursor read it.
 		if s.q.AckedFSN() >= fsn {
@@ -699,19 +740,16 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 			return end{kind: endRecycle}, true
 		}
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
-			fsn, uses-1, gen, dict.Len())), true
+			"sender: stored frame FSN %d references symbol ids from %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
+			fsn, need-1, gen, dict.Len())), true
 	}
-	s.obs.DictionarySize(dict.Len())
-	if dict.Len() == 0 {
-		return end{}, false
-	}
+	s.obs.DictionarySize(need)
 	limit := s.o.MaxBatchBytes
 	if m := c.qc.MaxBatchSize; m > 0 && m < limit {
 		limit = m
 	}
 	var writeErr error
-	readErr, err := streamDictionary(dict, limit, func(frame []byte) error {
+	readErr, err := streamDictionary(dict, need, limit, func(frame []byte) error {
 		if writeErr = c.write(frame); writeErr != nil {
 			return writeErr
 		}
@@ -727,20 +765,21 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, msg []byte) (end, bool
 	case err != nil:
 		return terminal(qwp.CategoryParseError, 0, fmt.Errorf("sender: symbol dictionary generation %d cannot be registered: %w", gen, err)), true
 	}
+	c.known = need
+	if deltaErr == nil {
+		c.known = max(need, deltaEnd)
+	}
 	return end{}, false
 }
 
-// streamDictionary passes the entries dict has left to emit as catch-up
-// frames of at most limit bytes, one frame in memory at a time. readErr is
-// a dictionary that could not be read; err is an entry no frame can carry
-// or emit's error.
-func streamDictionary(dict *sfqueue.SymbolReader, limit int, emit func(frame []byte) error) (readErr, err error) {
+// streamDictionary passes dict's first n entries (n <= dict.Len()) to emit
+// as catch-up frames of at most limit bytes, one frame in memory at a time.
+// readErr is a dictionary that could not be read; err is an entry no frame
+// can carry or emit's error.
+func streamDictionary(dict *sfqueue.SymbolReader, n, limit int, emit func(frame []byte) error) (readErr, err error) {
 	enc := qwp.NewCatchUpEncoder(0, limit, emit)
-	for {
+	for range n {
 		e, err := dict.Next()
-		if err == io.EOF {
-			return nil, enc.Flush()
-		}
 		if err != nil {
 			return err, nil
 		}
@@ -748,6 +787,7 @@ func streamDictionary(dict *sfqueue.SymbolReader, limit int, emit func(frame []b
 			return nil, err
 		}
 	}
+	return nil, enc.Flush()
 }
 
 // handle applies one server response.

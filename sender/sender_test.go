@@ -28,6 +28,7 @@ func TestSendAndTrim(t *testing.T) {
 			f := newFeeder(t, q, true)
 			f.frames(20, 10) // a backlog before Start
 			rec := &recorder{}
+			rec.dictSize.Store(-1)
 			s := startSender(t, q, testOptions(rec, srv.URL()))
 			waitAll(t, s, q)
 			f.frames(30, 10) // picked up through Published, no polling
@@ -42,8 +43,9 @@ func TestSendAndTrim(t *testing.T) {
 			if st := q.Stats(); st.Segments > 1 {
 				t.Errorf("%d segments retained after everything was acked; trim should leave at most the active one", st.Segments)
 			}
-			if rec.dictSize.Load() == 0 {
-				t.Error("dictionary size was never reported")
+			// The first frame starts generation 0: nothing to catch up.
+			if rec.dictSize.Load() != 0 {
+				t.Errorf("catch-up size reported %d; want 0 (and reported)", rec.dictSize.Load())
 			}
 			if s.Err() != nil {
 				t.Errorf("Err() = %v on a healthy run", s.Err())
@@ -244,8 +246,9 @@ func (tc errorCase) run(t *testing.T) {
 	if tc.override != 0 {
 		o.Policies = map[qwp.Category]qwp.Policy{tc.category: tc.override}
 	}
-	// The 5th message: one dictionary catch-up frame, then FSNs 1-4.
-	if err := a.RejectFrame(5, tc.status, "injected "+tc.status.String()); err != nil {
+	// The 4th message: FSN 4 (the frames start generation 0, so no
+	// dictionary catch-up precedes them).
+	if err := a.RejectFrame(4, tc.status, "injected "+tc.status.String()); err != nil {
 		t.Fatal(err)
 	}
 	s := startSender(t, q, o)
@@ -263,7 +266,7 @@ func (tc errorCase) run(t *testing.T) {
 		}
 		f.frames(1, 1)
 		time.Sleep(20 * time.Millisecond)
-		if a.Frames() != 5 {
+		if a.Frames() != 4 {
 			t.Fatalf("a terminal sender kept sending: %d frames", a.Frames())
 		}
 	} else {
@@ -347,6 +350,40 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 		}
 	}
 	exactRows(t, rowIDs(t, srv), 100)
+}
+
+// A connection that replaces one the sender recycled itself at a generation
+// switch skips OnConnect (the same server, a moment later; under series
+// churn the switches come every few seconds); one replacing a lost
+// connection runs it.
+func TestOnConnectSkippedAfterAPlannedRecycle(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q := memQueue(t)
+	f := newFeeder(t, q, true)
+	for g := range 3 {
+		if g > 0 {
+			f.newGeneration()
+		}
+		f.frames(3, 5)
+	}
+	var calls atomic.Int64
+	o := testOptions(nil, srv.URL())
+	o.OnConnect = func(context.Context, string) error {
+		calls.Add(1)
+		return nil
+	}
+	s := startSender(t, q, o)
+	waitAll(t, s, q)
+	if n, conns := calls.Load(), srv.Accepted(); n != 1 || conns != 3 {
+		t.Fatalf("OnConnect ran %d times over %d connections; want once over 3 (two generation switches)", n, conns)
+	}
+	srv.DropConnections()
+	f.frames(2, 5)
+	waitAll(t, s, q)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("OnConnect ran %d times; want a second run after the lost connection", n)
+	}
+	checkGenerations(t, srv, func(id int64) uint32 { return uint32(min(id/15, 2)) })
 }
 
 // An OnConnect error closes the connection unused and reconnects with

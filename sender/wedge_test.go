@@ -116,9 +116,12 @@ func TestDrainOrphanWithDeferredEnds(t *testing.T) {
 
 func TestCatchUpRefusesAFrameWhoseDictionaryIsShort(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
-	// The frame's symbols are registered in another queue: this one's
-	// dictionary lacks the ids the frame references.
-	payload := newFeeder(t, memQueue(t), true).encode(5)
+	// The frames' symbols are registered in another queue: this one's
+	// dictionary lacks the ids the second frame references and the first
+	// defined. (A frame defining every id it uses needs no catch-up.)
+	f := newFeeder(t, memQueue(t), true)
+	f.encode(5)
+	payload := f.encode(5)
 	q := memQueue(t)
 	if _, err := q.Append(context.Background(), payload); err != nil {
 		t.Fatal(err)
