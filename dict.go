@@ -99,8 +99,8 @@ type symbolEntries interface {
 // churn nothing recurs and generations stay at startBytes, the RAM small.
 // Several generations are remembered, not only the previous one, because a
 // working set read in the same order every interval (a scrape) and larger
-// than two generations fills each generation with a part the previous one
-// never held. The remembered hashes say nothing about ids: a collision of
+// than one generation fills each new generation mostly with the part the
+// previous one never held. The remembered hashes say nothing about ids: a collision of
 // two symbols' 64-bit hashes can only misjudge the growth.
 //
 // Three watermarks, each <= the next: ids below queued are defined by frames
