@@ -94,9 +94,10 @@ type Config struct {
 	// SYMBOL dictionary generation.
 	SymbolDictMaxEntries int `mapstructure:"symbol_dict_max_entries"`
 	// SymbolDictMaxBytes bounds the symbol text of one generation; 0 means
-	// min(4 MiB, sf_max_total_bytes / 4). It bounds the writer's
+	// min(16 MiB, sf_max_total_bytes / 4). It bounds the writer's
 	// dictionary in RAM, a generation's file and the catch-up a connection
-	// may send.
+	// may send. A generation starts smaller (4 MiB, or this if less) and
+	// grows towards it only while its symbols recur.
 	SymbolDictMaxBytes ByteSize `mapstructure:"symbol_dict_max_bytes"`
 
 	Tables TablesConfig `mapstructure:"tables"`
@@ -174,15 +175,18 @@ const (
 	// buffer; with it 69.6 MiB, bound 80).
 	memorySegmentReserve = 2
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
-	// cap allows it): see the README's sizing section. 4 MiB rather than 16:
-	// under series churn (a new series on every point) the generation being
-	// written is most of the live heap, and a full 16 MiB one took the
-	// collector's peak RSS to 80-83 MB against 57-61 with 4 MiB (nop: 41;
-	// BENCHMARKS.md, issue #25). The cost: a working set of series whose
-	// symbol text exceeds a generation rotates it for ever, and every point
-	// then carries its symbol as under churn (README, Sizing).
-	defaultSymbolDictMaxBytes ByteSize = 4 << 20
-	maxSenderIDBytes                   = 127
+	// cap allows it): see the README's sizing section.
+	defaultSymbolDictMaxBytes ByteSize = 16 << 20
+	// symbolDictStartBytes is the working limit a generation starts at
+	// (symbolDictStartBytes()), doubling towards symbol_dict_max_bytes
+	// while its symbols recur (genDict, Growth). 4 MiB: under series churn,
+	// where nothing recurs, the generation being written is most of the
+	// live heap, and full 16 MiB generations took the collector's peak RSS
+	// to 80-83 MB against 57-61 with 4 MiB ones (nop: 41; 8 MiB: 63-70,
+	// over the 64 MB target; BENCHMARKS.md, issue #25), while a working set
+	// of up to 16 MiB of symbol text still ends in one generation.
+	symbolDictStartBytes ByteSize = 4 << 20
+	maxSenderIDBytes              = 127
 )
 
 // memoryModeMaxTotalBytes and sfModeMaxTotalBytes are what
@@ -673,7 +677,7 @@ func (c *Config) symbolDictLimit() ByteSize {
 }
 
 // effectiveSymbolDictMaxBytes is symbol_dict_max_bytes with 0 replaced by
-// min(4 MiB, the limit), and half the limit in memory-only mode.
+// min(16 MiB, the limit), and half the limit in memory-only mode.
 func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
 	if c.SymbolDictMaxBytes != 0 {
 		return c.SymbolDictMaxBytes
@@ -682,6 +686,12 @@ func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
 		return min(defaultSymbolDictMaxBytes, c.symbolDictLimit()/2)
 	}
 	return min(defaultSymbolDictMaxBytes, c.symbolDictLimit())
+}
+
+// symbolDictStartBytes is the working limit a dictionary generation starts
+// at: 4 MiB, or symbol_dict_max_bytes if smaller.
+func (c *Config) symbolDictStartBytes() ByteSize {
+	return min(symbolDictStartBytes, c.effectiveSymbolDictMaxBytes())
 }
 
 // senderID is the slot name: sender_id when set, else derived from the

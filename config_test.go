@@ -489,8 +489,11 @@ max_batch_bytes: 1048576.0
 
 func TestSymbolDictMaxBytesDefault(t *testing.T) {
 	cfg := defaultConfig(t)
-	if got := cfg.effectiveSymbolDictMaxBytes(); got != 4<<20 {
-		t.Fatalf("default symbol_dict_max_bytes %v, want 4MiB", got)
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 16<<20 {
+		t.Fatalf("default symbol_dict_max_bytes %v, want 16MiB", got)
+	}
+	if got := cfg.symbolDictStartBytes(); got != 4<<20 {
+		t.Fatalf("a generation starts at %v, want 4MiB", got)
 	}
 	cfg.SFMaxTotalBytes, cfg.SFMaxSegmentBytes = 8<<20, 4<<20
 	if err := cfg.Validate(); err != nil {
@@ -498,6 +501,9 @@ func TestSymbolDictMaxBytesDefault(t *testing.T) {
 	}
 	if got := cfg.effectiveSymbolDictMaxBytes(); got != 2<<20 {
 		t.Fatalf("symbol_dict_max_bytes under an 8 MiB cap is %v, want a quarter of it (2MiB)", got)
+	}
+	if got := cfg.symbolDictStartBytes(); got != 2<<20 {
+		t.Fatalf("under a 2 MiB symbol_dict_max_bytes a generation starts at %v, want the cap", got)
 	}
 	cfg.SymbolDictMaxBytes = 1 << 20
 	if got := cfg.effectiveSymbolDictMaxBytes(); got != 1<<20 {
@@ -519,14 +525,13 @@ func TestMemoryModeCapShares(t *testing.T) {
 		t.Fatalf("memory-only queue cap under 16 MiB with 4 MiB segments: %d, want a quarter, %d", got, want)
 	}
 	cfg.SFMaxTotalBytes = 0
-	if got := cfg.effectiveSymbolDictMaxBytes(); got != 4<<20 {
-		t.Fatalf("memory-only default symbol_dict_max_bytes %v, want 4MiB (the default; a sixteenth of the cap is 8)", got)
-	}
-	cfg.SFMaxTotalBytes = 32 << 20
-	if got := cfg.effectiveSymbolDictMaxBytes(); got != 2<<20 {
-		t.Fatalf("memory-only default symbol_dict_max_bytes under 32 MiB %v, want 2MiB", got)
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 8<<20 {
+		t.Fatalf("memory-only default symbol_dict_max_bytes %v, want 8MiB", got)
 	}
 	cfg.SFMaxTotalBytes = 64 << 20
+	if got := cfg.effectiveSymbolDictMaxBytes(); got != 4<<20 {
+		t.Fatalf("memory-only default symbol_dict_max_bytes under 64 MiB %v, want 4MiB", got)
+	}
 	cfg.SymbolDictMaxBytes = 8 << 20
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("an eighth of the cap: %v", err)

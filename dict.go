@@ -89,6 +89,20 @@ type symbolEntries interface {
 // reason), and a frame never references an id of another generation: ids
 // are handed out only inside the frame's own generation.
 //
+// Growth. A generation starts at a working limit of startBytes (text, and
+// three times that of index) and ends there, as at maxBytes, unless its
+// symbols recur: when at least half of its entries (estimated from a
+// sixteenth of them, qwp.MemDict.SampledHashes) were entries of the
+// generations rotated away from, up to maxBytes of their text back, the
+// working set is coming round again and rotating would only re-send it on
+// every point, so the limit doubles instead, up to maxBytes. Under series
+// churn nothing recurs and generations stay at startBytes, the RAM small.
+// Several generations are remembered, not only the previous one, because a
+// working set read in the same order every interval (a scrape) and larger
+// than one generation fills each new generation mostly with the part the
+// previous one never held. The remembered hashes say nothing about ids: a collision of
+// two symbols' 64-bit hashes can only misjudge the growth.
+//
 // Three watermarks, each <= the next: ids below queued are defined by frames
 // already appended to the queue (or, after a restart, are in the queue's
 // dictionary, from which the I/O loop registers them); ids below stored are
@@ -110,9 +124,19 @@ type genDict struct {
 
 	maxEntries int
 	maxBytes   int // symbol text of one generation
+	startBytes int // the working limit a generation starts at, <= maxBytes
+	limit      int // the current generation's working limit (Growth)
 
 	bytes   int // symbol text of ids below counted
 	counted int
+
+	// seen holds the sampled hashes of the generations rotated away from,
+	// seenBytes of their symbol text (at most maxBytes); checked of the
+	// current generation's sampled hashes were looked up in it, recurred
+	// found.
+	seen              map[uint64]struct{}
+	seenBytes         int
+	checked, recurred int
 
 	gen    uint32
 	stored int
@@ -129,12 +153,12 @@ var _ qwp.SymbolDict = (*genDict)(nil)
 // with an error naming the generation and the cause: a generation cut
 // short would hand out again ids that the file and the frames on disk
 // already hold, and QuestDB would store rows under the wrong symbols.
-func loadGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
+func loadGenDict(store symbolStore, maxEntries, maxBytes, startBytes int, gen uint32) (*genDict, error) {
 	r, err := store.OpenSymbols(gen)
 	if err != nil {
 		return nil, fmt.Errorf("symbol dictionary generation %d: %w", gen, err)
 	}
-	d, err := openGenDict(r, maxEntries, maxBytes, gen)
+	d, err := openGenDict(r, maxEntries, maxBytes, startBytes, gen)
 	if cerr := r.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("symbol dictionary generation %d: %w", gen, cerr)
 	}
@@ -150,15 +174,23 @@ func loadGenDict(store symbolStore, maxEntries, maxBytes int, gen uint32) (*genD
 // queue's dictionary the ids below a frame's delta section that no frame
 // it sent on the connection defined, recycling to do so mid-connection. A generation that is already full (the writer
 // rotated after its last frame, which left no trace of the empty new one)
-// continues as generation gen+1.
-func openGenDict(stored symbolEntries, maxEntries, maxBytes int, gen uint32) (*genDict, error) {
+// continues as generation gen+1. A generation that had grown past
+// startBytes continues at the working limit it had reached (the least
+// doubling that holds it): it grew because its symbols recurred, and
+// rotating it now would re-send them all. No hashes of earlier generations
+// survive a restart, so its next growth waits for a rotation.
+func openGenDict(stored symbolEntries, maxEntries, maxBytes, startBytes int, gen uint32) (*genDict, error) {
 	if maxEntries <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_entries %d must be positive", maxEntries)
 	}
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("symbol_dict_max_bytes %d must be positive", maxBytes)
 	}
-	d := &genDict{MemDict: qwp.NewMemDict(), maxEntries: maxEntries, maxBytes: maxBytes, gen: gen}
+	if startBytes <= 0 || startBytes > maxBytes {
+		return nil, fmt.Errorf("a generation's starting limit %d must be positive and at most symbol_dict_max_bytes (%d)", startBytes, maxBytes)
+	}
+	d := &genDict{MemDict: qwp.NewMemDict(), maxEntries: maxEntries, maxBytes: maxBytes, startBytes: startBytes, limit: startBytes,
+		gen: gen, seen: map[uint64]struct{}{}}
 	for id := 0; ; id++ {
 		e, err := stored.Next()
 		if err == io.EOF {
@@ -173,6 +205,10 @@ func openGenDict(stored symbolEntries, maxEntries, maxBytes int, gen uint32) (*g
 		}
 	}
 	d.stored, d.queued = d.Len(), d.Len()
+	d.count()
+	for d.limit < d.maxBytes && d.atLimit(d.limit) {
+		d.limit = min(2*d.limit, d.maxBytes)
+	}
 	if d.full() {
 		d.rotate()
 	}
@@ -183,24 +219,67 @@ func openGenDict(stored symbolEntries, maxEntries, maxBytes int, gen uint32) (*g
 func (d *genDict) Gen() uint32 { return d.gen }
 
 // full reports whether the current generation reached maxEntries ids,
-// maxBytes of symbol text or 3 × maxBytes of index, so the next frame must
-// start a new generation.
+// maxBytes of symbol text or 3 × maxBytes of index, or its working limit
+// without recurring symbols (Growth), so the next frame must start a new
+// generation. At its working limit a generation whose symbols recur grows.
 func (d *genDict) full() bool {
+	d.count()
+	if d.Len() >= d.maxEntries || d.atLimit(d.maxBytes) {
+		return true
+	}
+	for d.atLimit(d.limit) { // ends: atLimit(maxBytes) is false
+		if !d.recurs() {
+			return true
+		}
+		d.limit = min(2*d.limit, d.maxBytes)
+	}
+	return false
+}
+
+// count adds the text of the ids assigned since the last call to bytes.
+func (d *genDict) count() {
 	for ; d.counted < d.Len(); d.counted++ {
 		d.bytes += len(d.Entry(d.counted))
 	}
-	return d.Len() >= d.maxEntries || d.bytes >= d.maxBytes || d.IndexBytes() >= 3*int64(d.maxBytes)
 }
+
+// atLimit reports whether the current generation holds limit bytes of
+// symbol text or 3 × limit of index.
+func (d *genDict) atLimit(limit int) bool {
+	return d.bytes >= limit || d.IndexBytes() >= 3*int64(limit)
+}
+
+// recurs reports whether at least half of the current generation's sampled
+// entries were sampled in the remembered generations: half, because a
+// working set coming round again shows as most of a generation's new
+// entries, while under churn (new series) none recur; a generation mostly
+// of one-off series would only hold them longer if it grew.
+func (d *genDict) recurs() bool {
+	s := d.SampledHashes()
+	for ; d.checked < len(s); d.checked++ {
+		if _, ok := d.seen[s[d.checked]]; ok {
+			d.recurred++
+		}
+	}
+	return d.checked > 0 && 2*d.recurred >= d.checked
+}
+
+// Limit is the current generation's working limit (Growth).
+func (d *genDict) Limit() int { return d.limit }
 
 // Bytes is the symbol text the current generation holds.
 func (d *genDict) Bytes() int {
-	d.full()
+	d.count()
 	return d.bytes
 }
 
-// IndexBytes is the RAM the current generation's MemDict holds: its text,
-// entry records and table (qwp.MemDict.MemBytes).
-func (d *genDict) IndexBytes() int64 { return d.MemBytes() }
+// seenEntryBytes is about what a remembered hash costs in the seen map.
+const seenEntryBytes = 16
+
+// IndexBytes is the RAM the dictionary holds: the current generation's
+// MemDict (its text, entry records, table and sampled hashes;
+// qwp.MemDict.MemBytes) and, about, the remembered hashes.
+func (d *genDict) IndexBytes() int64 { return d.MemBytes() + int64(len(d.seen))*seenEntryBytes }
 
 // pending is what the next append must store with its frames: the
 // entries of generations rotated away from and the current generation's
@@ -251,13 +330,25 @@ func (d *genDict) markQueued(end int) {
 	}
 }
 
-// rotate starts the next generation with an empty dictionary; the current
-// generation's entries not yet stored go with the group (pending).
+// rotate starts the next generation with an empty dictionary at the
+// starting limit; the current generation's entries not yet stored go with
+// the group (pending), its sampled hashes to the remembered ones, which
+// forget the older generations first when they would hold more than
+// maxBytes of text (a working set larger than that cannot stay anyway).
 func (d *genDict) rotate() {
 	if run, ok := d.unstoredRun(); ok {
 		d.retired = append(d.retired, run)
 	}
+	d.count()
+	if d.seenBytes+d.bytes > d.maxBytes {
+		d.seen, d.seenBytes = map[uint64]struct{}{}, 0 // a new map: clear would keep its size
+	}
+	for _, h := range d.SampledHashes() {
+		d.seen[h] = struct{}{}
+	}
+	d.seenBytes += d.bytes
 	d.gen++
-	d.MemDict = qwp.NewMemDict()
-	d.stored, d.queued, d.bytes, d.counted = 0, 0, 0, 0
+	d.MemDict = d.Successor()
+	d.stored, d.queued, d.bytes, d.counted, d.checked, d.recurred = 0, 0, 0, 0, 0, 0
+	d.limit = d.startBytes
 }

@@ -73,7 +73,7 @@ func (m *memSymbols) store(t *testing.T, d *genDict, fail bool) {
 
 func TestGenDictIDsStoreAndRotate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store.entries(0), 3, 1<<30, 0)
+	d, err := openGenDict(store.entries(0), 3, 1<<30, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestGenDictIDsStoreAndRotate(t *testing.T) {
 // with the frames that needed them.
 func TestGenDictFailedAppendKeepsEntriesPending(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store.entries(4), 2, 1<<30, 4)
+	d, err := openGenDict(store.entries(4), 2, 1<<30, 1<<30, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestOpenGenDict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := openGenDict((&memSymbols{gens: tt.stored}).entries(tt.gen), tt.max, 1<<30, tt.gen)
+			d, err := openGenDict((&memSymbols{gens: tt.stored}).entries(tt.gen), tt.max, 1<<30, 1<<30, tt.gen)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatal("want an error")
@@ -263,7 +263,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 		return q
 	}
 	q := open()
-	d, err := loadGenDict(q, 2, 1<<30, 0)
+	d, err := loadGenDict(q, 2, 1<<30, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 	}
 	q = open()
 	defer q.Close()
-	d, err = loadGenDict(q, 2, 1<<30, 1)
+	d, err = loadGenDict(q, 2, 1<<30, 1<<30, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +296,12 @@ func TestGenDictThroughSFQueue(t *testing.T) {
 // frames on disk may use either id.
 func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{2: {[]byte("a"), []byte("b"), []byte("a")}}}
-	_, err := openGenDict(store.entries(2), 10, 1<<30, 2)
+	_, err := openGenDict(store.entries(2), 10, 1<<30, 1<<30, 2)
 	if err == nil || !strings.Contains(err.Error(), `"a" twice (ids 0 and 2)`) || !strings.Contains(err.Error(), "generation 2") {
 		t.Fatalf("openGenDict = %v, want an error naming the symbol, both ids and the generation", err)
 	}
 	store.gens[2] = store.gens[2][:2]
-	d, err := openGenDict(store.entries(2), 10, 1<<30, 2)
+	d, err := openGenDict(store.entries(2), 10, 1<<30, 1<<30, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestGenDictRefusesAPersistedDuplicate(t *testing.T) {
 
 func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	store := &memSymbols{gens: map[uint32][][]byte{}}
-	d, err := openGenDict(store.entries(0), 1000, 1000, 0)
+	d, err := openGenDict(store.entries(0), 1000, 1000, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	if d.Gen() != 1 || d.full() || d.Bytes() != 0 {
 		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.Bytes())
 	}
-	if _, err := openGenDict(store.entries(0), 1000, 0, 0); err == nil {
+	if _, err := openGenDict(store.entries(0), 1000, 0, 0, 0); err == nil {
 		t.Fatal("a zero byte bound was accepted")
 	}
 }
@@ -389,7 +389,7 @@ func measureMemDict(t *testing.T, n, size int) (est, held int64) {
 // Many tiny symbols end a generation at an index of three times the byte
 // bound, before the text bound.
 func TestGenDictRotatesAtIndexBytes(t *testing.T) {
-	d, err := openGenDict(&sliceEntries{}, 1_000_000, 1000, 0)
+	d, err := openGenDict(&sliceEntries{}, 1_000_000, 1000, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestGenDictRotatesAtIndexBytes(t *testing.T) {
 // holds). Through a real queue: an I/O error and a record damaged after
 // recovery read the file.
 func TestGenDictLoadFailsOnAnUnreadableEntry(t *testing.T) {
-	d, err := openGenDict(&sliceEntries{entries: [][]byte{[]byte("a"), []byte("b")}, err: syscall.EIO}, 10, 1<<30, 3)
+	d, err := openGenDict(&sliceEntries{entries: [][]byte{[]byte("a"), []byte("b")}, err: syscall.EIO}, 10, 1<<30, 1<<30, 3)
 	if d != nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "generation 3: reading id 2") {
 		t.Fatalf("openGenDict = %v, %v; want no dictionary and EIO at id 2 of generation 3", d, err)
 	}
@@ -422,12 +422,12 @@ func TestGenDictLoadFailsOnAnUnreadableEntry(t *testing.T) {
 	if err := q.AddSymbols(0, 0, [][]byte{[]byte("alpha"), []byte("beta"), []byte("gamma")}); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := loadGenDict(q, 10, 1<<30, 0); err != nil || d.Len() != 3 {
+	if d, err := loadGenDict(q, 10, 1<<30, 1<<30, 0); err != nil || d.Len() != 3 {
 		t.Fatalf("intact generation: %v", err)
 	}
 
 	ffs.Inject(sfqueuetest.Fault{Op: sfqueuetest.Read, Pattern: ".symbol-dict.*", Err: syscall.EIO})
-	d, err = loadGenDict(q, 10, 1<<30, 0)
+	d, err = loadGenDict(q, 10, 1<<30, 1<<30, 0)
 	if d != nil || !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "symbol dictionary generation 0") {
 		t.Fatalf("read error: %v, %v; want no dictionary and an error naming generation 0 and EIO", d, err)
 	}
@@ -443,7 +443,7 @@ func TestGenDictLoadFailsOnAnUnreadableEntry(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, err = loadGenDict(q, 10, 1<<30, 0)
+	d, err = loadGenDict(q, 10, 1<<30, 1<<30, 0)
 	if d != nil || err == nil {
 		t.Fatalf("damaged record: %v, %v; want an error", d, err)
 	}

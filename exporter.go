@@ -314,7 +314,7 @@ func (e *questdbExporter) logStart(recovered int) {
 // newWriter loads dictionary generation gen and starts the writer on it.
 // A generation that cannot be read whole fails the start.
 func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, error) {
-	dict, err := loadGenDict(q, e.cfg.SymbolDictMaxEntries, int(e.cfg.effectiveSymbolDictMaxBytes()), gen)
+	dict, err := loadGenDict(q, e.cfg.SymbolDictMaxEntries, int(e.cfg.effectiveSymbolDictMaxBytes()), int(e.cfg.symbolDictStartBytes()), gen)
 	if err != nil {
 		// Starting on the entries read so far would give new symbols ids
 		// that frames on disk already use. The slot stays as it is: the

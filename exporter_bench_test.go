@@ -95,7 +95,7 @@ func benchWriter(b *testing.B, q *sfqueue.Queue) *writer {
 // dictionary bounds.
 func benchWriterFor(b *testing.B, q *sfqueue.Queue, cfg *Config) *writer {
 	b.Helper()
-	dict, err := loadGenDict(q, cfg.SymbolDictMaxEntries, int(cfg.effectiveSymbolDictMaxBytes()), 0)
+	dict, err := loadGenDict(q, cfg.SymbolDictMaxEntries, int(cfg.effectiveSymbolDictMaxBytes()), int(cfg.symbolDictStartBytes()), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

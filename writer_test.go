@@ -417,7 +417,7 @@ func newWriterFixture(t *testing.T, o sfqueue.Options, maxEntries, maxFrame int)
 		t.Fatal(err)
 	}
 	cq := &checkingQueue{Queue: q, t: t, entered: make(chan struct{}, 100)}
-	dict, err := loadGenDict(cq, maxEntries, 1<<30, 0)
+	dict, err := loadGenDict(cq, maxEntries, 1<<30, 1<<30, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type MemDict struct {
 	// entries without reading them, and growing needs no rehash. Its
 	// length is a power of two, or 0.
 	slots []uint64
+	// sampled holds the full hash of each entry whose hash falls in the
+	// sampled sixteenth (SampledHashes), in id order.
+	sampled []uint64
 }
 
 // dictEntry locates one entry's text.
@@ -58,6 +61,9 @@ const (
 	dictMinSlots = 16
 	// dictBlock is the entry records of a block: 48 KiB.
 	dictBlock = 4096
+	// dictSampleShift picks the sampled entries: those whose hash has its
+	// top 4 bits clear, one in 16, so a sample costs half a byte per entry.
+	dictSampleShift = 60
 )
 
 // NewMemDict returns an empty dictionary.
@@ -67,7 +73,8 @@ func NewMemDict() *MemDict {
 
 // ID implements SymbolDict. Looking up an existing symbol allocates nothing.
 func (d *MemDict) ID(sym []byte) uint32 {
-	h := uint64(uint32(maphash.Bytes(d.seed, sym)))
+	full := maphash.Bytes(d.seed, sym)
+	h := uint64(uint32(full))
 	if d.n+1 > len(d.slots)/4*3 {
 		d.grow()
 	}
@@ -84,6 +91,9 @@ func (d *MemDict) ID(sym []byte) uint32 {
 			d.blocks[len(d.blocks)-1] = append(d.blocks[len(d.blocks)-1], d.store(sym))
 			d.n++
 			d.slots[i] = tag | uint64(id+1)
+			if full>>dictSampleShift == 0 {
+				d.sampled = append(d.sampled, full)
+			}
 			return id
 		}
 		if s&^(1<<32-1) == tag {
@@ -93,6 +103,21 @@ func (d *MemDict) ID(sym []byte) uint32 {
 		}
 	}
 }
+
+// Successor returns an empty dictionary that hashes as d does, so that the
+// SampledHashes of the two compare: the same symbol has the same hash in
+// both and is sampled in both or in neither.
+func (d *MemDict) Successor() *MemDict {
+	return &MemDict{seed: d.seed}
+}
+
+// SampledHashes returns the 64-bit hashes of about one entry in 16, those
+// whose hash falls in a fixed sixteenth of the range, in id order: an
+// unbiased sample by which a caller can estimate, without keeping the
+// text, how many entries a dictionary shares with an earlier one of its
+// lineage (Successor). Two symbols can share a hash, so the estimate is
+// only an estimate. The caller must not modify the result.
+func (d *MemDict) SampledHashes() []uint64 { return d.sampled }
 
 // store copies sym into the current chunk, starting a new one when it does
 // not fit.
@@ -131,10 +156,10 @@ func (d *MemDict) grow() {
 	}
 }
 
-// MemBytes is the RAM the dictionary holds: its chunks, entry records and
-// table, capacity included.
+// MemBytes is the RAM the dictionary holds: its chunks, entry records,
+// table and sampled hashes, capacity included.
 func (d *MemDict) MemBytes() int64 {
-	n := int64(cap(d.chunks)+cap(d.blocks))*24 + int64(len(d.slots))*8
+	n := int64(cap(d.chunks)+cap(d.blocks))*24 + int64(len(d.slots)+cap(d.sampled))*8
 	for _, b := range d.blocks {
 		n += int64(cap(b)) * 12
 	}

@@ -31,6 +31,10 @@
 //     one event with 2 attributes per span, status error on every 20th.
 //   - churn: the metrics shape, but one point attribute is unique per
 //     point: every point is a new series (a new SYMBOL every row).
+//   - steady (not run by default): the metrics shape, but that attribute
+//     cycles over 60,000 series (about 7 MiB of attribute JSON), the same
+//     order every 60 requests: a working set larger than a 4 MiB SYMBOL
+//     dictionary generation.
 //
 // Sinks: the qwpsink binary in count-only mode for questdb, an in-process
 // OTLP/HTTP server that counts data points, log records and spans for otlp_http;

@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.dictBytes, "symbol-dict-max-bytes", "", "symbol_dict_max_bytes of the questdb configurations, e.g. 4MiB (default: the exporter's)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a sink may take to receive every accepted item")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every shape through every exporter configuration")
-	shapeList := fs.String("shapes", "metrics,logs,traces,churn", "shapes, comma-separated (metrics, logs, traces, churn)")
+	shapeList := fs.String("shapes", "metrics,logs,traces,churn", "shapes, comma-separated (metrics, logs, traces, churn, steady)")
 	exporterList := fs.String("exporters", "nop,questdb,otlp_http", "exporter configurations, comma-separated (nop, questdb, questdb-memonly, otlp_http, otlp_http-none)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -32,7 +32,7 @@ func TestOTLPSinkCountsItems(t *testing.T) {
 	}
 	defer s.close()
 	defer http.DefaultClient.CloseIdleConnections()
-	metrics, err := newMetricsPayload(false).marshal(0)
+	metrics, err := newMetricsPayload(0).marshal(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,3 +77,31 @@ func parseStatusKB(status []byte, key string) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc status: no %s line", key)
 }
+
+// readBytes reads how many bytes a process has read so far (rchar of
+// /proc/<pid>/io: every read, sockets included). For the count-only
+// qwpsink that is the QWP bytes it received, and its few /tables requests.
+func readBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseIORchar(b)
+}
+
+// parseIORchar returns the rchar line of /proc/<pid>/io.
+func parseIORchar(io []byte) (int64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(io))
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || name != "rchar" {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("/proc io: rchar %q is not a byte count", strings.TrimSpace(rest))
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("/proc io: no rchar line")
+}

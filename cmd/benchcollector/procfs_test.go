@@ -45,3 +45,15 @@ func TestParseStatusKB(t *testing.T) {
 		t.Error("a size in MB parsed as kB")
 	}
 }
+
+func TestParseIORchar(t *testing.T) {
+	got, err := parseIORchar([]byte("rchar: 123456\nwchar: 99\nsyscr: 7\n"))
+	if err != nil || got != 123456 {
+		t.Fatalf("parseIORchar = %d, %v; want 123456", got, err)
+	}
+	for _, bad := range []string{"wchar: 1\n", "rchar: -3\n", "rchar: lots\n"} {
+		if _, err := parseIORchar([]byte(bad)); err == nil {
+			t.Errorf("parseIORchar(%q) succeeded", bad)
+		}
+	}
+}

@@ -62,12 +62,12 @@ func report(w io.Writer, results []runResult, shapeNames, exporterNames []string
 	}
 	fmt.Fprintf(w, "\n%d rounds, %d requests x %d items per run, %d clients; questdb sf_durability: %s, symbol_dict_max_bytes: %s\n\n",
 		rounds, o.requests, itemsPerRequest, o.concurrency, o.durability, dict)
-	fmt.Fprintln(w, "| shape | exporter | CPU µs/item, median (min-max) | peak RSS MB, median (max) | wall s, median | frames/request | accepted = arrived |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| shape | exporter | CPU µs/item, median (min-max) | peak RSS MB, median (max) | wall s, median | frames/request | KB to sink/request | accepted = arrived |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, sh := range shapeNames {
 		for _, ex := range exporterNames {
 			var cpu, rss, wall []float64
-			var frames, requests int64
+			var frames, requests, toSink int64
 			lost, runs := int64(0), 0
 			for _, r := range results {
 				if r.shape != sh || r.exporter != ex {
@@ -80,15 +80,17 @@ func report(w io.Writer, results []runResult, shapeNames, exporterNames []string
 				lost += r.lost() + r.load.rejected*itemsPerRequest
 				if r.frames >= 0 {
 					frames += r.frames
+					toSink += r.toSink
 					requests += r.load.requests
 				}
 			}
 			if runs == 0 {
 				continue
 			}
-			fpr := "–"
+			fpr, kpr := "–", "–"
 			if requests > 0 {
 				fpr = fmt.Sprintf("%.2f", float64(frames)/float64(requests))
+				kpr = fmt.Sprintf("%.1f", float64(toSink)/1024/float64(requests))
 			}
 			check := "yes"
 			switch {
@@ -97,8 +99,8 @@ func report(w io.Writer, results []runResult, shapeNames, exporterNames []string
 			case lost > 0:
 				check = fmt.Sprintf("NO: %d items missing or refused", lost)
 			}
-			fmt.Fprintf(w, "| %s | %s | %.2f (%.2f-%.2f) | %.0f (%.0f) | %.1f | %s | %s |\n",
-				sh, ex, median(cpu), slices.Min(cpu), slices.Max(cpu), median(rss), slices.Max(rss), median(wall), fpr, check)
+			fmt.Fprintf(w, "| %s | %s | %.2f (%.2f-%.2f) | %.0f (%.0f) | %.1f | %s | %s | %s |\n",
+				sh, ex, median(cpu), slices.Min(cpu), slices.Max(cpu), median(rss), slices.Max(rss), median(wall), fpr, kpr, check)
 		}
 	}
 	fmt.Fprintln(w)

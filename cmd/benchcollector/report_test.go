@@ -36,9 +36,9 @@ func TestReportRatiosAndAccounting(t *testing.T) {
 		result(2, "metrics", "nop", 20, n, -1), result(2, "metrics", "questdb", 24, n, n), result(2, "metrics", "otlp_http", 40, n, n+1000),
 		result(3, "metrics", "nop", 10, n, -1), result(3, "metrics", "questdb", 20, n, n-3), result(3, "metrics", "otlp_http", 20, n, n),
 	}
-	results[1].frames = 5 // round 1 questdb: 5 frames for 10 requests
-	results[4].frames = 15
-	results[7].frames = 10
+	results[1].frames, results[1].toSink = 5, 10<<10 // round 1 questdb: 5 frames and 10 KiB for 10 requests
+	results[4].frames, results[4].toSink = 15, 20<<10
+	results[7].frames, results[7].toSink = 10, 30<<10
 	var out bytes.Buffer
 	report(&out, results, []string{"metrics"}, []string{"nop", "questdb", "otlp_http"}, 3, runOptions{requests: 10, concurrency: 4, durability: "memory"})
 	got := out.String()
@@ -46,8 +46,8 @@ func TestReportRatiosAndAccounting(t *testing.T) {
 		"| metrics | questdb / nop | 1.50, 1.20, 2.00 | **1.50** |",
 		"| metrics | questdb / otlp_http | 0.50, 0.60, 1.00 | **0.60** |",
 		"| metrics | nop | 2.00 (1.00-2.00) |",
-		"| 1.00 | NO: 3 items missing or refused |",                            // frames/request (5+15+10)/30, then round 3's loss
-		"| metrics | otlp_http | 4.00 (2.00-6.00) | 50 (50) | 0.0 | – | yes |", // a duplicate is not a loss
+		"| 1.00 | 2.0 | NO: 3 items missing or refused |",                          // frames/request (5+15+10)/30, KB/request 60/30, then round 3's loss
+		"| metrics | otlp_http | 4.00 (2.00-6.00) | 50 (50) | 0.0 | – | – | yes |", // a duplicate is not a loss
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)

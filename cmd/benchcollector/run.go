@@ -29,6 +29,7 @@ type runResult struct {
 	peakRSS  int64
 	wall     time.Duration // first request to drained
 	frames   int64         // QWP frames the questdb exporter appended; -1 for others
+	toSink   int64         // bytes the qwpsink read; -1 for others
 }
 
 // cpuPerItem is the collector's CPU time per accepted item in µs.
@@ -136,7 +137,7 @@ func freePorts(n int) ([]int, error) {
 // runOne starts a fresh sink and collector, sends the load, waits for the
 // drain and measures.
 func runOne(ctx context.Context, o runOptions, round int, sh shape, ec exporterConfig) (res runResult, err error) {
-	res = runResult{round: round, shape: sh.name, exporter: ec.name, arrived: -1, frames: -1}
+	res = runResult{round: round, shape: sh.name, exporter: ec.name, arrived: -1, frames: -1, toSink: -1}
 	dir := filepath.Join(o.workDir, fmt.Sprintf("round%d-%s-%s", round, sh.name, ec.name))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return res, err
@@ -150,7 +151,7 @@ func runOne(ctx context.Context, o runOptions, round int, sh shape, ec exporterC
 	hc := &http.Client{Timeout: 30 * time.Second}
 
 	var received func() (int64, error)
-	sinkAddr := ""
+	sinkAddr, sinkPid := "", 0
 	switch ec.sink {
 	case sinkQWP:
 		sinkAddr = fmt.Sprintf("127.0.0.1:%d", sinkPort)
@@ -162,6 +163,7 @@ func runOne(ctx context.Context, o runOptions, round int, sh shape, ec exporterC
 		if err := sink.listening(sinkAddr, 20*time.Second); err != nil {
 			return res, err
 		}
+		sinkPid = sink.cmd.Process.Pid
 		received = func() (int64, error) { return qwpRows(ctx, hc, "http://"+sinkAddr) }
 	case sinkOTLP:
 		sink, err := newOTLPSink()
@@ -233,6 +235,9 @@ func runOne(ctx context.Context, o runOptions, round int, sh shape, ec exporterC
 			return res, err
 		}
 		res.frames = int64(f)
+		if res.toSink, err = readBytes(sinkPid); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

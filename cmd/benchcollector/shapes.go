@@ -23,6 +23,10 @@ const (
 	pointsPerSeries   = 5
 	itemsPerRequest   = metricsPerRequest * seriesPerMetric * pointsPerSeries // 1,000, also the log records per request
 	logBodyBytes      = 100
+	// steadySeries is the steady shape's working set: 60,000 series whose
+	// attribute JSON (about 120 bytes) is about 7 MiB of symbol text, more
+	// than a 4 MiB dictionary generation and less than 16 MiB.
+	steadySeries = 60000
 )
 
 // baseTime is the first timestamp of every run: fixed, so that runs are
@@ -47,13 +51,15 @@ type shape struct {
 
 var shapes = []shape{
 	{"metrics", "1,000 gauge points/request, 200 series (10 metrics x 20), 5 point + 3 resource attributes",
-		func() payload { return newMetricsPayload(false) }},
+		func() payload { return newMetricsPayload(0) }},
 	{"logs", "1,000 log records/request, 100-byte body, 4 attributes (2 unique per record), 3 resource attributes, trace context",
 		func() payload { return newLogsPayload() }},
 	{"traces", "1,000 spans/request over 20 resources (5 attributes), 50 span names, traces of 10 spans, 10 attributes (3 unique per span), one event with 2 attributes",
 		func() payload { return newTracesPayload() }},
 	{"churn", "the metrics shape with one point attribute unique per point: every point a new series",
-		func() payload { return newMetricsPayload(true) }},
+		func() payload { return newMetricsPayload(churnSeries) }},
+	{"steady", "the metrics shape over 60,000 recurring series, read in the same order every 60 requests",
+		func() payload { return newMetricsPayload(steadySeries) }},
 }
 
 func putResource(attrs pcommon.Map) {
@@ -62,13 +68,18 @@ func putResource(attrs pcommon.Map) {
 	attrs.PutStr("service.instance.id", "8f2c6a1e-4b7d-4e52-9b0a-3c1d2e4f5a6b")
 }
 
-// metricsPayload is the metrics shape, or with churn the churn shape.
+// churnSeries as a metricsPayload's series makes every point a new series.
+const churnSeries = -1
+
+// metricsPayload is the metrics shape; with series > 0 one point attribute
+// cycles over that many series (the steady shape), with churnSeries it is
+// unique per point (the churn shape).
 type metricsPayload struct {
-	md    pmetric.Metrics
-	churn bool
+	md     pmetric.Metrics
+	series int64
 }
 
-func newMetricsPayload(churn bool) *metricsPayload {
+func newMetricsPayload(series int64) *metricsPayload {
 	md := pmetric.NewMetrics()
 	rm := md.ResourceMetrics().AppendEmpty()
 	putResource(rm.Resource().Attributes())
@@ -92,7 +103,7 @@ func newMetricsPayload(churn bool) *metricsPayload {
 			}
 		}
 	}
-	return &metricsPayload{md: md, churn: churn}
+	return &metricsPayload{md: md, series: series}
 }
 
 func (p *metricsPayload) path() string { return "/v1/metrics" }
@@ -100,7 +111,7 @@ func (p *metricsPayload) path() string { return "/v1/metrics" }
 // marshal gives the k-th point of a series in request i the time
 // baseTime + (i*pointsPerSeries + k) ms, so that no two points of one series
 // share a timestamp in a run; with churn, point j of request i is series
-// i*itemsPerRequest + j.
+// i*itemsPerRequest + j; with series, that modulo series.
 func (p *metricsPayload) marshal(i int64) ([]byte, error) {
 	metrics := p.md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	j := i * itemsPerRequest
@@ -111,8 +122,11 @@ func (p *metricsPayload) marshal(i int64) ([]byte, error) {
 			k := int64(d % pointsPerSeries)
 			dp.SetTimestamp(pcommon.NewTimestampFromTime(baseTime.Add(time.Duration(i*pointsPerSeries+k) * time.Millisecond)))
 			dp.SetDoubleValue(float64(j%997) / 10)
-			if p.churn {
+			switch {
+			case p.series == churnSeries:
 				dp.Attributes().PutStr("cpu", "cpu"+strconv.FormatInt(j, 10))
+			case p.series > 0:
+				dp.Attributes().PutStr("cpu", "cpu"+strconv.FormatInt(j%p.series, 10))
 			}
 			j++
 		}

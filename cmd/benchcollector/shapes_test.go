@@ -67,7 +67,7 @@ func threeRequests(t *testing.T, p *metricsPayload) map[string]int {
 }
 
 func TestMetricsShapeHas200Series(t *testing.T) {
-	series := threeRequests(t, newMetricsPayload(false))
+	series := threeRequests(t, newMetricsPayload(0))
 	if len(series) != 200 {
 		t.Fatalf("%d series in 3 requests, want the same 200 in each", len(series))
 	}
@@ -79,8 +79,39 @@ func TestMetricsShapeHas200Series(t *testing.T) {
 }
 
 func TestChurnShapeMakesEveryPointANewSeries(t *testing.T) {
-	if series := threeRequests(t, newMetricsPayload(true)); len(series) != 3*itemsPerRequest {
+	if series := threeRequests(t, newMetricsPayload(churnSeries)); len(series) != 3*itemsPerRequest {
 		t.Fatalf("%d series in 3 requests, want %d (one per point)", len(series), 3*itemsPerRequest)
+	}
+}
+
+// TestSteadyShapeCyclesOverItsSeries: the steady shape's cpu attribute
+// takes each of its series' values once per cycle, in the same order.
+func TestSteadyShapeCyclesOverItsSeries(t *testing.T) {
+	const series = 1500
+	p := newMetricsPayload(series)
+	var seen []string
+	for i := range int64(3) {
+		if _, err := p.marshal(i); err != nil {
+			t.Fatal(err)
+		}
+		metrics := p.md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for m := range metrics.Len() {
+			points := metrics.At(m).Gauge().DataPoints()
+			for d := range points.Len() {
+				v, _ := points.At(d).Attributes().Get("cpu")
+				seen = append(seen, v.Str())
+			}
+		}
+	}
+	distinct := map[string]bool{}
+	for i, v := range seen {
+		distinct[v] = true
+		if i >= series && v != seen[i-series] {
+			t.Fatalf("point %d has cpu %q, want %q as one cycle earlier", i, v, seen[i-series])
+		}
+	}
+	if len(distinct) != series {
+		t.Fatalf("%d distinct cpu values over 3 requests, want %d", len(distinct), series)
 	}
 }
 
@@ -218,7 +249,7 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("lookup = %v, %v", got, err)
 	}
 	_, err = lookup(shapes, func(s shape) string { return s.name }, "shape", []string{"metrics", "profiles"})
-	if err == nil || !strings.Contains(err.Error(), `unknown shape "profiles" (have metrics, logs, traces, churn)`) {
+	if err == nil || !strings.Contains(err.Error(), `unknown shape "profiles" (have metrics, logs, traces, churn, steady)`) {
 		t.Fatalf("unknown shape: err = %v", err)
 	}
 }

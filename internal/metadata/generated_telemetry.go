@@ -319,7 +319,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_ram_bytes",
-		metric.WithDescription("Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, entry records and hash table), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]"),
+		metric.WithDescription("Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, entry records and hash table, and the sampled hashes of earlier generations by which it decides to grow), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]"),
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)

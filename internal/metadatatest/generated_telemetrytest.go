@@ -129,7 +129,7 @@ func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *component
 func AssertEqualExporterQuestdbDictionaryRAMBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_ram_bytes",
-		Description: "Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, entry records and hash table), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]",
+		Description: "Bytes of RAM the SYMBOL dictionary holds - the encoder's index of the generation being written (its text, entry records and hash table, and the sampled hashes of earlier generations by which it decides to grow), and in memory-only mode every generation the queue holds; in memory-only mode all of it counts in the queue's capacity. [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,

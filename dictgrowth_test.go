@@ -1,0 +1,179 @@
+package questdbexporter
+
+import (
+	"fmt"
+	"testing"
+)
+
+// growthSymbol is series i's symbol: about 100 bytes, like a point's
+// attribute JSON.
+func growthSymbol(i int) []byte {
+	return fmt.Appendf(nil, `{"cpu":"cpu%07d","state":"user","host.arch":"amd64","cloud.region":"eu-west-1","zone":"eu-west-1a"}`, i)
+}
+
+// growthRun feeds d symbols as the writer does, 100 to a frame: after each
+// frame it stores the pending entries and rotates a full generation. It
+// reports the rotations, the symbol text stored and the most index RAM
+// seen.
+type growthRun struct {
+	d         *genDict
+	store     *memSymbols
+	rotations int
+	stored    int
+	maxIndex  int64
+}
+
+func newGrowthRun(t *testing.T, maxEntries, maxBytes, startBytes int) *growthRun {
+	t.Helper()
+	store := &memSymbols{gens: map[uint32][][]byte{}}
+	d, err := openGenDict(store.entries(0), maxEntries, maxBytes, startBytes, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &growthRun{d: d, store: store}
+}
+
+func (r *growthRun) feed(t *testing.T, series func(int) int, n int) {
+	t.Helper()
+	for i := range n {
+		r.d.ID(growthSymbol(series(i)))
+		if (i+1)%100 != 0 {
+			continue
+		}
+		for _, run := range r.d.pending() {
+			for _, e := range run.Entries {
+				r.stored += len(e)
+			}
+		}
+		r.store.store(t, r.d, false)
+		r.maxIndex = max(r.maxIndex, r.d.IndexBytes())
+		if r.d.Bytes() > r.d.maxBytes+100*len(growthSymbol(0)) {
+			t.Fatalf("generation %d holds %d bytes of text, over the cap %d by more than a frame", r.d.Gen(), r.d.Bytes(), r.d.maxBytes)
+		}
+		if r.d.full() {
+			r.d.rotate()
+			r.rotations++
+		}
+	}
+}
+
+// TestGenDictGrowsForARecurringWorkingSet: a working set larger than the
+// starting limit but under the cap, read in the same order every interval,
+// stops rotating (after at most two rotations under twice the starting
+// limit, a few more above it) and then stores each symbol once. With
+// generations fixed at the starting limit it rotated every interval and
+// stored the whole set again each time.
+func TestGenDictGrowsForARecurringWorkingSet(t *testing.T) {
+	const start, maxBytes = 256 << 10, 4 << 20
+	size := len(growthSymbol(0))
+	for _, tt := range []struct {
+		name         string
+		series       int
+		maxRotations int
+	}{
+		{"1.9x the start", 19 * start / 10 / size, 2},
+		{"3.5x the start", 35 * start / 10 / size, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newGrowthRun(t, 1_000_000, maxBytes, start)
+			const rounds = 5
+			r.feed(t, func(i int) int { return i % tt.series }, rounds*tt.series)
+			if r.rotations > tt.maxRotations {
+				t.Fatalf("%d rotations over %d rounds of %d recurring series, want at most %d", r.rotations, rounds, tt.series, tt.maxRotations)
+			}
+			if r.d.Len() != tt.series || r.d.Limit() <= start {
+				t.Fatalf("the last generation holds %d of the %d series at a limit of %d; want all of them, grown past %d", r.d.Len(), tt.series, r.d.Limit(), start)
+			}
+			// Every symbol is stored at most once per generation, and
+			// the rounds after the growth store nothing.
+			before, rotations := r.stored, r.rotations
+			r.feed(t, func(i int) int { return i % tt.series }, 3*tt.series)
+			if r.stored != before || r.rotations != rotations {
+				t.Fatalf("three more rounds stored %d bytes and rotated %d times; want none", r.stored-before, r.rotations-rotations)
+			}
+			if limit := (rotations + 1) * tt.series * size; r.stored > limit {
+				t.Fatalf("stored %d bytes of symbol text for %d series, more than once per generation (%d)", r.stored, tt.series, limit)
+			}
+		})
+	}
+}
+
+// TestGenDictChurnKeepsTheStartingLimit: under series churn (every symbol
+// new) no generation grows: each ends at the starting limit, and the
+// dictionary's RAM stays about the starting limit's index.
+func TestGenDictChurnKeepsTheStartingLimit(t *testing.T) {
+	const start, maxBytes = 256 << 10, 4 << 20
+	r := newGrowthRun(t, 1_000_000, maxBytes, start)
+	n := 4 * maxBytes / len(growthSymbol(0))
+	r.feed(t, func(i int) int { return i }, n)
+	if want := n * len(growthSymbol(0)) / start; r.rotations < want-1 {
+		t.Fatalf("%d rotations for %d new series, want about %d (generations at the starting limit)", r.rotations, n, want)
+	}
+	if r.d.Limit() != start {
+		t.Fatalf("churn grew the limit to %d, want %d", r.d.Limit(), start)
+	}
+	// The index bound at the starting limit, one frame of new entries and
+	// the remembered hashes at most.
+	if bound := int64(3*start + 100*(len(growthSymbol(0))+64)); r.maxIndex > bound {
+		t.Fatalf("dictionary RAM reached %d bytes under churn, over %d", r.maxIndex, bound)
+	}
+}
+
+// TestGenDictGrowthStopsAtTheCap: a recurring working set larger than the
+// cap grows generations to the cap and no further; the entry bound still
+// ends a growing generation.
+func TestGenDictGrowthStopsAtTheCap(t *testing.T) {
+	const start, maxBytes = 128 << 10, 512 << 10
+	series := 3 * maxBytes / 2 / len(growthSymbol(0))
+	r := newGrowthRun(t, 1_000_000, maxBytes, start)
+	r.feed(t, func(i int) int { return i % series }, 6*series) // feed fails past the cap
+	if r.d.Limit() > maxBytes || r.rotations < 4 {
+		t.Fatalf("limit %d (cap %d), %d rotations; want rotations at the cap", r.d.Limit(), maxBytes, r.rotations)
+	}
+	if r.maxIndex > 3*maxBytes+100*(int64(len(growthSymbol(0)))+64) {
+		t.Fatalf("index RAM %d over three times the cap", r.maxIndex)
+	}
+
+	r = newGrowthRun(t, 1500, maxBytes, start)
+	r.feed(t, func(i int) int { return i % 2000 }, 10*2000)
+	if r.d.Len() > 1500 || r.rotations < 10 {
+		t.Fatalf("%d entries and %d rotations with symbol_dict_max_entries 1500; want rotations at 1500 entries", r.d.Len(), r.rotations)
+	}
+}
+
+// TestGenDictRestartContinuesAGrownGeneration: a generation that had grown
+// past the starting limit loads as it was and continues, at a limit that
+// holds it, and its working set stores nothing more.
+func TestGenDictRestartContinuesAGrownGeneration(t *testing.T) {
+	const start, maxBytes = 256 << 10, 4 << 20
+	series := 3 * start / len(growthSymbol(0))
+	r := newGrowthRun(t, 1_000_000, maxBytes, start)
+	r.feed(t, func(i int) int { return i % series }, 5*series)
+	gen := r.d.Gen()
+	if r.d.Len() != series || r.d.Bytes() < start {
+		t.Fatalf("setup: generation %d holds %d entries, %d bytes; want %d series past %d bytes", gen, r.d.Len(), r.d.Bytes(), series, start)
+	}
+
+	d, err := openGenDict(r.store.entries(gen), 1_000_000, maxBytes, start, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Gen() != gen || d.Len() != series || d.Limit() <= d.Bytes() {
+		t.Fatalf("reloaded generation %d with %d entries at limit %d (%d bytes); want generation %d continued with %d entries under its limit",
+			d.Gen(), d.Len(), d.Limit(), d.Bytes(), gen, series)
+	}
+	r2 := &growthRun{d: d, store: r.store}
+	r2.feed(t, func(i int) int { return i % series }, 3*series)
+	if r2.rotations != 0 || r2.stored != 0 {
+		t.Fatalf("after the restart the working set rotated %d times and stored %d bytes; want neither", r2.rotations, r2.stored)
+	}
+
+	// A generation at the cap still rotates at load.
+	d, err = openGenDict(r.store.entries(gen), 1_000_000, r.d.Bytes(), start, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Gen() != gen+1 || d.Len() != 0 {
+		t.Fatalf("a generation at its cap loaded as generation %d with %d entries; want %d, empty", d.Gen(), d.Len(), gen+1)
+	}
+}
