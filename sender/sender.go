@@ -650,6 +650,13 @@ func (s *Sender) send(c *conn) (end, bool) {
 			return s.commitTail(c)
 		}
 		if err := c.writeStored(st, s.piece); err != nil {
+			if errors.Is(err, sfqueue.ErrFrameGone) {
+				// Evicted while being sent (the socket is closed if part
+				// of it left): go on from the queue's new start at once,
+				// as after any eviction; the connection was not lost.
+				s.log.Debug("frame evicted while being sent; reconnecting", zap.Uint64("fsn", fsn))
+				return end{kind: endRecycle}, true
+			}
 			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
 		}
 		if deltaErr == nil {

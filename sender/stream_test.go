@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -131,5 +132,53 @@ func TestFrameChangedWhileSentIsNeverCompleted(t *testing.T) {
 	}
 	if srv.Accepted() < 2 {
 		t.Fatalf("%d connections; want the one the torn frame ended and the one whose check found the damage", srv.Accepted())
+	}
+}
+
+// TestFrameEvictedWhileSentRecycles: a frame evicted (on_full
+// evict_oldest) after the cursor checked it and before it was sent cannot
+// be read on; the sender reconnects at once and delivers what survived,
+// without reporting a lost connection or backing off.
+func TestFrameEvictedWhileSentRecycles(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	q, err := sfqueue.Open(sfqueue.Options{MaxTotalBytes: 8 << 10, MaxSegmentBytes: 1 << 10, OnFull: sfqueue.OnFullEvictOldest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	f := newFeeder(t, q, false)
+	f.frames(2, 1)
+	rec := &recorder{}
+	o := testOptions(rec, srv.URL())
+	o.InitialBackoff, o.MaxBackoff = time.Minute, time.Minute // a lost connection would stall the test
+	s, err := New(q, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	s.beforeCatchUp = func(uint32, uint64) {
+		once.Do(func() {
+			f.frames(200, 1) // far beyond 8 KiB: frame 1's segment goes
+		})
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	waitAll(t, s, q)
+	if q.Stats().FramesEvicted == 0 {
+		t.Fatal("set-up: nothing was evicted")
+	}
+	counts := rowIDs(t, srv)
+	if counts[0] != 0 || counts[201] != 1 {
+		t.Fatalf("row 0 (evicted before it was sent) arrived %d times, row 201 (the newest) %d; want 0 and 1", counts[0], counts[201])
+	}
+	for _, st := range rec.States() {
+		if st.Kind == Reconnecting {
+			t.Fatalf("state %v: an eviction is not a lost connection", st)
+		}
+	}
+	if srv.Accepted() != 2 {
+		t.Fatalf("%d connections; want the first and the one after the eviction", srv.Accepted())
 	}
 }
