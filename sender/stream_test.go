@@ -3,7 +3,6 @@ package sender
 import (
 	"context"
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
+	"github.com/questdbexporter/questdbexporter/sfqueue/sfqueuetest"
 )
 
 // bigFrameQueue is an SF queue whose segments hold frames of several pieces.
@@ -32,18 +32,7 @@ func flipStoredByte(t *testing.T, dir string, off int64) {
 	if err != nil || len(segs) != 1 {
 		t.Fatalf("the first segment: %v, %v", segs, err)
 	}
-	f, err := os.OpenFile(segs[0], os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := []byte{0}
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{b[0] ^ 0x01}, off); err != nil {
-		t.Fatal(err)
-	}
+	sfqueuetest.FlipBit(t, segs[0], off)
 }
 
 // frameOffsets are the file offsets of the stored frames' payloads in the
@@ -156,15 +145,18 @@ func TestFrameEvictedWhileSentRecycles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
+	appended := make(chan struct{})
 	s.beforeCatchUp = func(uint32, uint64) {
 		once.Do(func() {
 			f.frames(200, 1) // far beyond 8 KiB: frame 1's segment goes
+			close(appended)
 		})
 	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	<-appended
 	waitAll(t, s, q)
 	if q.Stats().FramesEvicted == 0 {
 		t.Fatal("set-up: nothing was evicted")

@@ -40,18 +40,8 @@ func (c *Cursor) Next() (fsn uint64, payload []byte, ok bool, err error) {
 	q := c.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return 0, nil, false, ErrClosed
-	}
-	if len(q.segs) == 0 || c.next > q.written {
-		return 0, nil, false, nil
-	}
-	if first := q.segs[0].base; c.next < first {
-		c.next = first
-	}
-	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].end() > c.next })
-	s := q.segs[i]
-	if err := q.fileLocked(s); err != nil {
+	s, err := c.segmentLocked()
+	if s == nil || err != nil {
 		return 0, nil, false, err
 	}
 	payload, c.buf, err = s.readFrame(c.next, c.buf)
@@ -61,6 +51,28 @@ func (c *Cursor) Next() (fsn uint64, payload []byte, ok bool, err error) {
 	fsn = c.next
 	c.next++
 	return fsn, payload, true, nil
+}
+
+// segmentLocked returns the segment holding the cursor's next frame, its
+// file open, after moving the cursor past frames no longer retained; nil
+// when the cursor is past PublishedFSN.
+func (c *Cursor) segmentLocked() (*segment, error) {
+	q := c.q
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if len(q.segs) == 0 || c.next > q.written {
+		return nil, nil
+	}
+	if first := q.segs[0].base; c.next < first {
+		c.next = first
+	}
+	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].end() > c.next })
+	s := q.segs[i]
+	if err := q.fileLocked(s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // maxReadOpen bounds the sealed segments kept open for reading: the cursor
@@ -160,8 +172,8 @@ func (st *Stream) readAt(p []byte, off int64) error {
 }
 
 // NextStream is Next without a frame-sized buffer: it reads the next frame
-// whole through buf (at least StreamHeadBytes+8 bytes; each read is at
-// most len(buf)), checks its CRC32C and returns it as a Stream to be read
+// whole through buf (at least StreamHeadBytes plus the 12 bytes of a
+// frame's head and CRC32C; each read is at most len(buf)), checks its CRC32C and returns it as a Stream to be read
 // again piece by piece. A frame whose CRC32C does not match is an error and
 // no Stream. ok and fsn are as Next's.
 func (c *Cursor) NextStream(buf []byte) (fsn uint64, st *Stream, ok bool, err error) {
@@ -171,18 +183,8 @@ func (c *Cursor) NextStream(buf []byte) (fsn uint64, st *Stream, ok bool, err er
 	q := c.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return 0, nil, false, ErrClosed
-	}
-	if len(q.segs) == 0 || c.next > q.written {
-		return 0, nil, false, nil
-	}
-	if first := q.segs[0].base; c.next < first {
-		c.next = first
-	}
-	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].end() > c.next })
-	s := q.segs[i]
-	if err := q.fileLocked(s); err != nil {
+	s, err := c.segmentLocked()
+	if s == nil || err != nil {
 		return 0, nil, false, err
 	}
 	c.st = Stream{c: c, s: s, fsn: c.next}

@@ -78,18 +78,11 @@ func TestNextStreamReadsWhatNextReads(t *testing.T) {
 // flipByte flips one bit of the file at off.
 func flipByte(t *testing.T, path string, off int64) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	b := []byte{0}
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{b[0] ^ 0x01}, off); err != nil {
-		t.Fatal(err)
-	}
+	patch(t, path, off, []byte{b[off] ^ 0x01})
 }
 
 // TestNextStreamRefusesDamagedFrame: a frame damaged on disk, in its
