@@ -48,7 +48,7 @@ func BenchmarkStoredFrameToWire(b *testing.B) {
 	}
 	for _, mode := range []string{"whole", "pieces"} {
 		b.Run(mode, func(b *testing.B) {
-			c, err := qwp.Dial(context.Background(), qwp.DialOptions{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4", MaxMessageBytes: qwp.MaxMessageBytes})
+			c, err := qwp.Dial(context.Background(), qwp.DialOptions{URL: "ws" + strings.TrimPrefix(srv.URL, "http") + "/write/v4"})
 			if err != nil {
 				b.Fatal(err)
 			}
