@@ -142,18 +142,29 @@ func (c *Conn) MessageLimit() int {
 // WriteMessage runs. It must not run concurrently with another
 // WriteMessage; WriteControl may.
 func (c *Conn) WriteMessage(msg []byte) error {
-	if len(msg) > c.MessageLimit() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(msg), c.MessageLimit())
+	if err := c.beginMessage(len(msg)); err != nil {
+		return err
+	}
+	defer func() { <-c.wmu }()
+	return c.writeFrame(msg)
+}
+
+// beginMessage takes wmu for a message of n bytes, or says why the message
+// cannot be written (over MessageLimit, an earlier failed write, a close
+// frame sent) without holding it.
+func (c *Conn) beginMessage(n int) error {
+	if n > c.MessageLimit() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, c.MessageLimit())
 	}
 	c.wmu <- struct{}{}
-	defer func() { <-c.wmu }()
-	if c.writeErr != nil {
-		return c.writeErr
+	err := c.writeErr
+	if err == nil && c.closeSent {
+		err = websocket.ErrCloseSent
 	}
-	if c.closeSent {
-		return websocket.ErrCloseSent
+	if err != nil {
+		<-c.wmu
 	}
-	return c.writeFrame(msg)
+	return err
 }
 
 // WriteMessageFrom sends the n bytes r yields as one binary WebSocket frame
@@ -166,20 +177,13 @@ func (c *Conn) WriteMessage(msg []byte) error {
 // message over MessageLimit is refused like WriteMessage's. buf must not be
 // empty when n > 0.
 func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
-	if n > c.MessageLimit() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, c.MessageLimit())
-	}
 	if n > 0 && len(buf) == 0 {
 		return errors.New("qwp: WriteMessageFrom needs a buffer")
 	}
-	c.wmu <- struct{}{}
+	if err := c.beginMessage(n); err != nil {
+		return err
+	}
 	defer func() { <-c.wmu }()
-	if c.writeErr != nil {
-		return c.writeErr
-	}
-	if c.closeSent {
-		return websocket.ErrCloseSent
-	}
 	piece := buf[:min(n, len(buf))]
 	if _, err := io.ReadFull(r, piece); err != nil {
 		return err
