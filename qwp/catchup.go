@@ -123,7 +123,14 @@ func Deferred(msg []byte) bool { return len(msg) >= HeaderSize && msg[5]&FlagDef
 // only ids below end. A message without FlagDeltaSymbolDict carries and
 // references no global ids: (0, 0, nil).
 func DeltaDictRange(msg []byte) (start, end int, err error) {
-	s, c, _, err := deltaSection(msg)
+	return DeltaDictRangeHead(msg, len(msg))
+}
+
+// DeltaDictRangeHead is DeltaDictRange of a message of msgLen bytes of
+// which head is the start: the header and the section's start and count
+// (HeaderSize+20 bytes suffice), for a message that is not in memory whole.
+func DeltaDictRangeHead(head []byte, msgLen int) (start, end int, err error) {
+	s, c, _, err := deltaSection(head, msgLen)
 	return s, s + c, err
 }
 
@@ -132,7 +139,7 @@ func DeltaDictRange(msg []byte) (start, end int, err error) {
 // FlagDeltaSymbolDict defines none. A recovering queue rebuilds a damaged
 // persisted dictionary from them.
 func DeltaDictEntries(msg []byte) (start int, entries [][]byte, err error) {
-	s, c, rest, err := deltaSection(msg)
+	s, c, rest, err := deltaSection(msg, len(msg))
 	if err != nil || c == 0 {
 		return s, nil, err
 	}
@@ -148,9 +155,10 @@ func DeltaDictEntries(msg []byte) (start int, entries [][]byte, err error) {
 	return s, entries, nil
 }
 
-// deltaSection reads the start and count of msg's delta section and
-// returns the payload bytes after them.
-func deltaSection(msg []byte) (start, count int, rest []byte, err error) {
+// deltaSection reads the start and count of the delta section of a message
+// of msgLen bytes whose start msg is, and returns the bytes of msg after
+// them.
+func deltaSection(msg []byte, msgLen int) (start, count int, rest []byte, err error) {
 	if len(msg) < HeaderSize {
 		return 0, 0, nil, fmt.Errorf("qwp: message of %d bytes is shorter than the %d-byte header", len(msg), HeaderSize)
 	}
@@ -161,11 +169,11 @@ func deltaSection(msg []byte) (start, count int, rest []byte, err error) {
 		return 0, 0, nil, nil
 	}
 	plen := binary.LittleEndian.Uint32(msg[8:])
-	payload := msg[HeaderSize:]
-	if uint64(plen) > uint64(len(payload)) {
-		return 0, 0, nil, fmt.Errorf("qwp: payload_length %d exceeds the %d bytes present", plen, len(payload))
+	if uint64(plen) > uint64(msgLen-HeaderSize) {
+		return 0, 0, nil, fmt.Errorf("qwp: payload_length %d exceeds the %d bytes present", plen, msgLen-HeaderSize)
 	}
-	payload = payload[:plen]
+	payload := msg[HeaderSize:]
+	payload = payload[:min(uint64(plen), uint64(len(payload)))]
 	s, n := binary.Uvarint(payload)
 	if n <= 0 {
 		return 0, 0, nil, errTruncatedDict

@@ -168,6 +168,36 @@ func TestDeltaDictRange(t *testing.T) {
 	}
 }
 
+// TestDeltaDictRangeHead: the range read from a message's first bytes and
+// its length is the whole message's; a payload_length past the stated
+// length is refused as it is for a whole message.
+func TestDeltaDictRangeHead(t *testing.T) {
+	dict := NewMemDict()
+	for i := range 300 {
+		dict.ID([]byte(fmt.Sprintf("known %d", i)))
+	}
+	e := NewEncoder(dict, EncoderOptions{DeltaSymbolDict: true})
+	tb := mustTable(t, e, "t")
+	s := mustCol(t, tb, "s", TypeSymbol)
+	for i := range 200 {
+		tb.SymbolString(s, fmt.Sprintf("new %d", i))
+		mustEndRow(t, tb)
+	}
+	msg := e.Finish(nil)
+	start, end, err := DeltaDictRange(msg)
+	if err != nil || start != 300 || end != 500 {
+		t.Fatalf("DeltaDictRange = %d, %d, %v; want 300, 500", start, end, err)
+	}
+	for _, n := range []int{HeaderSize + 20, 60, len(msg)} {
+		if s, e, err := DeltaDictRangeHead(msg[:n], len(msg)); err != nil || s != start || e != end {
+			t.Errorf("head of %d bytes: %d, %d, %v; want %d, %d", n, s, e, err, start, end)
+		}
+	}
+	if _, _, err := DeltaDictRangeHead(msg[:60], 59); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Errorf("a message shorter than its payload_length: err %v, want it refused", err)
+	}
+}
+
 // fixLen sets payload_length to the bytes present.
 func fixLen(msg []byte) []byte {
 	out := append([]byte{}, msg...)

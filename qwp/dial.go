@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -141,37 +142,82 @@ func (c *Conn) MessageLimit() int {
 // WriteMessage runs. It must not run concurrently with another
 // WriteMessage; WriteControl may.
 func (c *Conn) WriteMessage(msg []byte) error {
-	if len(msg) > c.MessageLimit() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(msg), c.MessageLimit())
+	if err := c.beginMessage(len(msg)); err != nil {
+		return err
+	}
+	defer func() { <-c.wmu }()
+	return c.writeFrame(msg)
+}
+
+// beginMessage takes wmu for a message of n bytes, or says why the message
+// cannot be written (over MessageLimit, an earlier failed write, a close
+// frame sent) without holding it.
+func (c *Conn) beginMessage(n int) error {
+	if n > c.MessageLimit() {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, c.MessageLimit())
 	}
 	c.wmu <- struct{}{}
+	err := c.writeErr
+	if err == nil && c.closeSent {
+		err = websocket.ErrCloseSent
+	}
+	if err != nil {
+		<-c.wmu
+	}
+	return err
+}
+
+// WriteMessageFrom sends the n bytes r yields as one binary WebSocket frame
+// with FIN set, like WriteMessage, without holding the whole message: the
+// header, then the bytes read into buf piece by piece, each masked for its
+// place in the frame. The first piece is read before anything is written,
+// so a failing r leaves the connection as it was; if r fails after that,
+// the frame can never be completed, so the socket is closed (the server
+// never receives a message from a torn frame) and r's error returned. A
+// message over MessageLimit is refused like WriteMessage's. buf must not be
+// empty when n > 0.
+func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
+	if n > 0 && len(buf) == 0 {
+		return errors.New("qwp: WriteMessageFrom needs a buffer")
+	}
+	if err := c.beginMessage(n); err != nil {
+		return err
+	}
 	defer func() { <-c.wmu }()
-	if c.writeErr != nil {
-		return c.writeErr
+	piece := buf[:min(n, len(buf))]
+	if _, err := io.ReadFull(r, piece); err != nil {
+		return err
 	}
-	if c.closeSent {
-		return websocket.ErrCloseSent
+	h, key := c.frameHeader(n)
+	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
+		return err
 	}
-	return c.writeFrame(msg)
+	maskBytes(piece, key)
+	c.iov = [2][]byte{h, piece}
+	bufs := net.Buffers(c.iov[:])
+	_, err := bufs.WriteTo(c.nc)
+	c.iov = [2][]byte{}
+	for off := len(piece); err == nil && off < n; off += len(piece) {
+		piece = buf[:min(n-off, len(buf))]
+		if _, err = io.ReadFull(r, piece); err != nil {
+			// A torn frame: the server must never see it completed, nor
+			// anything after it as its payload.
+			c.nc.Close()
+			break
+		}
+		maskBytes(piece, bits.RotateLeft32(key, -8*(off&3)))
+		_, err = c.nc.Write(piece)
+	}
+	if err != nil {
+		c.writeErr = err
+	}
+	return err
 }
 
 // writeFrame writes msg as one masked binary frame (RFC 6455 section 5.2)
 // to the socket; wmu is held.
 func (c *Conn) writeFrame(msg []byte) error {
-	h := c.hdr[:2]
-	h[0] = 0x80 | websocket.BinaryMessage // FIN
-	switch n := len(msg); {
-	case n < 126:
-		h[1] = 0x80 | byte(n)
-	case n <= 0xffff:
-		h[1] = 0x80 | 126
-		h = binary.BigEndian.AppendUint16(h, uint16(n))
-	default:
-		h[1] = 0x80 | 127
-		h = binary.BigEndian.AppendUint64(h, uint64(n))
-	}
-	key := rand.Uint32()
-	h = binary.LittleEndian.AppendUint32(h, key)
+	h, key := c.frameHeader(len(msg))
 	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
 		return err
 	}
@@ -185,6 +231,26 @@ func (c *Conn) writeFrame(msg []byte) error {
 		c.writeErr = err
 	}
 	return err
+}
+
+// frameHeader builds, in c.hdr, the header of a masked binary frame with
+// FIN set carrying n bytes, and returns it with its new masking key; wmu
+// is held.
+func (c *Conn) frameHeader(n int) ([]byte, uint32) {
+	h := c.hdr[:2]
+	h[0] = 0x80 | websocket.BinaryMessage // FIN
+	switch {
+	case n < 126:
+		h[1] = 0x80 | byte(n)
+	case n <= 0xffff:
+		h[1] = 0x80 | 126
+		h = binary.BigEndian.AppendUint16(h, uint16(n))
+	default:
+		h[1] = 0x80 | 127
+		h = binary.BigEndian.AppendUint64(h, uint64(n))
+	}
+	key := rand.Uint32()
+	return binary.LittleEndian.AppendUint32(h, key), key
 }
 
 // maskBytes XORs b with the masking key, whose little-endian bytes apply

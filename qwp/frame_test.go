@@ -453,6 +453,16 @@ func TestWriteMessageOverTLS(t *testing.T) {
 			t.Fatalf("%d bytes: frame FIN=%v opcode=%d masked=%v, payload intact %v, buffer restored %v",
 				size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want), bytes.Equal(msg, want))
 		}
+		// The same message in pieces (WriteMessageFrom), as the sender
+		// sends stored frames.
+		errc := writeFromAsync(c, size, bytes.NewReader(msg), make([]byte, 4093))
+		f, err := p.readFrame()
+		if werr := <-errc; err != nil || werr != nil {
+			t.Fatalf("%d bytes in pieces: read %v, write %v", size, err, werr)
+		}
+		if !f.fin || f.opcode != 2 || !f.masked || !bytes.Equal(f.payload, want) {
+			t.Fatalf("%d bytes in pieces: frame FIN=%v opcode=%d masked=%v, payload intact %v", size, f.fin, f.opcode, f.masked, bytes.Equal(f.payload, want))
+		}
 	}
 }
 

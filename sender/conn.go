@@ -3,12 +3,14 @@ package sender
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // conn is the I/O goroutine's state for one WebSocket connection. Only the
@@ -114,6 +116,21 @@ func (c *conn) write(msg []byte) error {
 		return err
 	}
 	return c.qc.WriteMessage(msg)
+}
+
+// writeStored sends a stored frame's message as one WebSocket frame, read
+// from the queue through piece while it is written: st's 4-byte generation
+// prefix is skipped. A frame that fails its check on this second read is
+// never completed on the wire (qwp.Conn.WriteMessageFrom closes the socket).
+func (c *conn) writeStored(st *sfqueue.Stream, piece []byte) error {
+	var prefix [4]byte
+	if _, err := io.ReadFull(st, prefix[:]); err != nil {
+		return err
+	}
+	if err := c.qc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	return c.qc.WriteMessageFrom(st.Len()-len(prefix), st, piece)
 }
 
 func (c *conn) ping() error {

@@ -66,7 +66,12 @@
 // chain broken: entries an earlier process stored after its last frame)
 // is held, and the connection recycles as at a generation switch. It
 // then streams stored frames from ackedFSN+1 in strict FSN order,
-// one message each, stripped of their 4-byte generation prefix. So
+// one message each, stripped of their 4-byte generation prefix. A frame
+// goes from the queue to the socket in 128 KiB pieces, never whole in RAM:
+// the queue checks its CRC32C before any byte of it is sent, and again over
+// the bytes sent, holding back the last piece if they changed, so a damaged
+// frame is never completed on the wire (sfqueue.Cursor.NextStream,
+// qwp.Conn.WriteMessageFrom). So
 //
 //	fsn = fsnAtZero + wireSeq - C - B,   fsnAtZero = ackedFSN + 1 pinned at connect
 //

@@ -89,7 +89,6 @@ func TestStoredFrameOverMaxBatchBytes(t *testing.T) {
 // refuse it on every reconnect); anything up to the limit passes on the
 // connection as it is, whatever MaxBatchBytes says.
 func TestOversizeRefusesOverTheServersLimitOnly(t *testing.T) {
-	buf := make([]byte, qwp.MaxMessageBytes+1)
 	for _, tc := range []struct {
 		name       string
 		advertised int
@@ -104,7 +103,7 @@ func TestOversizeRefusesOverTheServersLimitOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &Sender{o: Options{MaxBatchBytes: 64 << 10}}
 			c := &conn{qc: &qwp.Conn{MaxBatchSize: tc.advertised}, endpoint: "ws://test"}
-			e, done := s.oversize(c, 7, buf[:tc.size])
+			e, done := s.oversize(c, 7, tc.size)
 			if tc.refusal == "" {
 				if done || c.recycle != "" {
 					t.Fatalf("a %d-byte frame: done %v (%v), recycle %q; want it sent on this connection", tc.size, done, e.term, c.recycle)

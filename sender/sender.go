@@ -69,6 +69,9 @@ type Sender struct {
 
 	// Owned by the I/O goroutine.
 	cursor *sfqueue.Cursor
+	// piece is the buffer a stored frame is checked and sent through
+	// (Cursor.NextStream, qwp.Conn.WriteMessageFrom): no frame-sized buffer.
+	piece  []byte
 	bo     *backoff
 	authBo *backoff // waits after every endpoint refused the credentials
 	// authRefused: the server refuses the credentials since the last
@@ -96,6 +99,11 @@ type Sender struct {
 	// its generation away.
 	beforeCatchUp func(gen uint32, fsn uint64)
 }
+
+// pieceBytes is the size of the pieces a stored frame is checked and sent
+// in: a few reads and writes per frame of the default max_batch_bytes, and
+// an eighth of its RAM.
+const pieceBytes = 128 << 10
 
 // New validates o and prepares a sender for q; nothing runs until Start.
 func New(q *sfqueue.Queue, o Options) (*Sender, error) {
@@ -141,6 +149,7 @@ func (s *Sender) Start() error {
 	s.acked = s.q.AckedFSN()
 	s.maxSent = s.q.Recovery().PublishedFSN
 	s.cursor = s.q.NewCursor()
+	s.piece = make([]byte, pieceBytes)
 	go func() {
 		defer close(s.dispatchDone)
 		s.box.dispatch(s.dispatchStop, s.o.ErrorHandler, func(n uint64) {
@@ -587,7 +596,7 @@ func (s *Sender) serve(c *conn) end {
 // send writes frames while the in-flight limit allows.
 func (s *Sender) send(c *conn) (end, bool) {
 	for c.recycle == "" && c.win.inFlight() < s.o.MaxInFlight {
-		fsn, payload, ok, err := s.cursor.Next()
+		fsn, st, ok, err := s.cursor.NextStream(s.piece)
 		if err != nil {
 			return terminal(qwp.CategoryNone, c.win.nextFSN(), fmt.Errorf("sender: reading the frame after FSN %d from the queue: %w", c.win.nextFSN()-1, err)), true
 		}
@@ -608,16 +617,18 @@ func (s *Sender) send(c *conn) (end, bool) {
 			}
 			c.win.fsnAtZero = fsn
 		}
-		if len(payload) < 4+qwp.HeaderSize {
-			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf("sender: stored frame FSN %d is %d bytes, shorter than the 4-byte generation prefix and the %d-byte QWP header", fsn, len(payload), qwp.HeaderSize)), true
+		if st.Len() < 4+qwp.HeaderSize {
+			return terminal(qwp.CategoryParseError, fsn, fmt.Errorf("sender: stored frame FSN %d is %d bytes, shorter than the 4-byte generation prefix and the %d-byte QWP header", fsn, st.Len(), qwp.HeaderSize)), true
 		}
-		gen, msg := binary.LittleEndian.Uint32(payload), payload[4:]
-		if e, done := s.oversize(c, fsn, msg); done {
+		// The message is read from the queue while it is sent; head is
+		// its start (header and delta section counts), msgLen its length.
+		gen, head, msgLen := binary.LittleEndian.Uint32(st.Head()), st.Head()[4:], st.Len()-4
+		if e, done := s.oversize(c, fsn, msgLen); done {
 			return e, true
 		}
 		// A message whose delta section cannot be read is sent as it is
 		// (the server judges it) and registers nothing.
-		deltaStart, deltaEnd, deltaErr := qwp.DeltaDictRange(msg)
+		deltaStart, deltaEnd, deltaErr := qwp.DeltaDictRangeHead(head, msgLen)
 		switch {
 		case !c.genKnown:
 			if e, done := s.catchUp(c, gen, fsn, deltaStart, deltaEnd, deltaErr); done {
@@ -638,7 +649,14 @@ func (s *Sender) send(c *conn) (end, bool) {
 			c.recycle = fmt.Sprintf("frame FSN %d defines symbol ids from %d; this connection registered %d", fsn, deltaStart, c.known)
 			return s.commitTail(c)
 		}
-		if err := c.write(msg); err != nil {
+		if err := c.writeStored(st, s.piece); err != nil {
+			if errors.Is(err, sfqueue.ErrFrameGone) {
+				// Evicted while being sent (the socket is closed if part
+				// of it left): go on from the queue's new start at once,
+				// as after any eviction; the connection was not lost.
+				s.log.Debug("frame evicted while being sent; reconnecting", zap.Uint64("fsn", fsn))
+				return end{kind: endRecycle}, true
+			}
 			return end{kind: endBroken, err: fmt.Errorf("sender: sending frame FSN %d to %s: %w", fsn, c.endpoint, err)}, true
 		}
 		if deltaErr == nil {
@@ -647,7 +665,7 @@ func (s *Sender) send(c *conn) (end, bool) {
 		now := time.Now()
 		c.win.sendData(now)
 		c.lastSend = now
-		c.tailDeferred = qwp.Deferred(msg)
+		c.tailDeferred = qwp.Deferred(head)
 		s.obs.FramesSent(1)
 		if fsn <= s.maxSent {
 			s.obs.FramesReplayed(1)
@@ -664,18 +682,18 @@ func (s *Sender) send(c *conn) (end, bool) {
 // receive buffer, so an oversized frame could only be replayed forever. A
 // frame over the server's limit is refused for good. One over MaxBatchBytes
 // (stored under a larger setting) but within the server's limit is sent as
-// it is: a message is written from the frame itself, with no buffer sized to
+// it is: a message is streamed from the queue, with no buffer sized to
 // MaxBatchBytes for it to outgrow.
-func (s *Sender) oversize(c *conn, fsn uint64, msg []byte) (end, bool) {
-	if limit := c.qc.MaxBatchSize; limit > 0 && len(msg) > limit {
+func (s *Sender) oversize(c *conn, fsn uint64, msgLen int) (end, bool) {
+	if limit := c.qc.MaxBatchSize; limit > 0 && msgLen > limit {
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
 			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes the server at %s accepts (X-QWP-Max-Batch-Size); frames on disk are never re-split: raise the server's http.recv.buffer.size or move the slot aside",
-			fsn, len(msg), limit, c.endpoint)), true
+			fsn, msgLen, limit, c.endpoint)), true
 	}
-	if len(msg) > qwp.MaxMessageBytes {
+	if msgLen > qwp.MaxMessageBytes {
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
 			"sender: stored frame FSN %d is %d bytes, larger than the %d bytes any QuestDB server accepts; frames on disk are never re-split: move the slot aside",
-			fsn, len(msg), qwp.MaxMessageBytes)), true
+			fsn, msgLen, qwp.MaxMessageBytes)), true
 	}
 	return end{}, false
 }

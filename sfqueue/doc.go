@@ -429,4 +429,10 @@
 //		send(payload)                   // later, on the server's ack:
 //		q.Ack(fsn)
 //	}
+//
+// Next holds the frame whole in a buffer the cursor keeps. A consumer that
+// forwards frames instead reads them with NextStream through a small
+// buffer: the frame's CRC32C is checked before anything is handed out, and
+// checked again over the bytes Stream.Read hands out, whose last piece is
+// held back if they changed meanwhile.
 package sfqueue

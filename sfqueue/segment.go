@@ -266,6 +266,61 @@ func (s *segment) readFrame(fsn uint64, buf []byte) ([]byte, []byte, error) {
 	return payload, buf, nil
 }
 
+// readChunk reads p at off of frame fsn's bytes; the file must be open.
+func (s *segment) readChunk(p []byte, off int64, fsn uint64) error {
+	if k, err := s.f.ReadAt(p, off); err != nil && !(err == io.EOF && k == len(p)) {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("sfqueue: read frame %d of %s at offset %d: %w", fsn, filepath.Base(s.path), off, err)
+	}
+	return nil
+}
+
+// verifyFrame reads frame i through buf, a piece at a time, checks it as
+// readFrame does (length and CRC32C), and sets st's payload bounds, head,
+// stored CRC32C and the CRC32C of the bytes before the payload. The file
+// must be open; buf holds at least the frame head and StreamHeadBytes.
+func (s *segment) verifyFrame(i int, buf []byte, st *Stream) error {
+	off, size := s.frameBounds(i)
+	fsn := s.base + uint64(i)
+	bad := fmt.Errorf("sfqueue: frame %d of %s at offset %d fails its CRC32C check on read", fsn, filepath.Base(s.path), off)
+	head := int64(overheadOf(s.version) - 4) // length (and item count)
+	if size < head+4 {
+		return bad
+	}
+	body := size - 4 // what the CRC32C covers
+	var crc uint32
+	var tail [4]byte
+	for pos := int64(0); pos < size; {
+		p := buf[:min(int64(len(buf)), size-pos)]
+		if err := s.readChunk(p, off+pos, fsn); err != nil {
+			return err
+		}
+		if pos == 0 {
+			n := int64(binary.LittleEndian.Uint32(p))
+			if head+n+4 != size {
+				return bad
+			}
+			st.off, st.n = off+head, int(n)
+			copy(st.head[:], p[head:])
+			st.crc = crc32.Checksum(p[:head], castagnoli)
+		}
+		if pos < body {
+			crc = crc32.Update(crc, castagnoli, p[:min(int64(len(p)), body-pos)])
+		}
+		for j := max(pos, body); j < pos+int64(len(p)); j++ {
+			tail[j-body] = p[j-pos]
+		}
+		pos += int64(len(p))
+	}
+	st.want = binary.LittleEndian.Uint32(tail[:])
+	if crc != st.want {
+		return bad
+	}
+	return nil
+}
+
 // createSegment creates a new segment file, preallocates alloc bytes (none
 // when alloc is 0) and stamps its header. On any error the file is removed
 // again.

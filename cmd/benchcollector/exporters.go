@@ -47,6 +47,9 @@ func questdbSettings(ec exporterConfig, entry string, o runOptions) string {
 	if ec.sink == sinkQWP && o.dictBytes != "" {
 		entry += fmt.Sprintf("    symbol_dict_max_bytes: %s\n", o.dictBytes)
 	}
+	if ec.sink == sinkQWP && o.batchBytes != "" {
+		entry += fmt.Sprintf("    max_batch_bytes: %s\n", o.batchBytes)
+	}
 	return entry
 }
 

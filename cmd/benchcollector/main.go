@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.concurrency, "concurrency", 4, "concurrent OTLP/HTTP clients")
 	fs.StringVar(&o.durability, "durability", "memory", "sf_durability of the questdb configuration (memory, periodic, flush)")
 	fs.StringVar(&o.dictBytes, "symbol-dict-max-bytes", "", "symbol_dict_max_bytes of the questdb configurations, e.g. 4MiB (default: the exporter's)")
+	fs.StringVar(&o.batchBytes, "max-batch-bytes", "", "max_batch_bytes of the questdb configurations, e.g. 1MiB (default: the exporter's)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 5*time.Minute, "how long a sink may take to receive every accepted item")
 	rounds := fs.Int("rounds", 5, "rounds; each runs every shape through every exporter configuration")
 	shapeList := fs.String("shapes", "metrics,logs,traces,churn", "shapes, comma-separated (metrics, logs, traces, churn, steady)")

@@ -56,12 +56,14 @@ func join(xs []float64, format string) string {
 // report prints the medians per shape and exporter, then the per-round
 // ratios of the questdb configuration to nop and to otlp_http.
 func report(w io.Writer, results []runResult, shapeNames, exporterNames []string, rounds int, o runOptions) {
-	dict := o.dictBytes
-	if dict == "" {
-		dict = "default"
+	orDefault := func(s string) string {
+		if s == "" {
+			return "default"
+		}
+		return s
 	}
-	fmt.Fprintf(w, "\n%d rounds, %d requests x %d items per run, %d clients; questdb sf_durability: %s, symbol_dict_max_bytes: %s\n\n",
-		rounds, o.requests, itemsPerRequest, o.concurrency, o.durability, dict)
+	fmt.Fprintf(w, "\n%d rounds, %d requests x %d items per run, %d clients; questdb sf_durability: %s, symbol_dict_max_bytes: %s, max_batch_bytes: %s\n\n",
+		rounds, o.requests, itemsPerRequest, o.concurrency, o.durability, orDefault(o.dictBytes), orDefault(o.batchBytes))
 	fmt.Fprintln(w, "| shape | exporter | CPU µs/item, median (min-max) | peak RSS MB, median (max) | wall s, median | frames/request | KB to sink/request | accepted = arrived |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, sh := range shapeNames {

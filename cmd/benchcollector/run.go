@@ -58,6 +58,7 @@ type runOptions struct {
 	concurrency  int
 	durability   string // the questdb configuration's sf_durability
 	dictBytes    string // the questdb configurations' symbol_dict_max_bytes; "" leaves the default
+	batchBytes   string // the questdb configurations' max_batch_bytes; "" leaves the default
 	drainTimeout time.Duration
 }
 

@@ -90,11 +90,14 @@ func TestCollectorYAMLWiresTheExporter(t *testing.T) {
 	if !strings.Contains(q, "sf_durability: flush") || !strings.Contains(q, `sf_dir: "/tmp/sf"`) {
 		t.Errorf("questdb configuration without its queue settings:\n%s", q)
 	}
-	o := runOptions{dictBytes: "4MiB"}
+	o := runOptions{dictBytes: "4MiB", batchBytes: "1MiB"}
 	for _, ec := range exporterConfigs {
 		y := collectorYAML(questdbSettings(ec, ec.yaml("127.0.0.1:9000", "/tmp/sf", "flush"), o), 1, 2)
 		if got := strings.Contains(y, "    symbol_dict_max_bytes: 4MiB\n"); got != (ec.sink == sinkQWP) {
 			t.Errorf("%s: symbol_dict_max_bytes set %v:\n%s", ec.name, got, y)
+		}
+		if got := strings.Contains(y, "    max_batch_bytes: 1MiB\n"); got != (ec.sink == sinkQWP) {
+			t.Errorf("%s: max_batch_bytes set %v:\n%s", ec.name, got, y)
 		}
 	}
 }

@@ -28,3 +28,21 @@ func SetSegmentVersion(t testing.TB, path string, version uint32) {
 		t.Fatal(err)
 	}
 }
+
+// FlipBit flips the lowest bit of the byte at off of the file at path: a
+// stored frame damaged behind the queue's back.
+func FlipBit(t testing.TB, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b[0] ^ 0x01}, off); err != nil {
+		t.Fatal(err)
+	}
+}
