@@ -455,8 +455,9 @@ exporters:
 func TestSalvageServerRefusal(t *testing.T) {
 	srv := newServer(t)
 	b := buildSlot(t, t.TempDir(), "s", slotSpec{gens: 1, perGen: 200})
-	// Binary frame 1 is the dictionary catch-up, frame 5 carries FSN 4.
-	if err := srv.RejectFrame(5, qwp.StatusSchemaMismatch, "column value: cannot convert"); err != nil {
+	// No catch-up precedes FSN 1 (its delta section starts at id 0, so the
+	// connection needs no earlier ids): binary frame 4 carries FSN 4.
+	if err := srv.RejectFrame(4, qwp.StatusSchemaMismatch, "column value: cannot convert"); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ := runTool(t, "salvage", b.dir, "--endpoint", srv.URL(), "--delete")
