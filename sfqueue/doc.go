@@ -188,8 +188,11 @@
 // existed, so it is bounded, not counted. The bound: frames appended within
 // one save interval (250 ms, plus the save's own write, fsyncs and rename)
 // before the power loss, and never more than the mode's window (periodic:
-// one tick; memory: the active segment and one sealed). After a lull in
-// appends longer than the interval every lost frame is counted. No scheme
+// one tick; memory: the active segment and one sealed). The bound assumes
+// the saves succeed: while .ack-watermark cannot be written (logged at
+// Error once per streak, retried every interval) it widens to the mode's
+// whole window. After a lull in appends longer than the interval every lost
+// frame is counted. No scheme
 // without a cost per append counts them all: counting frame N after a power
 // loss needs a record of N made durable before it, an fsync after N's
 // append, which is flush durability's group commit. Saving the published
