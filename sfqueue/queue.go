@@ -1443,7 +1443,7 @@ func (q *Queue) background() {
 			switch {
 			case err != nil && !q.wmFailing:
 				// Once per failure streak: it is retried every 250 ms.
-				q.log.Error("sfqueue: cannot write .ack-watermark; a restart now would replay acknowledged frames (QuestDB may see duplicates); retrying",
+				q.log.Error("sfqueue: cannot write .ack-watermark; a restart now would replay acknowledged frames (QuestDB may see duplicates), and frames a power loss takes now may go uncounted; retrying",
 					zap.String("slot", q.slot), zap.Error(err))
 				q.wmFailing = true
 			case err == nil && q.wmFailing && q.wmSaved.acked == q.acked:
