@@ -124,6 +124,7 @@ type Stream struct {
 	pos  int    // payload bytes handed out
 	crc  uint32 // CRC32C of the frame head and the payload bytes handed out
 	want uint32 // the stored CRC32C
+	err  error  // what ended the stream, returned by every later Read
 	head [StreamHeadBytes]byte
 }
 
@@ -138,17 +139,23 @@ func (st *Stream) Head() []byte { return st.head[:min(st.n, StreamHeadBytes)] }
 // last. ErrFrameGone, ErrClosed, a read error or a CRC32C mismatch of the
 // bytes read end the stream: the call that detects them returns no bytes.
 func (st *Stream) Read(p []byte) (int, error) {
+	if st.err != nil {
+		return 0, st.err
+	}
 	if st.pos == st.n {
 		return 0, io.EOF
 	}
 	p = p[:min(len(p), st.n-st.pos)]
 	if err := st.readAt(p, st.off+int64(st.pos)); err != nil {
+		st.err = err
 		return 0, err
 	}
 	st.crc = crc32.Update(st.crc, castagnoli, p)
 	st.pos += len(p)
 	if st.pos == st.n && st.crc != st.want {
-		return 0, fmt.Errorf("sfqueue: frame %d of %s changed after its CRC32C check: its last %d bytes are held back", st.fsn, filepath.Base(st.s.path), len(p))
+		// Sticky: a later Read must not report a clean end of the frame.
+		st.err = fmt.Errorf("sfqueue: frame %d of %s changed after its CRC32C check: its last %d bytes are held back", st.fsn, filepath.Base(st.s.path), len(p))
+		return 0, st.err
 	}
 	return len(p), nil
 }

@@ -143,6 +143,9 @@ func TestStreamHoldsBackAFrameDamagedAfterItsCheck(t *testing.T) {
 		if want := size - size%4096; len(got) != want {
 			t.Fatalf("payload byte %d flipped after the check: %d of %d bytes handed out, want %d (all but the last piece)", at, len(got), size, want)
 		}
+		if n, again := st.Read(make([]byte, 16)); n != 0 || again != err {
+			t.Fatalf("payload byte %d flipped: a Read after the error = %d, %v; want 0 and the same error, never a clean end", at, n, again)
+		}
 		q.Close()
 	}
 }
