@@ -284,10 +284,12 @@ func (s *segment) readChunk(p []byte, off int64, fsn uint64) error {
 func (s *segment) verifyFrame(i int, buf []byte, st *Stream) error {
 	off, size := s.frameBounds(i)
 	fsn := s.base + uint64(i)
-	bad := fmt.Errorf("sfqueue: frame %d of %s at offset %d fails its CRC32C check on read", fsn, filepath.Base(s.path), off)
+	bad := func() error { // built only on failure: verifyFrame runs for every frame sent
+		return fmt.Errorf("sfqueue: frame %d of %s at offset %d fails its CRC32C check on read", fsn, filepath.Base(s.path), off)
+	}
 	head := int64(overheadOf(s.version) - 4) // length (and item count)
 	if size < head+4 {
-		return bad
+		return bad()
 	}
 	body := size - 4 // what the CRC32C covers
 	var crc uint32
@@ -300,7 +302,7 @@ func (s *segment) verifyFrame(i int, buf []byte, st *Stream) error {
 		if pos == 0 {
 			n := int64(binary.LittleEndian.Uint32(p))
 			if head+n+4 != size {
-				return bad
+				return bad()
 			}
 			st.off, st.n = off+head, int(n)
 			copy(st.head[:], p[head:])
@@ -316,7 +318,7 @@ func (s *segment) verifyFrame(i int, buf []byte, st *Stream) error {
 	}
 	st.want = binary.LittleEndian.Uint32(tail[:])
 	if crc != st.want {
-		return bad
+		return bad()
 	}
 	return nil
 }

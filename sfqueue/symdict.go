@@ -306,8 +306,8 @@ func (d *symbolDict) add(runs []SymbolRun) (marks []dictMark, op string, err err
 	return marks, "", nil
 }
 
-// heldTail reports whether r's entries below the generation's count have
-// are its file's last records, byte for byte. Entries are stored before
+// heldTail reports whether those of r's entries below have, the
+// generation's count, are its file's last records, byte for byte. Entries are stored before
 // their frames, and a flush-mode group write that a full disk refuses
 // fails appends whose entries stay (dropGroupLocked): the producer retries
 // the same batch, those entries included.
