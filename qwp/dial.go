@@ -189,14 +189,8 @@ func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
 		return err
 	}
 	h, key := c.frameHeader(n)
-	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
-		return err
-	}
 	maskBytes(piece, key)
-	c.iov = [2][]byte{h, piece}
-	bufs := net.Buffers(c.iov[:])
-	_, err := bufs.WriteTo(c.nc)
-	c.iov = [2][]byte{}
+	err := c.writeHead(h, piece)
 	for off := len(piece); err == nil && off < n; off += len(piece) {
 		piece = buf[:min(n-off, len(buf))]
 		if _, err = io.ReadFull(r, piece); err != nil {
@@ -218,18 +212,25 @@ func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
 // to the socket; wmu is held.
 func (c *Conn) writeFrame(msg []byte) error {
 	h, key := c.frameHeader(len(msg))
-	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
-		return err
-	}
 	maskBytes(msg, key)
 	defer maskBytes(msg, key)
-	c.iov = [2][]byte{h, msg}
-	bufs := net.Buffers(c.iov[:])
-	_, err := bufs.WriteTo(c.nc)
-	c.iov = [2][]byte{} // msg is the caller's: keep no reference to it
+	err := c.writeHead(h, msg)
 	if err != nil {
 		c.writeErr = err
 	}
+	return err
+}
+
+// writeHead writes a frame's header h and its first (or only) masked bytes
+// with one writev, under the write deadline; wmu is held.
+func (c *Conn) writeHead(h, first []byte) error {
+	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
+		return err
+	}
+	c.iov = [2][]byte{h, first}
+	bufs := net.Buffers(c.iov[:])
+	_, err := bufs.WriteTo(c.nc)
+	c.iov = [2][]byte{} // the bytes are the caller's: keep no reference to them
 	return err
 }
 
