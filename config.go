@@ -177,7 +177,7 @@ const (
 	// defaultSymbolDictMaxBytes is symbol_dict_max_bytes when unset (and the
 	// cap allows it): see the README's sizing section.
 	defaultSymbolDictMaxBytes ByteSize = 16 << 20
-	// symbolDictStartBytes is the working limit a generation starts at
+	// defaultSymbolDictStartBytes is the working limit a generation starts at
 	// (symbolDictStartBytes()), doubling towards symbol_dict_max_bytes
 	// while its symbols recur (genDict, Growth). 4 MiB: under series churn,
 	// where nothing recurs, the generation being written is most of the
@@ -185,8 +185,8 @@ const (
 	// to 80-83 MB against 57-61 with 4 MiB ones (nop: 41; 8 MiB: 63-70,
 	// over the 64 MB target; BENCHMARKS.md, issue #25), while a working set
 	// of up to 16 MiB of symbol text still ends in one generation.
-	symbolDictStartBytes ByteSize = 4 << 20
-	maxSenderIDBytes              = 127
+	defaultSymbolDictStartBytes ByteSize = 4 << 20
+	maxSenderIDBytes                     = 127
 )
 
 // memoryModeMaxTotalBytes and sfModeMaxTotalBytes are what
@@ -691,7 +691,7 @@ func (c *Config) effectiveSymbolDictMaxBytes() ByteSize {
 // symbolDictStartBytes is the working limit a dictionary generation starts
 // at: 4 MiB, or symbol_dict_max_bytes if smaller.
 func (c *Config) symbolDictStartBytes() ByteSize {
-	return min(symbolDictStartBytes, c.effectiveSymbolDictMaxBytes())
+	return min(defaultSymbolDictStartBytes, c.effectiveSymbolDictMaxBytes())
 }
 
 // senderID is the slot name: sender_id when set, else derived from the
