@@ -332,9 +332,10 @@ func (d *genDict) markQueued(end int) {
 
 // rotate starts the next generation with an empty dictionary at the
 // starting limit; the current generation's entries not yet stored go with
-// the group (pending), its sampled hashes to the remembered ones, which
-// forget the older generations first when they would hold more than
-// maxBytes of text (a working set larger than that cannot stay anyway).
+// the group (pending), its sampled hashes to the remembered ones. When
+// those would stand for more than maxBytes of text they are all forgotten
+// and only this generation's are kept (a working set larger than that
+// cannot stay anyway; one that fits is seen again within a rotation or two).
 func (d *genDict) rotate() {
 	if run, ok := d.unstoredRun(); ok {
 		d.retired = append(d.retired, run)
