@@ -359,9 +359,10 @@ func (s *Sender) run() {
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
 	// recycled: the last connection ended in a planned recycle (a reason
 	// of the sender's own: a generation switch, a broken chain of delta
-	// sections, evicted frames) after OnConnect ran for it. Its replacement, to the
-	// same endpoint at once, skips the hook: the server was there a moment
-	// ago, as it is between two frames of one connection.
+	// sections, evicted frames) on a connection that was established. Its
+	// replacement, to the same endpoint at once, skips the hook (which ran
+	// for the first connection of such a chain): the server was there a
+	// moment ago, as it is between two frames of one connection.
 	recycled := false
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
@@ -758,14 +759,11 @@ func (s *Sender) catchUp(c *conn, gen uint32, fsn uint64, deltaStart, deltaEnd i
 			return end{kind: endRecycle}, true
 		}
 		return terminal(qwp.CategoryParseError, fsn, fmt.Errorf(
-			"sender: stored frame FSN %d references symbol ids from %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
+			"sender: stored frame FSN %d references symbol ids up to %d of dictionary generation %d, which holds %d: the slot's dictionary file lost entries",
 			fsn, need-1, gen, dict.Len())), true
 	}
 	s.obs.DictionarySize(need)
-	limit := s.o.MaxBatchBytes
-	if m := c.qc.MaxBatchSize; m > 0 && m < limit {
-		limit = m
-	}
+	limit := min(s.o.MaxBatchBytes, c.qc.MessageLimit())
 	var writeErr error
 	readErr, err := streamDictionary(dict, need, limit, func(frame []byte) error {
 		if writeErr = c.write(frame); writeErr != nil {
