@@ -234,7 +234,7 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	id := s.nextConnID
 	s.mu.Unlock()
 	defer s.wg.Done()
-	nc, br, err := hijack(w, r, extra)
+	nc, br, err := hijack(w)
 	if err != nil {
 		s.logf("conn %d: upgrade from %s failed: %v", id, r.RemoteAddr, err)
 		return
@@ -242,7 +242,8 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(s, nc, br, id, durable)
 	s.mu.Lock()
 	// An Outage that began while this upgrade was under way did not see the
-	// connection in s.conns: drop it here, as a restarting server would.
+	// connection in s.conns: drop it here, unanswered, as a restarting
+	// server would.
 	if s.closed || time.Now().Before(s.outageUntil) {
 		s.mu.Unlock()
 		_ = nc.Close()
@@ -250,7 +251,17 @@ func (s *Server) serveQWP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	// Counted before the 101 is written: a client that has its answer
+	// finds the connection in Accepted, whatever it does next.
 	s.accepted.Add(1)
+	if err := switchProtocols(nc, r, extra); err != nil {
+		s.logf("conn %d: upgrade from %s failed: %v", id, r.RemoteAddr, err)
+		c.kill()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		return
+	}
 	s.logf("conn %d: open from %s (client %q, durable ack %q)", id, r.RemoteAddr, r.Header.Get("X-QWP-Client-Id"), granted)
 	c.run()
 	s.logf("conn %d: closed after %d frames", id, c.seq)

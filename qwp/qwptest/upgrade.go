@@ -105,10 +105,9 @@ func refuseHandshake(w http.ResponseWriter, status int, reason string) {
 }
 
 // hijack takes the connection of a validated upgrade request over from
-// net/http and writes the 101 response with the given extra header lines
-// ("Name: value"). Bytes the client sent behind its request stay readable
-// through the returned reader.
-func hijack(w http.ResponseWriter, r *http.Request, extra []string) (net.Conn, *bufio.Reader, error) {
+// net/http, without answering it yet (switchProtocols does). Bytes the
+// client sent behind its request stay readable through the returned reader.
+func hijack(w http.ResponseWriter) (net.Conn, *bufio.Reader, error) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		return nil, nil, fmt.Errorf("response writer %T cannot be hijacked", w)
@@ -118,6 +117,17 @@ func hijack(w http.ResponseWriter, r *http.Request, extra []string) (net.Conn, *
 		return nil, nil, err
 	}
 	_ = nc.SetDeadline(time.Time{}) // net/http's header deadline no longer applies
+	var src io.Reader = nc
+	if n := brw.Reader.Buffered(); n > 0 {
+		early, _ := brw.Reader.Peek(n)
+		src = io.MultiReader(bytes.NewReader(early), nc)
+	}
+	return nc, bufio.NewReaderSize(src, readBufferSize), nil
+}
+
+// switchProtocols writes the 101 response to the upgrade request r with
+// the given extra header lines ("Name: value").
+func switchProtocols(nc net.Conn, r *http.Request, extra []string) error {
 	var b strings.Builder
 	b.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")
 	b.WriteString(acceptKey(r.Header.Get("Sec-WebSocket-Key")))
@@ -126,14 +136,6 @@ func hijack(w http.ResponseWriter, r *http.Request, extra []string) (net.Conn, *
 		b.WriteString(line)
 	}
 	b.WriteString("\r\n\r\n")
-	if _, err := io.WriteString(nc, b.String()); err != nil {
-		_ = nc.Close()
-		return nil, nil, err
-	}
-	var src io.Reader = nc
-	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		src = io.MultiReader(bytes.NewReader(early), nc)
-	}
-	return nc, bufio.NewReaderSize(src, readBufferSize), nil
+	_, err := io.WriteString(nc, b.String())
+	return err
 }
