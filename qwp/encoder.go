@@ -807,12 +807,14 @@ type SymbolRun struct {
 
 	// Armed: every value has its id for frame and its column in t's
 	// block, which stays so until the frame ends or a rollback takes
-	// columns out of the block (t.epoch changes); small: every id takes
-	// one byte.
+	// columns out of the block (t.epoch changes); short: every id takes
+	// one or two bytes (a varint below 1<<14: a dictionary under series
+	// churn puts a metric's name and unit past id 127 in most
+	// generations).
 	t     *Table
 	frame uint64
 	epoch uint64
-	small bool
+	short bool
 }
 
 type runEntry struct {
@@ -848,24 +850,34 @@ func (r *SymbolRun) AddString(c Col, v string) {
 func (t *Table) Symbols(run *SymbolRun) {
 	ents := run.ents
 	i := 0
-	if run.t == t && run.frame == t.frame && run.epoch == t.epoch && run.small { // t.frame: see notInFrame
-		// A loop that calls nothing, so keeps its state in registers; a
+	if run.t == t && run.frame == t.frame && run.epoch == t.epoch && run.short { // t.frame: see notInFrame
+		// A loop that calls nothing, so keeps its state in registers and
+		// writes no pointer (no write barrier while the GC marks); a
 		// value it cannot take (its column set earlier in the row, or
-		// full) goes to the general path with the rest.
-		seq := t.seq
+		// without room for two bytes) goes to the general path with the
+		// rest.
+		seq, delta := t.seq, 0
 		for ; i < len(ents); i++ {
-			c := ents[i].c
+			c, id := ents[i].c, ents[i].id
 			n := len(c.data)
-			if c.setSeq == seq || n == cap(c.data) {
+			if c.setSeq == seq || cap(c.data)-n < 2 {
 				break
 			}
 			// What value records for a first value in the row (a SYMBOL
-			// column has no offsets: markOffs stays 0).
+			// column has no offsets: markOffs stays 0), and the id's
+			// uvarint.
 			c.setSeq, c.mark = seq, n
-			c.data = c.data[:n+1]
-			c.data[n] = byte(ents[i].id)
+			if id < 0x80 {
+				c.data = c.data[:n+1]
+				c.data[n] = byte(id)
+				delta++
+			} else {
+				c.data = c.data[:n+2]
+				c.data[n], c.data[n+1] = byte(id)|0x80, byte(id>>7)
+				delta += 2
+			}
 		}
-		t.rowDelta += i
+		t.rowDelta += delta
 		t.setCols += i
 		if i == len(ents) {
 			return
@@ -881,13 +893,13 @@ func (t *Table) Symbols(run *SymbolRun) {
 // column in the block.
 func (t *Table) arm(run *SymbolRun) {
 	frame := t.e.frame
-	run.t, run.small = nil, true
+	run.t, run.short = nil, true
 	for i := range run.ents {
 		en := &run.ents[i]
 		if en.frame != frame || en.col.t != t || en.c.frame != frame {
 			return
 		}
-		run.small = run.small && en.id < 0x80
+		run.short = run.short && en.id < 1<<14
 	}
 	run.t, run.frame, run.epoch = t, frame, t.epoch
 }
