@@ -80,7 +80,15 @@ type symbolDict struct {
 	// chunks' capacity (the RAM held) in memory-only mode.
 	bytes int64
 	sync  bool // fsync what persist writes (periodic and flush durability)
+	// rec is addRun's record buffer in SF mode, kept between appends up
+	// to recKeep bytes: under series churn every group writes its frames'
+	// worth of new entries, and a new buffer each time was the largest
+	// garbage the write path made.
+	rec []byte
 }
+
+// recKeep is the largest record buffer addRun keeps for the next append.
+const recKeep = 1 << 20
 
 // memGen holds one generation's entries in memory-only mode, each a uvarint
 // length and its bytes, back to back in chunks that an entry never spans.
@@ -374,9 +382,12 @@ func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 		for _, e := range r.Entries {
 			n += symbolRecordBytes(e)
 		}
-		buf := make([]byte, 0, n)
+		buf := slices.Grow(d.rec[:0], int(n))
 		for i, e := range r.Entries {
 			buf = appendSymbolRecord(buf, gen, uint32(r.FirstID+i), e)
+		}
+		if cap(buf) <= recKeep {
+			d.rec = buf[:0]
 		}
 		if _, err := gf.f.WriteAt(buf, gf.size); err != nil {
 			return m, "write " + genDictName(gen), err
