@@ -127,9 +127,6 @@ type genDict struct {
 	startBytes int // the working limit a generation starts at, <= maxBytes
 	limit      int // the current generation's working limit (Growth)
 
-	bytes   int // symbol text of ids below counted
-	counted int
-
 	// seen holds the sampled hashes of the generations rotated away from,
 	// seenBytes of their symbol text (at most maxBytes); checked of the
 	// current generation's sampled hashes were looked up in it, recurred
@@ -205,7 +202,6 @@ func openGenDict(stored symbolEntries, maxEntries, maxBytes, startBytes int, gen
 		}
 	}
 	d.stored, d.queued = d.Len(), d.Len()
-	d.count()
 	for d.limit < d.maxBytes && d.atLimit(d.limit) {
 		d.limit = min(2*d.limit, d.maxBytes)
 	}
@@ -223,7 +219,6 @@ func (d *genDict) Gen() uint32 { return d.gen }
 // without recurring symbols (Growth), so the next frame must start a new
 // generation. At its working limit a generation whose symbols recur grows.
 func (d *genDict) full() bool {
-	d.count()
 	if d.Len() >= d.maxEntries || d.atLimit(d.maxBytes) {
 		return true
 	}
@@ -236,17 +231,10 @@ func (d *genDict) full() bool {
 	return false
 }
 
-// count adds the text of the ids assigned since the last call to bytes.
-func (d *genDict) count() {
-	for ; d.counted < d.Len(); d.counted++ {
-		d.bytes += len(d.Entry(d.counted))
-	}
-}
-
 // atLimit reports whether the current generation holds limit bytes of
 // symbol text or 3 × limit of index.
 func (d *genDict) atLimit(limit int) bool {
-	return d.bytes >= limit || d.IndexBytes() >= 3*int64(limit)
+	return d.TextBytes() >= limit || d.IndexBytes() >= 3*int64(limit)
 }
 
 // recurs reports whether at least half of the current generation's sampled
@@ -266,12 +254,6 @@ func (d *genDict) recurs() bool {
 
 // Limit is the current generation's working limit (Growth).
 func (d *genDict) Limit() int { return d.limit }
-
-// Bytes is the symbol text the current generation holds.
-func (d *genDict) Bytes() int {
-	d.count()
-	return d.bytes
-}
 
 // seenEntryBytes is about what a remembered hash costs in the seen map.
 const seenEntryBytes = 16
@@ -340,16 +322,16 @@ func (d *genDict) rotate() {
 	if run, ok := d.unstoredRun(); ok {
 		d.retired = append(d.retired, run)
 	}
-	d.count()
-	if d.seenBytes+d.bytes > d.maxBytes {
+	bytes := d.TextBytes()
+	if d.seenBytes+bytes > d.maxBytes {
 		d.seen, d.seenBytes = map[uint64]struct{}{}, 0 // a new map: clear would keep its size
 	}
 	for _, h := range d.SampledHashes() {
 		d.seen[h] = struct{}{}
 	}
-	d.seenBytes += d.bytes
+	d.seenBytes += bytes
 	d.gen++
 	d.MemDict = d.Successor()
-	d.stored, d.queued, d.bytes, d.counted, d.checked, d.recurred = 0, 0, 0, 0, 0, 0
+	d.stored, d.queued, d.checked, d.recurred = 0, 0, 0, 0
 	d.limit = d.startBytes
 }

@@ -318,16 +318,16 @@ func TestGenDictRotatesAtMaxBytes(t *testing.T) {
 	}
 	d.ID(slices.Repeat([]byte("a"), 400))
 	d.ID(slices.Repeat([]byte("b"), 400))
-	if d.full() || d.Bytes() != 800 {
-		t.Fatalf("800 bytes of a 1000-byte generation: full %v, bytes %d", d.full(), d.Bytes())
+	if d.full() || d.TextBytes() != 800 {
+		t.Fatalf("800 bytes of a 1000-byte generation: full %v, bytes %d", d.full(), d.TextBytes())
 	}
 	d.ID(slices.Repeat([]byte("c"), 200))
 	if !d.full() {
 		t.Fatal("a generation holding 1000 bytes of a 1000-byte bound is not full")
 	}
 	d.rotate()
-	if d.Gen() != 1 || d.full() || d.Bytes() != 0 {
-		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.Bytes())
+	if d.Gen() != 1 || d.full() || d.TextBytes() != 0 {
+		t.Fatalf("after rotation: generation %d, full %v, bytes %d", d.Gen(), d.full(), d.TextBytes())
 	}
 	if _, err := openGenDict(store.entries(0), 1000, 0, 0, 0); err == nil {
 		t.Fatal("a zero byte bound was accepted")
@@ -396,8 +396,8 @@ func TestGenDictRotatesAtIndexBytes(t *testing.T) {
 	for i := 0; !d.full(); i++ {
 		d.ID([]byte(fmt.Sprint(i)))
 	}
-	if d.Bytes() >= 1000 || d.IndexBytes() < 3000 {
-		t.Fatalf("full at %d bytes of text and an index of %d bytes", d.Bytes(), d.IndexBytes())
+	if d.TextBytes() >= 1000 || d.IndexBytes() < 3000 {
+		t.Fatalf("full at %d bytes of text and an index of %d bytes", d.TextBytes(), d.IndexBytes())
 	}
 }
 

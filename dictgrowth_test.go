@@ -47,8 +47,8 @@ func (r *growthRun) feed(t *testing.T, series func(int) int, n int) {
 		}
 		r.store.store(t, r.d, false)
 		r.maxIndex = max(r.maxIndex, r.d.IndexBytes())
-		if r.d.Bytes() > r.d.maxBytes+100*len(growthSymbol(0)) {
-			t.Fatalf("generation %d holds %d bytes of text, over the cap %d by more than a frame", r.d.Gen(), r.d.Bytes(), r.d.maxBytes)
+		if r.d.TextBytes() > r.d.maxBytes+100*len(growthSymbol(0)) {
+			t.Fatalf("generation %d holds %d bytes of text, over the cap %d by more than a frame", r.d.Gen(), r.d.TextBytes(), r.d.maxBytes)
 		}
 		if r.d.full() {
 			r.d.rotate()
@@ -150,17 +150,17 @@ func TestGenDictRestartContinuesAGrownGeneration(t *testing.T) {
 	r := newGrowthRun(t, 1_000_000, maxBytes, start)
 	r.feed(t, func(i int) int { return i % series }, 5*series)
 	gen := r.d.Gen()
-	if r.d.Len() != series || r.d.Bytes() < start {
-		t.Fatalf("setup: generation %d holds %d entries, %d bytes; want %d series past %d bytes", gen, r.d.Len(), r.d.Bytes(), series, start)
+	if r.d.Len() != series || r.d.TextBytes() < start {
+		t.Fatalf("setup: generation %d holds %d entries, %d bytes; want %d series past %d bytes", gen, r.d.Len(), r.d.TextBytes(), series, start)
 	}
 
 	d, err := openGenDict(r.store.entries(gen), 1_000_000, maxBytes, start, gen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Gen() != gen || d.Len() != series || d.Limit() <= d.Bytes() {
+	if d.Gen() != gen || d.Len() != series || d.Limit() <= d.TextBytes() {
 		t.Fatalf("reloaded generation %d with %d entries at limit %d (%d bytes); want generation %d continued with %d entries under its limit",
-			d.Gen(), d.Len(), d.Limit(), d.Bytes(), gen, series)
+			d.Gen(), d.Len(), d.Limit(), d.TextBytes(), gen, series)
 	}
 	r2 := &growthRun{d: d, store: r.store}
 	r2.feed(t, func(i int) int { return i % series }, 3*series)
@@ -169,7 +169,7 @@ func TestGenDictRestartContinuesAGrownGeneration(t *testing.T) {
 	}
 
 	// A generation at the cap still rotates at load.
-	d, err = openGenDict(r.store.entries(gen), 1_000_000, r.d.Bytes(), start, gen)
+	d, err = openGenDict(r.store.entries(gen), 1_000_000, r.d.TextBytes(), start, gen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ type MemDict struct {
 	// block, not a copy of all records, when the last one is full.
 	blocks [][]dictEntry
 	n      int // ids assigned
+	text   int // bytes of the entries' text
 	// slots holds, by hash with linear probing, the low half of an
 	// entry's hash over its id+1 (0 is empty): a probe rejects other
 	// entries without reading them, and growing needs no rehash. Its
@@ -131,6 +132,7 @@ func (d *MemDict) store(sym []byte) dictEntry {
 		d.chunks = append(d.chunks, make([]byte, 0, max(size, len(sym))))
 		n++
 	}
+	d.text += len(sym)
 	c := d.chunks[n-1]
 	e := dictEntry{chunk: uint32(n - 1), off: uint32(len(c)), len: uint32(len(sym))}
 	d.chunks[n-1] = append(c, sym...)
@@ -168,6 +170,9 @@ func (d *MemDict) MemBytes() int64 {
 	}
 	return n
 }
+
+// TextBytes is the length of all entries' text together.
+func (d *MemDict) TextBytes() int { return d.text }
 
 // Len implements SymbolDict.
 func (d *MemDict) Len() int { return d.n }
