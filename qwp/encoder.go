@@ -934,15 +934,20 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 		return
 	}
 	var slot *hashedSlot
-	if hashed {
+	if hashed && (!c.hashedSampling || hash>>hashedSampleShift == 0) {
 		if c.hashed == nil {
 			c.hashed = make([]hashedSlot, hashedSlots)
 		}
 		slot = &c.hashed[hash&(hashedSlots-1)]
 		if slot.set && slot.hash == hash && int(slot.id) < t.e.dict.Len() && bytes.Equal(t.e.dict.Entry(int(slot.id)), v) {
+			c.hashedMisses, c.hashedSampling = 0, false
 			c.data = binary.AppendUvarint(c.data, uint64(slot.id))
 			t.took(c)
 			return
+		}
+		if !c.hashedSampling {
+			c.hashedMisses++
+			c.hashedSampling = c.hashedMisses == hashedChurnMisses
 		}
 	}
 	// Most SYMBOL columns repeat the previous row's value (service, metric,
@@ -983,6 +988,20 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 // hashedSlots is the size of a column's SymbolValidHashed cache: 16 bytes
 // a slot, 64 KiB, allocated at the column's first hashed value.
 const hashedSlots = 1 << 12
+
+// Under series churn (every value new) the cache never hits, and reading
+// a slot, which the rows between two of a column's values have evicted
+// from the CPU's caches, costs about as much as the dictionary's lookup of
+// the value. After hashedChurnMisses misses in a row a column consults and
+// fills only the slots of a sixteenth of the values, those whose hash has
+// its top 4 bits clear (hash>>hashedSampleShift == 0: a value is sampled
+// every time or never), and consults them all again once a sampled value hits: a working
+// set that comes round again hits on its sampled values at its second
+// round.
+const (
+	hashedChurnMisses = 1024
+	hashedSampleShift = 60
+)
 
 // hashedSlot remembers the id of the value last written with a hash.
 type hashedSlot struct {
