@@ -140,6 +140,12 @@ type genDict struct {
 	queued int
 
 	retired []sfqueue.SymbolRun // entries of generations rotated away from, not yet stored
+	// recycle is the generation last rotated away from at the starting
+	// limit, whose memory the current generation takes (qwp.MemDict.Recycle)
+	// once no retired run aliases its entries (dropRetired). A grown
+	// generation is left to the garbage collector: its memory would
+	// outlast the next generation's needs.
+	recycle *qwp.MemDict
 	runs    []sfqueue.SymbolRun // reused result of pending
 }
 
@@ -300,6 +306,10 @@ func (d *genDict) dropRetired() {
 	d.retired = d.retired[:0]
 	clear(d.runs)
 	d.runs = d.runs[:0]
+	if d.recycle != nil {
+		d.MemDict.Recycle(d.recycle)
+		d.recycle = nil
+	}
 }
 
 // unqueued is the range of ids assigned but defined by no queued frame.
@@ -331,6 +341,10 @@ func (d *genDict) rotate() {
 	}
 	d.seenBytes += bytes
 	d.gen++
+	d.recycle = nil
+	if d.limit == d.startBytes {
+		d.recycle = d.MemDict
+	}
 	d.MemDict = d.Successor()
 	d.stored, d.queued, d.checked, d.recurred = 0, 0, 0, 0
 	d.limit = d.startBytes
