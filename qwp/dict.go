@@ -50,6 +50,10 @@ type MemDict struct {
 	// new ones are allocated.
 	spareChunks [][]byte
 	spareBlocks [][]dictEntry
+	// spareSlots is a recycled table, taken by the next growth it holds
+	// (at once, from empty: a dictionary filling as the last one did
+	// needs the table it grew to).
+	spareSlots []uint64
 }
 
 // dictEntry locates one entry's text.
@@ -123,8 +127,8 @@ func (d *MemDict) Successor() *MemDict {
 // only an estimate. The caller must not modify the result.
 func (d *MemDict) SampledHashes() []uint64 { return d.sampled }
 
-// Recycle gives d, in place of new allocations, the full-size text chunks
-// and entry blocks of old, a dictionary no longer used: under series churn
+// Recycle gives d, in place of new allocations, the full-size text chunks,
+// entry blocks and table of old, a dictionary no longer used: under series churn
 // every generation would otherwise allocate a generation's worth of text,
 // for the garbage collector to free a generation later. The caller must
 // not use old again, nor any entry old returned, whose bytes d overwrites;
@@ -141,6 +145,10 @@ func (d *MemDict) Recycle(old *MemDict) {
 		if cap(b) == dictBlock {
 			d.spareBlocks = append(d.spareBlocks, b[:0])
 		}
+	}
+	d.spareSlots = nil
+	if len(old.slots) > len(d.slots) {
+		d.spareSlots = old.slots
 	}
 	*old = MemDict{}
 }
@@ -183,12 +191,17 @@ func (d *MemDict) store(sym []byte) dictEntry {
 	return e
 }
 
-// grow doubles the table (or makes the first) and re-slots every id by
-// the hash its slot keeps (the low half, all that masks of up to 2^32
+// grow doubles the table (or makes the first), or takes a recycled one at
+// least that large, and re-slots every id by the hash its slot keeps (the low half, all that masks of up to 2^32
 // slots use).
 func (d *MemDict) grow() {
 	old := d.slots
-	d.slots = make([]uint64, max(dictMinSlots, 2*len(old)))
+	if size := max(dictMinSlots, 2*len(old)); len(d.spareSlots) >= size {
+		d.slots, d.spareSlots = d.spareSlots, nil
+		clear(d.slots)
+	} else {
+		d.slots = make([]uint64, size)
+	}
 	mask := uint64(len(d.slots) - 1)
 	for _, s := range old {
 		if s == 0 {
@@ -205,7 +218,7 @@ func (d *MemDict) grow() {
 // MemBytes is the RAM the dictionary holds: its chunks, entry records,
 // table and sampled hashes, capacity included, and its spares (Recycle).
 func (d *MemDict) MemBytes() int64 {
-	n := int64(cap(d.chunks)+cap(d.blocks)+cap(d.spareChunks)+cap(d.spareBlocks))*24 + int64(len(d.slots)+cap(d.sampled))*8
+	n := int64(cap(d.chunks)+cap(d.blocks)+cap(d.spareChunks)+cap(d.spareBlocks))*24 + int64(len(d.slots)+len(d.spareSlots)+cap(d.sampled))*8
 	for _, bs := range [2][][]dictEntry{d.blocks, d.spareBlocks} {
 		for _, b := range bs {
 			n += int64(cap(b)) * 12

@@ -7,7 +7,7 @@ import (
 )
 
 // TestMemDictRecycle: a dictionary that recycles another's memory takes
-// its full-size chunks and blocks before allocating, assigns the same dense
+// its full-size chunks, blocks and table before allocating, assigns the same dense
 // ids and reads back its own entries (nothing of the old text shows
 // through), and the old dictionary is left empty; a second Recycle drops
 // the spares of the first.
@@ -29,6 +29,7 @@ func TestMemDictRecycle(t *testing.T) {
 	if len(oldChunks) < 2 {
 		t.Fatalf("setup: %d full-size chunks", len(oldChunks))
 	}
+	oldTable := &old.slots[0]
 	d := old.Successor()
 	d.Recycle(old)
 	if old.Len() != 0 || old.chunks != nil || old.blocks != nil {
@@ -47,6 +48,9 @@ func TestMemDictRecycle(t *testing.T) {
 			t.Fatalf("entry %d reads %q", i, d.Entry(i))
 		}
 	}
+	if &d.slots[0] != oldTable {
+		t.Fatal("the recycled table was not used")
+	}
 	reused := 0
 	for _, c := range d.chunks {
 		for _, p := range oldChunks {
@@ -61,6 +65,25 @@ func TestMemDictRecycle(t *testing.T) {
 	if len(d.spareBlocks) != 0 {
 		t.Fatalf("%d spare blocks left after %d entries", len(d.spareBlocks), n)
 	}
+
+	// A dictionary that already holds entries takes the recycled table at
+	// its next growth, and keeps its ids.
+	g := d.Successor()
+	for i := range 12 { // 16 slots hold 12
+		g.ID(sym(2, i))
+	}
+	spareTable := &d.slots[0]
+	g.Recycle(d)
+	g.ID(sym(2, 12))
+	if &g.slots[0] != spareTable {
+		t.Fatal("a non-empty dictionary did not grow into the recycled table")
+	}
+	for i := range 13 {
+		if g.ID(sym(2, i)) != uint32(i) {
+			t.Fatalf("entry %d lost its id across the growth into a recycled table", i)
+		}
+	}
+	d = g
 
 	e := d.Successor()
 	e.Recycle(d)
