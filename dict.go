@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -147,6 +148,7 @@ type genDict struct {
 	// outlast the next generation's needs.
 	recycle *qwp.MemDict
 	runs    []sfqueue.SymbolRun // reused result of pending
+	entries [][]byte            // reused entries of pending's run of the current generation
 }
 
 var _ qwp.SymbolDict = (*genDict)(nil)
@@ -274,19 +276,20 @@ func (d *genDict) IndexBytes() int64 { return d.MemBytes() + int64(len(d.seen))*
 // ids from stored on. Valid until the next call of any method.
 func (d *genDict) pending() []sfqueue.SymbolRun {
 	d.runs = append(d.runs[:0], d.retired...)
-	if run, ok := d.unstoredRun(); ok {
+	if run, ok := d.unstoredRun(d.entries[:0]); ok {
 		d.runs = append(d.runs, run)
+		d.entries = run.Entries
 	}
 	return d.runs
 }
 
-// unstoredRun is the current generation's entries from stored on, if any.
-// The entries are the MemDict's immutable strings, not copies.
-func (d *genDict) unstoredRun() (sfqueue.SymbolRun, bool) {
+// unstoredRun is the current generation's entries from stored on, if any,
+// appended to entries. The entries are the MemDict's text, not copies.
+func (d *genDict) unstoredRun(entries [][]byte) (sfqueue.SymbolRun, bool) {
 	if d.stored == d.Len() {
 		return sfqueue.SymbolRun{}, false
 	}
-	entries := make([][]byte, 0, d.Len()-d.stored)
+	entries = slices.Grow(entries, d.Len()-d.stored)
 	for id := d.stored; id < d.Len(); id++ {
 		entries = append(entries, d.Entry(id))
 	}
@@ -299,6 +302,11 @@ func (d *genDict) storedPending() {
 	d.dropRetired()
 }
 
+// entriesKeep bounds the entries buffer pending keeps between groups
+// (24 bytes an entry): a group with a million new series must not pin 24
+// MB for good.
+const entriesKeep = 1 << 16
+
 // dropRetired forgets the retired generations' entries: stored, or
 // abandoned with the group that failed (no later frame uses them).
 func (d *genDict) dropRetired() {
@@ -306,6 +314,11 @@ func (d *genDict) dropRetired() {
 	d.retired = d.retired[:0]
 	clear(d.runs)
 	d.runs = d.runs[:0]
+	clear(d.entries)
+	d.entries = d.entries[:0]
+	if cap(d.entries) > entriesKeep {
+		d.entries = nil
+	}
 	if d.recycle != nil {
 		d.MemDict.Recycle(d.recycle)
 		d.recycle = nil
@@ -329,7 +342,7 @@ func (d *genDict) markQueued(end int) {
 // and only this generation's are kept (a working set larger than that
 // cannot stay anyway; one that fits is seen again within a rotation or two).
 func (d *genDict) rotate() {
-	if run, ok := d.unstoredRun(); ok {
+	if run, ok := d.unstoredRun(nil); ok {
 		d.retired = append(d.retired, run)
 	}
 	bytes := d.TextBytes()
