@@ -1,5 +1,3 @@
-//go:build unix
-
 package questdbexporter
 
 import (
@@ -11,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/questdbexporter/questdbexporter/internal/cputime"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
@@ -41,7 +40,7 @@ func BenchmarkConsumeMetricsChurn(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := range b.N {
 		j := int64(i) * benchPoints
 		for _, dp := range points {
@@ -54,7 +53,7 @@ func BenchmarkConsumeMetricsChurn(b *testing.B) {
 		}
 		q.Ack(fsn)
 	}
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N*benchPoints), "cpu-ns/point")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*benchPoints), "cpu-ns/point")
 }
 
 // churnBatch is the churn shape's batch and its points, whose cpu

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 )
 
 // TestSymbolRecordBufferReused: in SF mode the records of an append are
@@ -75,19 +74,10 @@ func TestSymbolRecordBufferReused(t *testing.T) {
 // before it: the dictionary file is as before the append, which fails, and
 // the same batch goes in whole once the disk has room.
 func TestSymbolRecordPieceFailureUndoesTheRun(t *testing.T) {
-	cfs := newCrashFS()
-	q := mustOpen(t, Options{Dir: "/d", SenderID: "s", FS: cfs, SymbolUse: genUse, AppendDeadline: 10 * time.Millisecond})
+	q, cfs, dictName := crashQueueWithTwoSymbols(t, Options{})
 	defer q.Close()
 	ctx := context.Background()
-	if _, err := q.AppendWith(ctx, Batch{Payloads: [][]byte{genPayload(0, 100)}, Symbols: []SymbolRun{symbolRun(0, 0, 2, 20)}}); err != nil {
-		t.Fatal(err)
-	}
-	dictName := clean("/d/s/" + genDictName(0))
-	size := func() int {
-		cfs.mu.Lock()
-		defer cfs.mu.Unlock()
-		return len(cfs.names[dictName].data)
-	}
+	size := func() int { return cfs.fileSize(dictName) }
 	before := size()
 	writes := 0
 	cfs.mu.Lock()
