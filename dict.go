@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/questdbexporter/questdbexporter/qwp"
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -127,9 +128,6 @@ type genDict struct {
 	startBytes int // the working limit a generation starts at, <= maxBytes
 	limit      int // the current generation's working limit (Growth)
 
-	bytes   int // symbol text of ids below counted
-	counted int
-
 	// seen holds the sampled hashes of the generations rotated away from,
 	// seenBytes of their symbol text (at most maxBytes); checked of the
 	// current generation's sampled hashes were looked up in it, recurred
@@ -143,7 +141,14 @@ type genDict struct {
 	queued int
 
 	retired []sfqueue.SymbolRun // entries of generations rotated away from, not yet stored
+	// recycle is the generation last rotated away from at the starting
+	// limit, whose memory the current generation takes (qwp.MemDict.Recycle)
+	// once no retired run aliases its entries (dropRetired). A grown
+	// generation is left to the garbage collector: its memory would
+	// outlast the next generation's needs.
+	recycle *qwp.MemDict
 	runs    []sfqueue.SymbolRun // reused result of pending
+	entries [][]byte            // reused entries of pending's run of the current generation
 }
 
 var _ qwp.SymbolDict = (*genDict)(nil)
@@ -205,7 +210,6 @@ func openGenDict(stored symbolEntries, maxEntries, maxBytes, startBytes int, gen
 		}
 	}
 	d.stored, d.queued = d.Len(), d.Len()
-	d.count()
 	for d.limit < d.maxBytes && d.atLimit(d.limit) {
 		d.limit = min(2*d.limit, d.maxBytes)
 	}
@@ -223,7 +227,6 @@ func (d *genDict) Gen() uint32 { return d.gen }
 // without recurring symbols (Growth), so the next frame must start a new
 // generation. At its working limit a generation whose symbols recur grows.
 func (d *genDict) full() bool {
-	d.count()
 	if d.Len() >= d.maxEntries || d.atLimit(d.maxBytes) {
 		return true
 	}
@@ -236,17 +239,10 @@ func (d *genDict) full() bool {
 	return false
 }
 
-// count adds the text of the ids assigned since the last call to bytes.
-func (d *genDict) count() {
-	for ; d.counted < d.Len(); d.counted++ {
-		d.bytes += len(d.Entry(d.counted))
-	}
-}
-
 // atLimit reports whether the current generation holds limit bytes of
 // symbol text or 3 × limit of index.
 func (d *genDict) atLimit(limit int) bool {
-	return d.bytes >= limit || d.IndexBytes() >= 3*int64(limit)
+	return d.TextBytes() >= limit || d.IndexBytes() >= 3*int64(limit)
 }
 
 // recurs reports whether at least half of the current generation's sampled
@@ -267,12 +263,6 @@ func (d *genDict) recurs() bool {
 // Limit is the current generation's working limit (Growth).
 func (d *genDict) Limit() int { return d.limit }
 
-// Bytes is the symbol text the current generation holds.
-func (d *genDict) Bytes() int {
-	d.count()
-	return d.bytes
-}
-
 // seenEntryBytes is about what a remembered hash costs in the seen map.
 const seenEntryBytes = 16
 
@@ -286,19 +276,20 @@ func (d *genDict) IndexBytes() int64 { return d.MemBytes() + int64(len(d.seen))*
 // ids from stored on. Valid until the next call of any method.
 func (d *genDict) pending() []sfqueue.SymbolRun {
 	d.runs = append(d.runs[:0], d.retired...)
-	if run, ok := d.unstoredRun(); ok {
+	if run, ok := d.unstoredRun(d.entries[:0]); ok {
 		d.runs = append(d.runs, run)
+		d.entries = run.Entries
 	}
 	return d.runs
 }
 
-// unstoredRun is the current generation's entries from stored on, if any.
-// The entries are the MemDict's immutable strings, not copies.
-func (d *genDict) unstoredRun() (sfqueue.SymbolRun, bool) {
+// unstoredRun is the current generation's entries from stored on, if any,
+// appended to entries. The entries are the MemDict's text, not copies.
+func (d *genDict) unstoredRun(entries [][]byte) (sfqueue.SymbolRun, bool) {
 	if d.stored == d.Len() {
 		return sfqueue.SymbolRun{}, false
 	}
-	entries := make([][]byte, 0, d.Len()-d.stored)
+	entries = slices.Grow(entries, d.Len()-d.stored)
 	for id := d.stored; id < d.Len(); id++ {
 		entries = append(entries, d.Entry(id))
 	}
@@ -311,6 +302,11 @@ func (d *genDict) storedPending() {
 	d.dropRetired()
 }
 
+// entriesKeep bounds the entries buffer pending keeps between groups
+// (24 bytes an entry): a group with a million new series must not pin 24
+// MB for good.
+const entriesKeep = 1 << 16
+
 // dropRetired forgets the retired generations' entries: stored, or
 // abandoned with the group that failed (no later frame uses them).
 func (d *genDict) dropRetired() {
@@ -318,6 +314,15 @@ func (d *genDict) dropRetired() {
 	d.retired = d.retired[:0]
 	clear(d.runs)
 	d.runs = d.runs[:0]
+	clear(d.entries)
+	d.entries = d.entries[:0]
+	if cap(d.entries) > entriesKeep {
+		d.entries = nil
+	}
+	if d.recycle != nil {
+		d.MemDict.Recycle(d.recycle)
+		d.recycle = nil
+	}
 }
 
 // unqueued is the range of ids assigned but defined by no queued frame.
@@ -337,19 +342,23 @@ func (d *genDict) markQueued(end int) {
 // and only this generation's are kept (a working set larger than that
 // cannot stay anyway; one that fits is seen again within a rotation or two).
 func (d *genDict) rotate() {
-	if run, ok := d.unstoredRun(); ok {
+	if run, ok := d.unstoredRun(nil); ok {
 		d.retired = append(d.retired, run)
 	}
-	d.count()
-	if d.seenBytes+d.bytes > d.maxBytes {
+	bytes := d.TextBytes()
+	if d.seenBytes+bytes > d.maxBytes {
 		d.seen, d.seenBytes = map[uint64]struct{}{}, 0 // a new map: clear would keep its size
 	}
 	for _, h := range d.SampledHashes() {
 		d.seen[h] = struct{}{}
 	}
-	d.seenBytes += d.bytes
+	d.seenBytes += bytes
 	d.gen++
+	d.recycle = nil
+	if d.limit == d.startBytes {
+		d.recycle = d.MemDict
+	}
 	d.MemDict = d.Successor()
-	d.stored, d.queued, d.bytes, d.counted, d.checked, d.recurred = 0, 0, 0, 0, 0, 0
+	d.stored, d.queued, d.checked, d.recurred = 0, 0, 0, 0
 	d.limit = d.startBytes
 }

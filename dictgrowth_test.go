@@ -1,6 +1,7 @@
 package questdbexporter
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 )
@@ -47,8 +48,8 @@ func (r *growthRun) feed(t *testing.T, series func(int) int, n int) {
 		}
 		r.store.store(t, r.d, false)
 		r.maxIndex = max(r.maxIndex, r.d.IndexBytes())
-		if r.d.Bytes() > r.d.maxBytes+100*len(growthSymbol(0)) {
-			t.Fatalf("generation %d holds %d bytes of text, over the cap %d by more than a frame", r.d.Gen(), r.d.Bytes(), r.d.maxBytes)
+		if r.d.TextBytes() > r.d.maxBytes+100*len(growthSymbol(0)) {
+			t.Fatalf("generation %d holds %d bytes of text, over the cap %d by more than a frame", r.d.Gen(), r.d.TextBytes(), r.d.maxBytes)
 		}
 		if r.d.full() {
 			r.d.rotate()
@@ -150,17 +151,17 @@ func TestGenDictRestartContinuesAGrownGeneration(t *testing.T) {
 	r := newGrowthRun(t, 1_000_000, maxBytes, start)
 	r.feed(t, func(i int) int { return i % series }, 5*series)
 	gen := r.d.Gen()
-	if r.d.Len() != series || r.d.Bytes() < start {
-		t.Fatalf("setup: generation %d holds %d entries, %d bytes; want %d series past %d bytes", gen, r.d.Len(), r.d.Bytes(), series, start)
+	if r.d.Len() != series || r.d.TextBytes() < start {
+		t.Fatalf("setup: generation %d holds %d entries, %d bytes; want %d series past %d bytes", gen, r.d.Len(), r.d.TextBytes(), series, start)
 	}
 
 	d, err := openGenDict(r.store.entries(gen), 1_000_000, maxBytes, start, gen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Gen() != gen || d.Len() != series || d.Limit() <= d.Bytes() {
+	if d.Gen() != gen || d.Len() != series || d.Limit() <= d.TextBytes() {
 		t.Fatalf("reloaded generation %d with %d entries at limit %d (%d bytes); want generation %d continued with %d entries under its limit",
-			d.Gen(), d.Len(), d.Limit(), d.Bytes(), gen, series)
+			d.Gen(), d.Len(), d.Limit(), d.TextBytes(), gen, series)
 	}
 	r2 := &growthRun{d: d, store: r.store}
 	r2.feed(t, func(i int) int { return i % series }, 3*series)
@@ -169,11 +170,65 @@ func TestGenDictRestartContinuesAGrownGeneration(t *testing.T) {
 	}
 
 	// A generation at the cap still rotates at load.
-	d, err = openGenDict(r.store.entries(gen), 1_000_000, r.d.Bytes(), start, gen)
+	d, err = openGenDict(r.store.entries(gen), 1_000_000, r.d.TextBytes(), start, gen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Gen() != gen+1 || d.Len() != 0 {
 		t.Fatalf("a generation at its cap loaded as generation %d with %d entries; want %d, empty", d.Gen(), d.Len(), gen+1)
+	}
+}
+
+// TestGenDictRecyclesAChurnedGeneration: under churn a generation rotated
+// away from at the starting limit lends its memory to the next one once
+// its entries are stored (the next generation holds it as spare before it
+// holds that much text), and every entry stored across the recycled
+// generations is still its own symbol; a generation that had grown is not
+// recycled.
+func TestGenDictRecyclesAChurnedGeneration(t *testing.T) {
+	const start = 1 << 20
+	r := newGrowthRun(t, 1_000_000, 4<<20, start)
+	next := 0
+	frame := func() {
+		for range 100 {
+			r.d.ID(growthSymbol(next))
+			next++
+		}
+		r.store.store(t, r.d, false)
+	}
+	for r.d.Gen() < 3 {
+		frame()
+		if r.d.full() {
+			r.d.rotate()
+			frame() // stores the rotated generation's tail: its memory is free
+			if spare := r.d.MemBytes() - int64(r.d.TextBytes()); spare < 3*256<<10 {
+				t.Fatalf("generation %d after one frame holds %d bytes beside its %d of text, want the last one's chunks", r.d.Gen(), spare, r.d.TextBytes())
+			}
+		}
+	}
+	i := 0
+	for gen := range r.d.Gen() + 1 {
+		for _, e := range r.store.gens[gen] {
+			if want := growthSymbol(i); !bytes.Equal(e, want) {
+				t.Fatalf("generation %d stored %q for series %d", gen, e, i)
+			}
+			i++
+		}
+	}
+	if i != next-r.d.Len()+int(r.d.stored) || i < 3*start/len(growthSymbol(0)) {
+		t.Fatalf("%d entries stored of %d assigned", i, next)
+	}
+
+	// A generation grown past the starting limit is left to the GC.
+	g := newGrowthRun(t, 1_000_000, 4*start, start)
+	series := 3 * start / 2 / len(growthSymbol(0))
+	g.feed(t, func(i int) int { return i % series }, 3*series)
+	if g.d.Limit() == start {
+		t.Fatalf("setup: the limit did not grow for a recurring working set")
+	}
+	g.d.rotate()
+	g.store.store(t, g.d, false)
+	if held := g.d.MemBytes(); held > 64<<10 {
+		t.Fatalf("after a grown generation rotated the next one holds %d bytes", held)
 	}
 }

@@ -422,8 +422,8 @@ func TestDictionaryGauges(t *testing.T) {
 			disk, ram := gauge("dictionary_disk_bytes"), gauge("dictionary_ram_bytes")
 			index := float64(e.writer.dict.IndexBytes())
 			switch {
-			case index <= float64(e.writer.dict.Bytes()) || e.writer.dict.Bytes() <= 0:
-				t.Errorf("the writer's generation holds %d bytes of text in an index of %v", e.writer.dict.Bytes(), index)
+			case index <= float64(e.writer.dict.TextBytes()) || e.writer.dict.TextBytes() <= 0:
+				t.Errorf("the writer's generation holds %d bytes of text in an index of %v", e.writer.dict.TextBytes(), index)
 			case sf && (disk != float64(st.DictBytes) || ram != index):
 				t.Errorf("SF mode: disk %v ram %v, want the files' %d and the writer's index %v", disk, ram, st.DictBytes, index)
 			case !sf && (disk != 0 || ram != index+float64(st.DictBytes)):

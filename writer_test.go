@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -924,5 +925,63 @@ func TestWriterEmitTakesFramesInPlace(t *testing.T) {
 	}
 	if string(w.arena) != "earlier payloads" || len(w.ends) != 0 {
 		t.Fatalf("after the unreadable message the arena is %q with %d payloads; want its tail cut off", w.arena, len(w.ends))
+	}
+}
+
+// TestWriterRecycledGenerationsKeepSymbols: generations of long new symbols
+// that rotate at their byte limit, each lending its memory to the next
+// (qwp.MemDict.Recycle) once its group is stored, in memory-only and SF
+// queues: every row decodes, on a fresh connection per generation, to its
+// own symbol, and each generation's stored dictionary is what the frames
+// defined.
+func TestWriterRecycledGenerationsKeepSymbols(t *testing.T) {
+	long := func(id int) string { return fmt.Sprintf("sym-%07d-%s", id, strings.Repeat("x", 180)) }
+	for _, o := range []sfqueue.Options{{}, {Dir: t.TempDir(), SenderID: "s1"}} {
+		q, err := sfqueue.Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq := &checkingQueue{Queue: q, t: t, entered: make(chan struct{}, 100)}
+		dict, err := loadGenDict(cq, 1_000_000, 600<<10, 600<<10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWriter(cq, dict, newTinyEncoder(t, dict, 16<<10), &countingObserver{}, q.Fits, 16<<10) // frames of ~80 rows: generations rotate mid-batch
+		const batches, points = 12, 1000                                                               // a group holds a rotation, and new symbols after it
+		for b := range batches {
+			if _, err := w.writeMetrics(context.Background(), testGauge("m", b*points, points, long)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.close()
+		got := decodeQueue(t, q)
+		if len(got.syms) != batches*points {
+			t.Fatalf("%d rows with a symbol, want %d", len(got.syms), batches*points)
+		}
+		for id, s := range got.syms {
+			if want := long(int(id)); s != want {
+				t.Fatalf("row %d decoded %.20q..., want %.20q...", id, s, want)
+			}
+		}
+		if last := got.gens[len(got.gens)-1]; last < 3 {
+			t.Fatalf("%d generations, want at least 4 of 600 KiB for %d symbols", last+1, batches*points)
+		}
+		for gen, d := range got.dicts {
+			// The queue may hold a few ids more than the frames define: the
+			// symbols of rows that moved on to the next generation's first
+			// frame after looking their symbol up in this one.
+			persisted := sfqueuetest.Symbols(t, q, gen)
+			if d.Len() > len(persisted) || len(persisted) > d.Len()+200 {
+				t.Fatalf("generation %d: frames define %d ids, the queue holds %d", gen, d.Len(), len(persisted))
+			}
+			for id, e := range persisted {
+				var n int
+				_, err := fmt.Sscanf(string(e), "sym-%07d-", &n)
+				if id < d.Len() && d.Entry(id) != string(e) || id >= d.Len() && (err != nil || string(e) != long(n)) {
+					t.Fatalf("generation %d id %d: the queue holds %.30q", gen, id, e)
+				}
+			}
+		}
+		q.Close()
 	}
 }

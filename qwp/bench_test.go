@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/questdbexporter/questdbexporter/internal/cputime"
 )
 
 // BenchmarkEncodeMetricsRow encodes typical metrics rows (3 SYMBOL, 3
@@ -33,7 +35,7 @@ func encodeMetricsRows(b *testing.B, rows, symbolRun int) {
 	total := 0
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		m.rowWith(i, i/symbolRun)
 		if err := m.tb.EndRow(); err != nil {
@@ -46,7 +48,7 @@ func encodeMetricsRows(b *testing.B, rows, symbolRun int) {
 	}
 	buf = e.Finish(buf[:0])
 	total += len(buf)
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/row")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/row")
 	b.ReportMetric(float64(total)/float64(b.N), "bytes/row")
 }
 
@@ -58,7 +60,7 @@ func BenchmarkAppendRawMetricsRow(b *testing.B) {
 	var buf []byte
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		buf = append(buf, metricServices[i%len(metricServices)]...)
 		buf = append(buf, metricNames[i%len(metricNames)]...)
@@ -72,7 +74,7 @@ func BenchmarkAppendRawMetricsRow(b *testing.B) {
 			buf = buf[:0]
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/row")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/row")
 }
 
 // BenchmarkMemDictNewSymbols is the dictionary under series churn: one op
@@ -88,7 +90,7 @@ func BenchmarkMemDictNewSymbols(b *testing.B) {
 	var held int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		if d.Len() == perGen {
 			held = d.MemBytes()
@@ -97,7 +99,7 @@ func BenchmarkMemDictNewSymbols(b *testing.B) {
 		binary.BigEndian.PutUint64(sym[77:85], uint64(i)) // the cpu value, unique per op
 		d.ID(sym)
 	}
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/symbol")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/symbol")
 	if held == 0 {
 		held = d.MemBytes()
 		b.ReportMetric(float64(held)/float64(d.Len()), "bytes/entry")

@@ -348,4 +348,11 @@ func TestMemDictMany(t *testing.T) {
 	if d.Len() != n+2 {
 		t.Fatalf("Len %d, want %d", d.Len(), n+2)
 	}
+	text := 0
+	for id := range d.Len() {
+		text += len(d.Entry(id))
+	}
+	if d.TextBytes() != text {
+		t.Fatalf("TextBytes %d, the entries hold %d bytes", d.TextBytes(), text)
+	}
 }

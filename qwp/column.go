@@ -72,6 +72,11 @@ type column struct {
 	symID    uint32
 	symKey   uint64
 	hashed   []hashedSlot // SymbolValidHashed's cache, nil until used
+	// hashedMisses counts SymbolValidHashed's misses since its last hit;
+	// at hashedChurnMisses the column is under series churn and only
+	// samples its cache (hashedSampling) until a sampled value hits.
+	hashedMisses   uint16
+	hashedSampling bool
 }
 
 func newColumn(name string, typ ColumnType, param byte) *column {

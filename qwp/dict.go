@@ -36,6 +36,7 @@ type MemDict struct {
 	// block, not a copy of all records, when the last one is full.
 	blocks [][]dictEntry
 	n      int // ids assigned
+	text   int // bytes of the entries' text
 	// slots holds, by hash with linear probing, the low half of an
 	// entry's hash over its id+1 (0 is empty): a probe rejects other
 	// entries without reading them, and growing needs no rehash. Its
@@ -44,6 +45,15 @@ type MemDict struct {
 	// sampled holds the full hash of each entry whose hash falls in the
 	// sampled sixteenth (SampledHashes), in id order.
 	sampled []uint64
+	// spareChunks and spareBlocks are full-size text chunks and entry
+	// blocks of a dictionary recycled into this one (Recycle), used before
+	// new ones are allocated.
+	spareChunks [][]byte
+	spareBlocks [][]dictEntry
+	// spareSlots is a recycled table, taken by the next growth it holds
+	// (at once, from empty: a dictionary filling as the last one did
+	// needs the table it grew to).
+	spareSlots []uint64
 }
 
 // dictEntry locates one entry's text.
@@ -84,9 +94,7 @@ func (d *MemDict) ID(sym []byte) uint32 {
 		if s == 0 {
 			id := uint32(d.n)
 			if d.n%dictBlock == 0 {
-				// The first block grows as a slice does, so that a
-				// small dictionary stays small.
-				d.blocks = append(d.blocks, make([]dictEntry, 0, min(d.n, dictBlock)))
+				d.newBlock()
 			}
 			d.blocks[len(d.blocks)-1] = append(d.blocks[len(d.blocks)-1], d.store(sym))
 			d.n++
@@ -119,30 +127,81 @@ func (d *MemDict) Successor() *MemDict {
 // only an estimate. The caller must not modify the result.
 func (d *MemDict) SampledHashes() []uint64 { return d.sampled }
 
-// store copies sym into the current chunk, starting a new one when it does
-// not fit.
+// Recycle gives d, in place of new allocations, the full-size text chunks,
+// entry blocks and table of old, a dictionary no longer used: under series churn
+// every generation would otherwise allocate a generation's worth of text,
+// for the garbage collector to free a generation later. The caller must
+// not use old again, nor any entry old returned, whose bytes d overwrites;
+// old is left empty. Spares d already had are dropped, so d holds at most
+// one dictionary's worth of them.
+func (d *MemDict) Recycle(old *MemDict) {
+	d.spareChunks, d.spareBlocks = d.spareChunks[:0], d.spareBlocks[:0]
+	for _, c := range old.chunks {
+		if cap(c) == dictChunkMax {
+			d.spareChunks = append(d.spareChunks, c[:0])
+		}
+	}
+	for _, b := range old.blocks {
+		if cap(b) == dictBlock {
+			d.spareBlocks = append(d.spareBlocks, b[:0])
+		}
+	}
+	d.spareSlots = nil
+	if len(old.slots) > len(d.slots) {
+		d.spareSlots = old.slots
+	}
+	*old = MemDict{}
+}
+
+// newBlock starts the next block of entry records: a spare one, else a new
+// one (the first grows as a slice does, so that a small dictionary stays
+// small).
+func (d *MemDict) newBlock() {
+	if k := len(d.spareBlocks); k > 0 {
+		d.blocks = append(d.blocks, d.spareBlocks[k-1])
+		d.spareBlocks[k-1] = nil
+		d.spareBlocks = d.spareBlocks[:k-1]
+		return
+	}
+	d.blocks = append(d.blocks, make([]dictEntry, 0, min(d.n, dictBlock)))
+}
+
+// store copies sym into the current chunk, starting a new one (a spare
+// one if there is one and sym fits it) when it does not fit.
 func (d *MemDict) store(sym []byte) dictEntry {
 	n := len(d.chunks)
 	if n == 0 || cap(d.chunks[n-1])-len(d.chunks[n-1]) < len(sym) {
-		size := dictChunkMin
-		if n > 0 {
-			size = min(2*cap(d.chunks[n-1]), dictChunkMax)
+		if k := len(d.spareChunks); k > 0 && len(sym) <= dictChunkMax {
+			d.chunks = append(d.chunks, d.spareChunks[k-1])
+			d.spareChunks[k-1] = nil
+			d.spareChunks = d.spareChunks[:k-1]
+		} else {
+			size := dictChunkMin
+			if n > 0 {
+				size = min(2*cap(d.chunks[n-1]), dictChunkMax)
+			}
+			d.chunks = append(d.chunks, make([]byte, 0, max(size, len(sym))))
 		}
-		d.chunks = append(d.chunks, make([]byte, 0, max(size, len(sym))))
 		n++
 	}
+	d.text += len(sym)
 	c := d.chunks[n-1]
 	e := dictEntry{chunk: uint32(n - 1), off: uint32(len(c)), len: uint32(len(sym))}
 	d.chunks[n-1] = append(c, sym...)
 	return e
 }
 
-// grow doubles the table (or makes the first) and re-slots every id by
-// the hash its slot keeps (the low half, all that masks of up to 2^32
+// grow doubles the table (or makes the first), or takes a recycled one at
+// least that large, and re-slots every id by the hash its slot keeps (the low half, all that masks of up to 2^32
 // slots use).
 func (d *MemDict) grow() {
 	old := d.slots
-	d.slots = make([]uint64, max(dictMinSlots, 2*len(old)))
+	if size := max(dictMinSlots, 2*len(old)); len(d.spareSlots) >= size {
+		d.slots, d.spareSlots = d.spareSlots, nil
+		clear(d.slots)
+	} else {
+		d.slots = make([]uint64, size)
+	}
 	mask := uint64(len(d.slots) - 1)
 	for _, s := range old {
 		if s == 0 {
@@ -157,17 +216,24 @@ func (d *MemDict) grow() {
 }
 
 // MemBytes is the RAM the dictionary holds: its chunks, entry records,
-// table and sampled hashes, capacity included.
+// table and sampled hashes, capacity included, and its spares (Recycle).
 func (d *MemDict) MemBytes() int64 {
-	n := int64(cap(d.chunks)+cap(d.blocks))*24 + int64(len(d.slots)+cap(d.sampled))*8
-	for _, b := range d.blocks {
-		n += int64(cap(b)) * 12
+	n := int64(cap(d.chunks)+cap(d.blocks)+cap(d.spareChunks)+cap(d.spareBlocks))*24 + int64(len(d.slots)+len(d.spareSlots)+cap(d.sampled))*8
+	for _, bs := range [2][][]dictEntry{d.blocks, d.spareBlocks} {
+		for _, b := range bs {
+			n += int64(cap(b)) * 12
+		}
 	}
-	for _, c := range d.chunks {
-		n += int64(cap(c))
+	for _, cs := range [2][][]byte{d.chunks, d.spareChunks} {
+		for _, c := range cs {
+			n += int64(cap(c))
+		}
 	}
 	return n
 }
+
+// TextBytes is the length of all entries' text together.
+func (d *MemDict) TextBytes() int { return d.text }
 
 // Len implements SymbolDict.
 func (d *MemDict) Len() int { return d.n }

@@ -807,12 +807,14 @@ type SymbolRun struct {
 
 	// Armed: every value has its id for frame and its column in t's
 	// block, which stays so until the frame ends or a rollback takes
-	// columns out of the block (t.epoch changes); small: every id takes
-	// one byte.
+	// columns out of the block (t.epoch changes); short: every id takes
+	// one or two bytes (a varint below 1<<14: a dictionary under series
+	// churn puts a metric's name and unit past id 127 in most
+	// generations).
 	t     *Table
 	frame uint64
 	epoch uint64
-	small bool
+	short bool
 }
 
 type runEntry struct {
@@ -848,24 +850,34 @@ func (r *SymbolRun) AddString(c Col, v string) {
 func (t *Table) Symbols(run *SymbolRun) {
 	ents := run.ents
 	i := 0
-	if run.t == t && run.frame == t.frame && run.epoch == t.epoch && run.small { // t.frame: see notInFrame
-		// A loop that calls nothing, so keeps its state in registers; a
+	if run.t == t && run.frame == t.frame && run.epoch == t.epoch && run.short { // t.frame: see notInFrame
+		// A loop that calls nothing, so keeps its state in registers and
+		// writes no pointer (no write barrier while the GC marks); a
 		// value it cannot take (its column set earlier in the row, or
-		// full) goes to the general path with the rest.
-		seq := t.seq
+		// without room for two bytes) goes to the general path with the
+		// rest.
+		seq, delta := t.seq, 0
 		for ; i < len(ents); i++ {
-			c := ents[i].c
+			c, id := ents[i].c, ents[i].id
 			n := len(c.data)
-			if c.setSeq == seq || n == cap(c.data) {
+			if c.setSeq == seq || cap(c.data)-n < 2 {
 				break
 			}
 			// What value records for a first value in the row (a SYMBOL
-			// column has no offsets: markOffs stays 0).
+			// column has no offsets: markOffs stays 0), and the id's
+			// uvarint.
 			c.setSeq, c.mark = seq, n
-			c.data = c.data[:n+1]
-			c.data[n] = byte(ents[i].id)
+			if id < 0x80 {
+				c.data = c.data[:n+1]
+				c.data[n] = byte(id)
+				delta++
+			} else {
+				c.data = c.data[:n+2]
+				c.data[n], c.data[n+1] = byte(id)|0x80, byte(id>>7)
+				delta += 2
+			}
 		}
-		t.rowDelta += i
+		t.rowDelta += delta
 		t.setCols += i
 		if i == len(ents) {
 			return
@@ -881,13 +893,13 @@ func (t *Table) Symbols(run *SymbolRun) {
 // column in the block.
 func (t *Table) arm(run *SymbolRun) {
 	frame := t.e.frame
-	run.t, run.small = nil, true
+	run.t, run.short = nil, true
 	for i := range run.ents {
 		en := &run.ents[i]
 		if en.frame != frame || en.col.t != t || en.c.frame != frame {
 			return
 		}
-		run.small = run.small && en.id < 0x80
+		run.short = run.short && en.id < 1<<14
 	}
 	run.t, run.frame, run.epoch = t, frame, t.epoch
 }
@@ -922,15 +934,20 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 		return
 	}
 	var slot *hashedSlot
-	if hashed {
+	if hashed && (!c.hashedSampling || hash>>hashedSampleShift == 0) {
 		if c.hashed == nil {
 			c.hashed = make([]hashedSlot, hashedSlots)
 		}
 		slot = &c.hashed[hash&(hashedSlots-1)]
 		if slot.set && slot.hash == hash && int(slot.id) < t.e.dict.Len() && bytes.Equal(t.e.dict.Entry(int(slot.id)), v) {
+			c.hashedMisses, c.hashedSampling = 0, false
 			c.data = binary.AppendUvarint(c.data, uint64(slot.id))
 			t.took(c)
 			return
+		}
+		if !c.hashedSampling {
+			c.hashedMisses++
+			c.hashedSampling = c.hashedMisses == hashedChurnMisses
 		}
 	}
 	// Most SYMBOL columns repeat the previous row's value (service, metric,
@@ -971,6 +988,20 @@ func (t *Table) symbol(h Col, v []byte, key uint64, valid, hashed bool, hash uin
 // hashedSlots is the size of a column's SymbolValidHashed cache: 16 bytes
 // a slot, 64 KiB, allocated at the column's first hashed value.
 const hashedSlots = 1 << 12
+
+// Under series churn (every value new) the cache never hits, and reading
+// a slot, which the rows between two of a column's values have evicted
+// from the CPU's caches, costs about as much as the dictionary's lookup of
+// the value. After hashedChurnMisses misses in a row a column consults and
+// fills only the slots of a sixteenth of the values, those whose hash has
+// its top 4 bits clear (hash>>hashedSampleShift == 0: a value is sampled
+// every time or never), and consults them all again once a sampled value hits: a working
+// set that comes round again hits on its sampled values at its second
+// round.
+const (
+	hashedChurnMisses = 1024
+	hashedSampleShift = 60
+)
 
 // hashedSlot remembers the id of the value last written with a hash.
 type hashedSlot struct {

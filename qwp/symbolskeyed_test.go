@@ -3,6 +3,7 @@ package qwp
 import (
 	"bytes"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -179,5 +180,45 @@ func TestSymbolRunsAlternating(t *testing.T) {
 	}
 	if !bytes.Equal(frames[0], frames[1]) {
 		t.Fatalf("frames differ:\nruns       %x\none by one %x", frames[0], frames[1])
+	}
+}
+
+// TestSymbolRunWithLongIds: a run whose values have ids of one, two and
+// three uvarint bytes (a dictionary that already holds thousands of
+// entries, as under series churn) writes the same frames as the values one
+// by one, over enough rows that a column's data runs out of room at every
+// offset; runs of one- and two-byte ids take the armed loop, one with a
+// three-byte id the general path.
+func TestSymbolRunWithLongIds(t *testing.T) {
+	p := newKeyedPair(t)
+	fill := func(n int) {
+		for k := range n {
+			p.row(nil, []sym{{2, "fill-" + strconv.Itoa(p.written) + "-" + strconv.Itoa(k), 0}}, false)
+		}
+	}
+	k1, k2, k3 := NewSymbolKey(), NewSymbolKey(), NewSymbolKey()
+	p.row(nil, []sym{{0, "early", k1}}, false) // id 0
+	fill(200)
+	p.row(nil, []sym{{1, "mid", k2}}, false) // id 201
+	fill(16400)
+	p.row(nil, []sym{{2, "late", k3}}, false) // id 16602
+	p.finish()
+	if id := p.encs[0].dict.ID([]byte("late")); id < 1<<14 {
+		t.Fatalf("setup: \"late\" has id %d, want one of three uvarint bytes", id)
+	}
+	for _, run := range [][]sym{
+		{{0, "early", k1}, {1, "mid", k2}},
+		{{1, "mid", k2}, {0, "early", k1}},
+		{{0, "early", k1}, {1, "mid", k2}, {2, "late", k3}},
+		{{1, "mid", k2}},
+	} {
+		for range 300 {
+			p.row(nil, run, false)
+		}
+		// A column set before the run in the same row, and a cancelled row.
+		p.row([]sym{{1, "mid", k2}}, run, false)
+		p.row(nil, run, true)
+		p.row(nil, run, false)
+		p.finish()
 	}
 }

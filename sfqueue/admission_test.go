@@ -161,27 +161,32 @@ func TestEvictionMakesRoomForSymbolsAndFrames(t *testing.T) {
 	}
 }
 
+// crashQueueWithTwoSymbols opens an SF queue at /d/s on a new crashFS,
+// with o's sizes and durability and a 10 ms append deadline, and appends
+// one frame with ids 0 and 1 of generation 0; it returns the queue, the
+// file system and that generation's file.
+func crashQueueWithTwoSymbols(t *testing.T, o Options) (*Queue, *crashFS, string) {
+	t.Helper()
+	cfs := newCrashFS()
+	o.Dir, o.SenderID, o.FS, o.SymbolUse, o.AppendDeadline = "/d", "s", cfs, genUse, 10*time.Millisecond
+	q := mustOpen(t, o)
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{genPayload(0, 100)}, Symbols: []SymbolRun{symbolRun(0, 0, 2, 20)}}); err != nil {
+		q.Close()
+		t.Fatal(err)
+	}
+	return q, cfs, clean("/d/s/" + genDictName(0))
+}
+
 // A full disk met writing the frames takes back the batch's entries: the
 // dictionary file is as before, and the batch goes in once the disk has
 // room.
 func TestFrameWriteENOSPCUndoesTheSymbols(t *testing.T) {
 	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic} {
 		t.Run(d.String(), func(t *testing.T) {
-			cfs := newCrashFS()
-			o := Options{Dir: "/d", SenderID: "s", FS: cfs, MaxSegmentBytes: 1024, Durability: d, SymbolUse: genUse,
-				AppendDeadline: 10 * time.Millisecond}
-			q := mustOpen(t, o)
+			q, cfs, dictName := crashQueueWithTwoSymbols(t, Options{MaxSegmentBytes: 1024, Durability: d})
 			defer q.Close()
 			ctx := context.Background()
-			if _, err := q.AppendWith(ctx, Batch{Payloads: [][]byte{genPayload(0, 100)}, Symbols: []SymbolRun{symbolRun(0, 0, 2, 20)}}); err != nil {
-				t.Fatal(err)
-			}
-			dictName := clean("/d/s/" + genDictName(0))
-			size := func() int {
-				cfs.mu.Lock()
-				defer cfs.mu.Unlock()
-				return len(cfs.names[dictName].data)
-			}
+			size := func() int { return cfs.fileSize(dictName) }
 			before, used := size(), q.Stats().UsedBytes
 			cfs.mu.Lock()
 			cfs.fillDiskForSegments()

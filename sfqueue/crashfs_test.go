@@ -331,6 +331,16 @@ func (c *crashFS) Lock(name string) (io.Closer, error) {
 	return &crashLock{c: c, name: name}, nil
 }
 
+// fileSize is the length of the file at path (clean), 0 if there is none.
+func (c *crashFS) fileSize(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ino := c.names[path]; ino != nil {
+		return len(ino.data)
+	}
+	return 0
+}
+
 // fileNames lists current file paths (for tests that inspect the slot).
 func (c *crashFS) fileNames() []string {
 	c.mu.Lock()

@@ -80,7 +80,16 @@ type symbolDict struct {
 	// chunks' capacity (the RAM held) in memory-only mode.
 	bytes int64
 	sync  bool // fsync what persist writes (periodic and flush durability)
+	// rec is addRun's record buffer in SF mode, kept between appends:
+	// under series churn every group writes its frames' worth of new
+	// entries, and a buffer of them all each time was the largest garbage
+	// the write path made. Records go to the file recBytes at a time.
+	rec []byte
 }
+
+// recBytes is about how many bytes of records addRun writes at a time (a
+// record longer than that is written whole).
+const recBytes = 64 << 10
 
 // memGen holds one generation's entries in memory-only mode, each a uvarint
 // length and its bytes, back to back in chunks that an entry never spans.
@@ -374,12 +383,20 @@ func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 		for _, e := range r.Entries {
 			n += symbolRecordBytes(e)
 		}
-		buf := make([]byte, 0, n)
+		buf, off := d.rec[:0], gf.size
 		for i, e := range r.Entries {
 			buf = appendSymbolRecord(buf, gen, uint32(r.FirstID+i), e)
-		}
-		if _, err := gf.f.WriteAt(buf, gf.size); err != nil {
-			return m, "write " + genDictName(gen), err
+			if len(buf) < recBytes && i < len(r.Entries)-1 {
+				continue
+			}
+			if _, err := gf.f.WriteAt(buf, off); err != nil {
+				return m, "write " + genDictName(gen), err
+			}
+			off += int64(len(buf))
+			if cap(buf) <= 2*recBytes {
+				d.rec = buf[:0]
+			}
+			buf = buf[:0]
 		}
 		gf.size += n
 	}
