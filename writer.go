@@ -81,12 +81,11 @@ type writeRequest struct {
 	lastFrame int   // index in the group of the frame holding its last row; -1 none
 }
 
-// letGo drops the request's batch once the writer is done reading it. The
-// caller's pdata is then no longer reachable from the group, which stays
-// until the group's append returns: a batch already encoded is not kept
-// live while the rest of the group is encoded and stored (issue #25: in
-// the traces shape, pdata held that way was what the live heap's spikes
-// were made of). The caller never reads these fields after handing r over.
+// letGo drops the request's batch once the writer is done reading it: the
+// group, which stays until its append returns, must not keep an encoded
+// batch's pdata live while the rest of the group is encoded and stored
+// (issue #25: pdata is most of what the live heap's spikes are made of).
+// The caller never reads these fields after handing r over.
 func (r *writeRequest) letGo() {
 	r.metrics, r.logs, r.traces = pmetric.Metrics{}, plog.Logs{}, ptrace.Traces{}
 }
