@@ -10,10 +10,9 @@
 //   - package internal/datamodel: pdata to rows of the seven tables of the
 //     data model (README "Tables and columns") and their DDL.
 //   - writer.go, dict.go: the group-commit writer. It encodes every batch
-//     waiting at once (up to 1 MiB of frames per group) into QWP frames,
-//     persists new SYMBOL dictionary entries before the frames that use them,
-//     and appends the frames to the queue in one call (one fsync in flush
-//     mode); only then do the callers return.
+//     waiting at once into QWP frames, persists new SYMBOL dictionary entries
+//     before the frames that use them, and appends the frames to the queue in
+//     one call (one fsync in flush mode); only then do the callers return.
 //   - package sfqueue: the queue, in memory or on disk.
 //   - package sender: the I/O loop that streams the queue to QuestDB in order,
 //     trims on acknowledgement and replays after every reconnect.
