@@ -662,8 +662,6 @@ func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 	return err
 }
 
-func (b *rowBatchEncoder) pendingBytes() int { return b.enc.Size() }
-
 func (b *rowBatchEncoder) finishInto(buf *[]byte, gap int) { b.rows.FinishInto(buf, gap) }
 
 func (b *rowBatchEncoder) reset(dict qwp.SymbolDict) { b.enc.Reset(dict) }

@@ -34,9 +34,6 @@ type batchEncoder interface {
 	encodeLogs(ld plog.Logs, emit func(frame []byte) error) (rows int, err error)
 	encodeTraces(td ptrace.Traces, emit func(frame []byte) error) (rows int, err error)
 	flush(emit func(frame []byte) error) error
-	// pendingBytes is the size of the frame in progress (0 without rows):
-	// the group's bytes beside the frames already finished.
-	pendingBytes() int
 	// finishInto makes the encoder finish frames at the end of *buf, gap
 	// bytes after it, and hand emit that tail of *buf (the writer's arena,
 	// with room for the generation prefix: no copy of a frame).
@@ -132,8 +129,7 @@ type writeResult struct {
 // entries they define in one AppendWith (admitted under the cap together;
 // flush durability fsyncs once for the group) and then answers every
 // caller. There is no timer: a group is what
-// arrived while the previous one was being stored, cut after the request
-// that brings its frames to maxGroupBytes (the rest make the next group).
+// arrived while the previous one was being stored.
 //
 // Results per caller. A group is appended all or nothing (AppendBatch's
 // contract), so:
@@ -177,14 +173,6 @@ type writer struct {
 // maxGroupRequests bounds one group so that a storm of callers cannot grow
 // a group's memory without limit; the rest go to the next group.
 const maxGroupRequests = 1024
-
-// maxGroupBytes cuts a group once its frames reach it. The writer keeps
-// the group's frames (its arena) and the encoder its column buffers at the
-// largest group's size for good, so a rare burst of large requests (four
-// traces requests of 1,000 spans: 2.3 MB) would otherwise set the exporter's
-// live heap for the rest of the process (issue #25). A group of 1 MiB
-// still shares one fsync (flush durability) among many small requests.
-const maxGroupBytes = 1 << 20
 
 func newWriter(q frameQueue, dict *genDict, enc batchEncoder, obs writerObserver, room func(sfqueue.Batch) bool, maxFrameBytes int) *writer {
 	w := &writer{
@@ -279,18 +267,14 @@ func (w *writer) run() {
 				break more
 			}
 		}
-		for rest := group; len(rest) > 0; {
-			rest = rest[w.commit(rest):]
-		}
+		w.commit(group)
 		clear(group)
 		w.group = group[:0]
 	}
 }
 
-// commit encodes, stores and answers one group: the requests at the start
-// of group up to the one that brings the group's frames to maxGroupBytes.
-// It returns how many it took.
-func (w *writer) commit(group []*writeRequest) int {
+// commit encodes, stores and answers one group.
+func (w *writer) commit(group []*writeRequest) {
 	w.arena, w.ends, w.items, w.genEnd, w.groupErr, w.rows = w.arena[:0], w.ends[:0], w.items[:0], 0, nil, 0
 
 	// Ids assigned by an earlier group that failed to append are defined by
@@ -313,7 +297,7 @@ func (w *writer) commit(group []*writeRequest) int {
 			w.groupErr = err
 		}
 	}
-	for i, r := range group {
+	for _, r := range group {
 		if w.groupErr != nil {
 			break
 		}
@@ -339,10 +323,6 @@ func (w *writer) commit(group []*writeRequest) int {
 		}
 		if err != nil && w.groupErr == nil {
 			r.err = consumererror.NewPermanent(fmt.Errorf("questdb exporter: converting the batch to rows: %w", err))
-		}
-		if len(w.arena)+w.enc.pendingBytes() >= maxGroupBytes {
-			group = group[:i+1]
-			break
 		}
 	}
 	if w.groupErr == nil {
@@ -396,7 +376,6 @@ func (w *writer) commit(group []*writeRequest) int {
 		}
 		r.done <- res
 	}
-	return len(group)
 }
 
 // storeRowless stores a message without rows (catch-up, bare commit).

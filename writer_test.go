@@ -175,8 +175,6 @@ func (e *tinyEncoder) flush(emit func([]byte) error) error {
 	return e.finish(emit)
 }
 
-func (e *tinyEncoder) pendingBytes() int { return e.enc.Size() }
-
 func (e *tinyEncoder) finishInto(buf *[]byte, gap int) { e.out, e.gap = buf, gap }
 
 func (e *tinyEncoder) reset(dict qwp.SymbolDict) { e.enc.Reset(dict) }
@@ -252,8 +250,6 @@ type checkingQueue struct {
 	failSyms atomic.Int64  // fail this many AppendWith calls that carry dictionary entries
 	block    chan struct{} // when non-nil, AppendWith waits for it
 	entered  chan struct{} // receives when AppendWith starts waiting on block
-	// largest is the most payload bytes one AppendWith carried.
-	largest atomic.Int64
 	// items is the item count appended with each FSN (the writer's
 	// goroutine writes it; read it once the writes returned).
 	items sync.Map // uint64 -> uint32
@@ -262,13 +258,6 @@ type checkingQueue struct {
 var errInjected = errors.New("injected append failure")
 
 func (c *checkingQueue) AppendWith(ctx context.Context, b sfqueue.Batch) (uint64, error) {
-	var bytes int64
-	for _, p := range b.Payloads {
-		bytes += int64(len(p))
-	}
-	if bytes > c.largest.Load() {
-		c.largest.Store(bytes) // one writer goroutine calls AppendWith
-	}
 	for _, p := range b.Payloads {
 		gen, msg, err := splitPayload(p)
 		if err != nil {
@@ -1035,65 +1024,5 @@ func TestWriterLetsGoOfEncodedBatches(t *testing.T) {
 	}
 	if got := decodeQueue(t, f.q.Queue); len(got.ids) != spans {
 		t.Fatalf("%d distinct span ids stored, want %d", len(got.ids), spans)
-	}
-}
-
-// wideLogs is testLogs with a size-byte body on every record.
-func wideLogs(base, n, size int) plog.Logs {
-	ld := testLogs(base, n)
-	lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
-	for i := range n {
-		lrs.At(i).Body().SetStr(strings.Repeat("x", size))
-	}
-	return ld
-}
-
-func TestWriterCutsGroupsAtMaxGroupBytes(t *testing.T) {
-	// Callers that queued up behind a held group are stored in groups that
-	// end with the request bringing their frames to maxGroupBytes, not in
-	// one group of everything waiting: the writer and the encoder keep
-	// their buffers at the largest group's size.
-	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
-	f.q.block = make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, err := f.w.writeLogs(context.Background(), testLogs(0, 1))
-		first <- err
-	}()
-	<-f.q.entered
-	const waiting, records, size = 6, 300, 1024 // about 0.3 MiB of frames each
-	errs := make(chan error, waiting)
-	for i := range waiting {
-		go func() {
-			_, err := f.w.writeLogs(context.Background(), wideLogs(1+i*records, records, size))
-			errs <- err
-		}()
-	}
-	waitFor(t, func() bool { return len(f.w.reqs) == waiting })
-	close(f.q.block) // every AppendWith passes from now on (entered has room for them)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	for range waiting {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if g := f.obs.groups.Load(); g < 3 {
-		t.Errorf("%d groups for 1 + %d callers of ~0.3 MiB each, want at least 3 (the waiting callers cut at %d B)", g, waiting, maxGroupBytes)
-	}
-	// The request that crosses maxGroupBytes ends the group: one request's
-	// frames at most above it.
-	if got, bound := f.q.largest.Load(), int64(maxGroupBytes+records*(size+64)); got > bound {
-		t.Errorf("one AppendWith carried %d B of frames; want at most %d (maxGroupBytes and one request)", got, bound)
-	}
-	got := decodeQueue(t, f.q.Queue)
-	if len(got.ids) != 1+waiting*records {
-		t.Fatalf("%d distinct record ids stored, want %d", len(got.ids), 1+waiting*records)
-	}
-	for id, n := range got.ids {
-		if n != 1 {
-			t.Fatalf("record %d stored %d times", id, n)
-		}
 	}
 }
