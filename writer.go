@@ -81,6 +81,15 @@ type writeRequest struct {
 	lastFrame int   // index in the group of the frame holding its last row; -1 none
 }
 
+// letGo drops the request's batch once the writer is done reading it: the
+// group, which stays until its append returns, must not keep an encoded
+// batch's pdata live while the rest of the group is encoded and stored
+// (issue #25: pdata is most of what the live heap's spikes are made of).
+// The caller never reads these fields after handing r over.
+func (r *writeRequest) letGo() {
+	r.metrics, r.logs, r.traces = pmetric.Metrics{}, plog.Logs{}, ptrace.Traces{}
+}
+
 // signal names the kind of batch a request carries.
 type signal int
 
@@ -293,6 +302,7 @@ func (w *writer) commit(group []*writeRequest) {
 			break
 		}
 		if !r.state.CompareAndSwap(reqQueued, reqEncoding) {
+			r.letGo()
 			continue // abandoned: its caller is gone and was told so
 		}
 		var rows int
@@ -306,6 +316,7 @@ func (w *writer) commit(group []*writeRequest) {
 			rows, err = w.enc.encodeMetrics(r.metrics, w.emit)
 		}
 		close(r.encoded)
+		r.letGo()
 		w.rows += rows
 		if rows > 0 {
 			r.lastFrame = len(w.ends) // the frame in progress, or the next one

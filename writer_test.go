@@ -985,3 +985,44 @@ func TestWriterRecycledGenerationsKeepSymbols(t *testing.T) {
 		q.Close()
 	}
 }
+
+// paddedSpans is testSpans with a pad-byte string attribute on every span,
+// so that the batch's pdata is large beside the rows it makes.
+func paddedSpans(n, pad int) ptrace.Traces {
+	td := testSpans(0, n)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := range n {
+		spans.At(i).Attributes().PutStr("pad", strings.Repeat(string(rune('a'+i%26)), pad))
+	}
+	return td
+}
+
+func TestWriterLetsGoOfEncodedBatches(t *testing.T) {
+	// Once its rows are in the group's frames, a caller's batch must not
+	// stay reachable from the writer while the group is stored (here: held
+	// inside AppendWith). The caller's own frames keep it only as long as
+	// they must (the receiver's handler does not use it after the call).
+	f := newWriterFixture(t, sfqueue.Options{}, 1_000_000, 64<<10)
+	f.q.block = make(chan struct{})
+	const spans = 20_000
+	base := int64(liveHeap())
+	td := paddedSpans(spans, 512)
+	batch := int64(liveHeap()) - base
+	done := make(chan error, 1)
+	go func(td ptrace.Traces) {
+		_, err := f.w.writeTraces(context.Background(), td)
+		done <- err
+	}(td)
+	<-f.q.entered
+	held := int64(liveHeap()) - base
+	close(f.q.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if held > batch/4 {
+		t.Errorf("while its group was being stored, %d B more than before the batch were live; the batch is %d B: the writer kept the encoded batch", held, batch)
+	}
+	if got := decodeQueue(t, f.q.Queue); len(got.ids) != spans {
+		t.Fatalf("%d distinct span ids stored, want %d", len(got.ids), spans)
+	}
+}
