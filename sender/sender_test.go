@@ -339,8 +339,6 @@ func TestOnConnectRunsBeforeEveryConnectionsFrames(t *testing.T) {
 		t.Fatalf("OnConnect ran %d times for %d connections, want once per connection (>= 2)", len(calls), srv.Accepted())
 	}
 	for i, c := range calls {
-		// (The server may count a connection only after the client has seen
-		// its upgrade, so c.conns is not compared per call.)
 		if c.endpoint != srv.URL() {
 			t.Errorf("call %d: endpoint %q", i, c.endpoint)
 		}

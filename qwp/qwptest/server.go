@@ -464,7 +464,8 @@ func (s *Server) Connections() int {
 	return len(s.conns)
 }
 
-// Accepted is the number of upgrades accepted since the start.
+// Accepted is the number of upgrades accepted since the start, counted
+// before the 101 is written (so also one whose 101 could not be written).
 func (s *Server) Accepted() int64 { return s.accepted.Load() }
 
 // Frames is the number of binary frames received since the start.
