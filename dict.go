@@ -240,9 +240,12 @@ func (d *genDict) full() bool {
 }
 
 // atLimit reports whether the current generation holds limit bytes of
-// symbol text or 3 × limit of index.
+// symbol text or 3 × limit of index. Memory lent by the generation before
+// it (qwp.MemDict.Recycle) is not the generation's own: counted, a
+// generation of short symbols that rotated on its index would start the
+// next one at its limit.
 func (d *genDict) atLimit(limit int) bool {
-	return d.TextBytes() >= limit || d.IndexBytes() >= 3*int64(limit)
+	return d.TextBytes() >= limit || d.IndexBytes()-d.SpareBytes() >= 3*int64(limit)
 }
 
 // recurs reports whether at least half of the current generation's sampled
@@ -355,7 +358,12 @@ func (d *genDict) rotate() {
 	d.seenBytes += bytes
 	d.gen++
 	d.recycle = nil
-	if d.limit == d.startBytes {
+	// Only a generation that ended at its starting limit's text lends its
+	// memory: one of short symbols ends on its index, and lent to the next
+	// its table and chunks would count in that one's index too (atLimit
+	// does not count the spares, but a taken table is larger than the next
+	// generation's own would be).
+	if d.limit == d.startBytes && bytes >= d.limit {
 		d.recycle = d.MemDict
 	}
 	d.MemDict = d.Successor()

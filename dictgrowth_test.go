@@ -232,3 +232,34 @@ func TestGenDictRecyclesAChurnedGeneration(t *testing.T) {
 		t.Fatalf("after a grown generation rotated the next one holds %d bytes", held)
 	}
 }
+
+// TestRecycledMemoryIsNotTheGenerationsOwn: under churn of short symbols a
+// generation reaches its index limit before its text limit; the memory it
+// lends the next generation (qwp.MemDict.Recycle) must not count against
+// the next one's limit, or that one is full after a frame and the one
+// after it holds a fraction of a generation.
+func TestRecycledMemoryIsNotTheGenerationsOwn(t *testing.T) {
+	const start = 1 << 20
+	r := newGrowthRun(t, 1_000_000, 4*start, start)
+	var sizes []int
+	next := 0
+	for len(sizes) < 6 {
+		for range 1000 {
+			r.d.ID(fmt.Appendf(nil, "%08x", next))
+			next++
+		}
+		r.store.store(t, r.d, false)
+		if r.d.full() {
+			if r.d.TextBytes() >= start {
+				t.Fatalf("setup: generation %d rotates on its text (%d bytes), not its index", r.d.Gen(), r.d.TextBytes())
+			}
+			sizes = append(sizes, r.d.Len())
+			r.d.rotate()
+		}
+	}
+	for i, n := range sizes {
+		if n < sizes[0]/2 {
+			t.Fatalf("generation sizes %v: generation %d holds %d entries, under half of the first's", sizes, i, n)
+		}
+	}
+}

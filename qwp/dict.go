@@ -135,6 +135,8 @@ func (d *MemDict) SampledHashes() []uint64 { return d.sampled }
 // old is left empty. Spares d already had are dropped, so d holds at most
 // one dictionary's worth of them.
 func (d *MemDict) Recycle(old *MemDict) {
+	clear(d.spareChunks) // dropped: nothing may keep them reachable
+	clear(d.spareBlocks)
 	d.spareChunks, d.spareBlocks = d.spareChunks[:0], d.spareBlocks[:0]
 	for _, c := range old.chunks {
 		if cap(c) == dictChunkMax {
@@ -218,16 +220,30 @@ func (d *MemDict) grow() {
 // MemBytes is the RAM the dictionary holds: its chunks, entry records,
 // table and sampled hashes, capacity included, and its spares (Recycle).
 func (d *MemDict) MemBytes() int64 {
-	n := int64(cap(d.chunks)+cap(d.blocks)+cap(d.spareChunks)+cap(d.spareBlocks))*24 + int64(len(d.slots)+len(d.spareSlots)+cap(d.sampled))*8
-	for _, bs := range [2][][]dictEntry{d.blocks, d.spareBlocks} {
-		for _, b := range bs {
-			n += int64(cap(b)) * 12
-		}
+	return memBytes(d.chunks, d.blocks, len(d.slots)+cap(d.sampled)) + d.SpareBytes()
+}
+
+// SpareBytes is the part of MemBytes that Recycle lent and the entries do
+// not need: the spares not taken yet, and the part of a taken table beyond
+// the one the entries' own growth would have made. A generation's limits
+// judge what it needs, not what it was lent.
+func (d *MemDict) SpareBytes() int64 {
+	own := dictMinSlots
+	for d.n > own/4*3 {
+		own *= 2
 	}
-	for _, cs := range [2][][]byte{d.chunks, d.spareChunks} {
-		for _, c := range cs {
-			n += int64(cap(c))
-		}
+	return memBytes(d.spareChunks, d.spareBlocks, len(d.spareSlots)+max(len(d.slots)-own, 0))
+}
+
+// memBytes is the RAM of text chunks, entry blocks and a number of 8-byte
+// words (table slots, sampled hashes).
+func memBytes(chunks [][]byte, blocks [][]dictEntry, words int) int64 {
+	n := int64(cap(chunks)+cap(blocks))*24 + int64(words)*8
+	for _, b := range blocks {
+		n += int64(cap(b)) * 12
+	}
+	for _, c := range chunks {
+		n += int64(cap(c))
 	}
 	return n
 }

@@ -380,9 +380,6 @@ func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 			d.files[gen] = gf
 		}
 		m.size = gf.size
-		for _, e := range r.Entries {
-			n += symbolRecordBytes(e)
-		}
 		buf, off := d.rec[:0], gf.size
 		for i, e := range r.Entries {
 			buf = appendSymbolRecord(buf, gen, uint32(r.FirstID+i), e)
@@ -398,7 +395,7 @@ func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 			}
 			buf = buf[:0]
 		}
-		gf.size += n
+		n, gf.size = off-gf.size, off
 	}
 	d.counts[gen] += len(r.Entries)
 	d.bytes += n
