@@ -276,7 +276,7 @@ func BenchmarkWriteMessage(b *testing.B) {
 					write = func(m []byte) error { return ws.WriteMessage(websocket.BinaryMessage, m) }
 					closer = ws
 				} else {
-					c, err := dial(context.Background(), DialOptions{URL: url}, netDial)
+					c, err := dial(context.Background(), DialOptions{URL: url}, netDial, http.ProxyFromEnvironment)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -510,5 +510,22 @@ func TestWriteControlWithoutDeadline(t *testing.T) {
 		if f.opcode != 0x9 || len(f.payload) != 1 || f.payload[0] != byte(i) {
 			t.Fatalf("ping %d: opcode %#x payload %x", i, f.opcode, f.payload)
 		}
+	}
+}
+
+// TestWriteControlRefusesNonControl: a data opcode or a payload over 125
+// bytes is refused before anything is written (RFC 6455 section 5.5); the
+// connection stays usable.
+func TestWriteControlRefusesNonControl(t *testing.T) {
+	c, p := dialRaw(t)
+	if err := c.WriteControl(websocket.BinaryMessage, nil, time.Time{}); err == nil {
+		t.Fatal("WriteControl of a BINARY frame succeeded")
+	}
+	if err := c.WriteControl(websocket.PingMessage, make([]byte, 126), time.Time{}); err == nil {
+		t.Fatal("WriteControl of a 126-byte PING succeeded")
+	}
+	f := sendFrame(t, c, p, []byte("after"), "message after the refusals")
+	if f.opcode != 2 || string(f.payload) != "after" {
+		t.Fatalf("first frame after the refusals: opcode %#x payload %q", f.opcode, f.payload)
 	}
 }
