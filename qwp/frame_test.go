@@ -136,7 +136,24 @@ func (p *rawPeer) readFrame() (rawFrame, error) {
 func dialRaw(t *testing.T, kv ...string) (*Conn, *rawPeer) {
 	t.Helper()
 	url, peers := rawServer(t, kv...)
-	c, err := Dial(context.Background(), DialOptions{URL: url})
+	return dialPeer(t, url, peers, nil)
+}
+
+// dialRawTLS is dialRaw over wss, with httptest's certificate.
+func dialRawTLS(t *testing.T, kv ...string) (*Conn, *rawPeer) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url, peers := rawServerTLS(t, srv.TLS, kv...)
+	return dialPeer(t, url, peers, srv.Client().Transport.(*http.Transport).TLSClientConfig)
+}
+
+// dialPeer dials url with cfg and returns the connection and the raw
+// server's side of it, both closed when the test ends.
+func dialPeer(t *testing.T, url string, peers <-chan *rawPeer, cfg *tls.Config) (*Conn, *rawPeer) {
+	t.Helper()
+	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,20 +445,7 @@ func TestWriteControlGivesUpAtDeadline(t *testing.T) {
 // through the TLS connection as two writes; the peer still reads one masked
 // BINARY frame with the message intact, and the buffer is restored.
 func TestWriteMessageOverTLS(t *testing.T) {
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS()
-	defer srv.Close()
-	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
-	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := <-peers
-	if p == nil {
-		t.Fatal("no connection reached the raw server")
-	}
-	defer p.conn.Close()
+	c, p := dialRawTLS(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 	for _, size := range []int{3, 70_000, 1_887_436} {
 		msg := make([]byte, size)
 		for i := range msg {

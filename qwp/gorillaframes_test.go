@@ -3,12 +3,9 @@ package qwp
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,20 +50,7 @@ func streamedMessage(k int) []byte {
 }
 
 func checkGorillaFrameWhole(t *testing.T, bad []byte, code int, readErrOK func(error) bool) {
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS()
-	defer srv.Close()
-	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
-	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := <-peers
-	if p == nil {
-		t.Fatal("no connection reached the raw server")
-	}
-	defer p.conn.Close()
+	c, p := dialRawTLS(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 
 	readErr := make(chan error, 1)
 	go func() {
