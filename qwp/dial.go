@@ -166,21 +166,34 @@ func (c *Conn) beginMessage(n int) error {
 }
 
 // lock takes the write lock, waiting for it until deadline (zero: no
-// limit).
+// limit). A deadline already past fails at once: a write under it could
+// only time out, and a timed-out write ends every write on a TLS
+// connection.
 func (c *Conn) lock(deadline time.Time) error {
 	if deadline.IsZero() {
 		c.wmu <- struct{}{}
 		return nil
 	}
-	t := time.NewTimer(time.Until(deadline))
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return errControlDeadline
+	}
+	select {
+	case c.wmu <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case c.wmu <- struct{}{}:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
+		return errControlDeadline
 	}
 }
+
+var errControlDeadline = fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
 
 func (c *Conn) unlock() { <-c.wmu }
 

@@ -533,3 +533,18 @@ func TestWriteControlRefusesNonControl(t *testing.T) {
 		t.Fatalf("first frame after the refusals: opcode %#x payload %q", f.opcode, f.payload)
 	}
 }
+
+// TestWriteControlPastDeadline: a control frame whose deadline has passed
+// is refused before anything is written, and leaves the connection usable
+// (a write that timed out would end every later write over TLS).
+func TestWriteControlPastDeadline(t *testing.T) {
+	c, p := dialRawTLS(t)
+	err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(-time.Millisecond))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteControl past its deadline = %v, want a deadline error", err)
+	}
+	f := sendFrame(t, c, p, []byte("after"), "message after the refused ping")
+	if f.opcode != 2 || string(f.payload) != "after" {
+		t.Fatalf("first frame after the refused ping: opcode %#x payload %q", f.opcode, f.payload)
+	}
+}
