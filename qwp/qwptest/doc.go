@@ -478,7 +478,14 @@
 // server may mark it 0x03. A LONG_ARRAY into an existing DOUBLE[] column is
 // refused (0x03); whether QuestDB's WalColumnarRowAppender.putArrayColumn
 // converts it was not read. A column named twice in one block is 0x09 in the
-// stand-in; QuestDB's answer was not read. The JsonQueryProcessor stored is
+// stand-in; QwpWalAppender.appendToWalStreaming0 (03660c834c70) has no
+// duplicate check (both block columns map to the one table column), and
+// what the WAL writer makes of the second write was not read. The stand-in
+// answers 0x03 where QuestDB writes: an integer into a TIMESTAMP_NS column
+// (WalColumnarRowAppender.putIntegerToNumericColumn, in the version the
+// search index holds, commit not named), BOOLEAN into a numeric column, and
+// CHAR, DATE, UUID or another fixed type into VARCHAR (QwpWalAppender
+// 03660c834c70). The JsonQueryProcessor stored is
 // of 2020 and answered errors with 200; its current status codes follow the
 // reference. Not reproduced: the structural seqTxn a new column takes, and
 // the seqTxn a table created by a block without rows may report.
