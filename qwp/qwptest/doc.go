@@ -153,6 +153,8 @@
 //	designated timestamp NULL          the server's time                        QWA serverTimestamp, WCRA              TestSentinelsStoredAsNull
 //	(bitmap) or absent                                                          putTimestampColumn                     (row times), server tests
 //	array with NaN elements            stored; NULL only by the bitmap          WCRA.putArrayColumn                    TestSentinelsStoredAsNull
+//	array with a dimension over 2^28-1 WRITE_ERROR "dimension length out of     WCRA.putArrayColumn ->                 TestArrayDimensionLengthLimit
+//	(an empty one: [0, 2^28])          range [dim=D, dimLen=N, maxLen=...]"     MutableArray.setDimLen (DIM_MAX_LEN)
 //
 // Deliberate differences: values live in memory as Go values, not column
 // files; the messages name table, column and row, where QuestDB's name the
