@@ -236,28 +236,6 @@ func TestSenderStoppedGauge(t *testing.T) {
 	}
 }
 
-// TestReadmeListsEveryOwnMetric: the README's own-telemetry table names
-// every metric metadata.yaml declares.
-func TestReadmeListsEveryOwnMetric(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := os.ReadFile("metadata.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := regexp.MustCompile(`(?m)^    (exporter_questdb_\w+):$`).FindAllStringSubmatch(string(meta), -1)
-	if len(names) < 20 {
-		t.Fatalf("found %d metrics in metadata.yaml; the pattern no longer matches its layout", len(names))
-	}
-	for _, m := range names {
-		if !strings.Contains(string(readme), "| `otelcol_"+m[1]+"` |") {
-			t.Errorf("README's own-telemetry table does not list otelcol_%s", m[1])
-		}
-	}
-}
-
 // promSeries is one counter series as Prometheus stores it: a sample per
 // scrape, in time order.
 type promSeries []promSample

@@ -429,6 +429,16 @@ func TestDictionaryGauges(t *testing.T) {
 			case !sf && (disk != 0 || ram != index+float64(st.DictBytes)):
 				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, index+float64(st.DictBytes))
 			}
+			// The generation's working limit and how full it is: 2 of
+			// symbol_dict_max_entries 16 entries at least.
+			d := e.writer.dict
+			limit, fill := gauge("dictionary_limit_bytes"), gauge("dictionary_fill_ratio")
+			if limit != float64(d.Limit()) || limit != float64(cfg.symbolDictStartBytes()) {
+				t.Errorf("dictionary_limit_bytes %v, the generation's limit %d, the starting limit %d", limit, d.Limit(), cfg.symbolDictStartBytes())
+			}
+			if fill != d.Fill() || fill < 2.0/16 || fill >= 1 {
+				t.Errorf("dictionary_fill_ratio %v, the generation's fill %v (%d of 16 entries); want them equal, in [2/16, 1)", fill, d.Fill(), d.Len())
+			}
 		})
 	}
 }
