@@ -160,6 +160,11 @@ func TestGatewayManifestsKeepTheirPromises(t *testing.T) {
 	}
 	c := parseGatewayConfig(t, "gateway.yaml", []byte(cm.Data["config.yaml"]))
 	ctr := pod.Containers[0]
+	// The drain on SIGTERM is what the grace period is sized for; a pod's
+	// own stop signal would override the image's.
+	if l := ctr.Lifecycle; l != nil && l.StopSignal != nil && *l.StopSignal != corev1.SIGTERM {
+		t.Errorf("gateway.yaml: lifecycle.stopSignal %s; the grace period and close_flush_timeout assume SIGTERM", *l.StopSignal)
+	}
 	checkGateway(t, "gateway.yaml", c, *pod.TerminationGracePeriodSeconds, ctr.Env, ctr.VolumeMounts, sts.Spec.VolumeClaimTemplates, ctr.Args)
 	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/" {
