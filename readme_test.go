@@ -2,10 +2,14 @@ package questdbexporter
 
 import (
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // readmeSection is README.md from the heading start up to the next heading
@@ -116,6 +120,86 @@ func TestReadmeTelemetryTableIsWhatTheExporterRegisters(t *testing.T) {
 	for name := range generated {
 		if !seen[name] {
 			t.Errorf("the exporter registers %s; the README's telemetry table does not list it", name)
+		}
+	}
+}
+
+// readmeValue turns a default as the README's configuration table writes
+// it into the raw value a YAML file would hold: a list, a boolean, a whole
+// number, or text ("" for `""` and empty). A default that is no value
+// (absent, from the component ID) is not set: ok is false.
+func readmeValue(cell string) (_ any, ok bool) {
+	m := regexp.MustCompile("`([^`]*)`").FindStringSubmatch(cell)
+	switch {
+	case m == nil && cell == "empty":
+		return "", true
+	case m == nil:
+		return nil, false
+	}
+	return readmeScalar(m[1]), true
+}
+
+// readmeScalar is one backticked default as YAML would read it.
+func readmeScalar(v string) any {
+	switch {
+	case v == `""`:
+		return ""
+	case strings.HasPrefix(v, "[") && strings.HasSuffix(v, "]"):
+		items := []any{}
+		for _, s := range strings.Split(strings.Trim(v, "[]"), ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				items = append(items, s)
+			}
+		}
+		return items
+	case v == "true" || v == "false":
+		return v == "true"
+	case regexp.MustCompile(`^[0-9]+$`).MatchString(v):
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return v
+}
+
+// TestReadmeConfigurationDefaultsAreTheDefaults: the README's configuration
+// table, decoded as a collector configuration that writes every key at the
+// default the table gives, is exactly the exporter's default configuration.
+// A key missing from the table (its field stays unset), a key the exporter
+// does not take (the decoder refuses it) and a default that drifted each
+// fail here.
+func TestReadmeConfigurationDefaultsAreTheDefaults(t *testing.T) {
+	section := readmeSection(t, "## Configuration")
+	raw := map[string]any{}
+	for _, r := range regexp.MustCompile("(?m)^\\| (`[a-z_:]+`(?:, `[a-z_:]+`)*) \\| ([^|]+) \\| .+\\|$").FindAllStringSubmatch(section, -1) {
+		for _, key := range regexp.MustCompile("`([a-z_:]+)`").FindAllStringSubmatch(r[1], -1) {
+			if v, ok := readmeValue(strings.TrimSpace(r[2])); ok {
+				raw[key[1]] = v
+			}
+		}
+	}
+	if len(raw) < 30 || raw["tls"] != nil || raw["sender_id"] != nil {
+		t.Fatalf("read %d keys from the README's configuration table; the parser missed them", len(raw))
+	}
+	var got Config
+	if err := got.Unmarshal(confmap.NewFromStringMap(raw)); err != nil {
+		t.Fatalf("the README's defaults do not decode: %v", err)
+	}
+	want := *createDefaultConfig().(*Config)
+	got.TLS = want.TLS // absent in both: compared by HasValue below
+	if got.TLS.HasValue() {
+		t.Error("README: tls is absent by default, but the default configuration has the section")
+	}
+	if len(got.AttributesAsSymbols) == 0 && len(want.AttributesAsSymbols) == 0 {
+		got.AttributesAsSymbols = want.AttributesAsSymbols // [] and nil are the same empty list
+	}
+	gv, wv := reflect.ValueOf(got), reflect.ValueOf(want)
+	for i := range gv.NumField() {
+		f := gv.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if g, w := gv.Field(i).Interface(), wv.Field(i).Interface(); !reflect.DeepEqual(g, w) {
+			t.Errorf("README: %s defaults to %v; the exporter's default is %v", f.Tag.Get("mapstructure"), g, w)
 		}
 	}
 }
