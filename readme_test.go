@@ -203,3 +203,52 @@ func TestReadmeConfigurationDefaultsAreTheDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeExporterExamplesDecode: every YAML example in the README that
+// configures a questdb exporter decodes and passes the value rules, as
+// TestExamplesDecode holds the files under examples/ to them.
+func TestReadmeExporterExamplesDecode(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		if !strings.Contains(m[1], "exporters:") {
+			continue
+		}
+		r, err := confmap.NewRetrievedFromYAML([]byte(m[1]))
+		if err != nil {
+			t.Fatalf("README example does not parse: %v\n%s", err, m[1])
+		}
+		conf, err := r.AsConf()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exporters, err := conf.Sub("exporters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range exporters.ToStringMap() {
+			if id != "questdb" && !strings.HasPrefix(id, "questdb/") {
+				continue
+			}
+			found++
+			section, err := exporters.Sub(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := createDefaultConfig().(*Config)
+			if err := cfg.Unmarshal(section); err != nil {
+				t.Errorf("README example, exporter %s: %v\n%s", id, err, m[1])
+				continue
+			}
+			if err := cfg.validateValues(); err != nil {
+				t.Errorf("README example, exporter %s: %v\n%s", id, err, m[1])
+			}
+		}
+	}
+	if found < 3 {
+		t.Fatalf("found %d questdb exporters in the README's YAML examples, want the quick start's, the minimal and the fuller one", found)
+	}
+}
