@@ -189,7 +189,14 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 				newOrHigher(seriesKey(lost, "cause", "unreplayable")) || newOrHigher(seriesKey(lost, "cause", "vanished"))
 		}},
 		{"QuestDBExporterRowsEvicted", rowsEvictedRule, false, func() bool { return increase(rows) > 0 }},
-		{"QuestDBExporterTornFrames", tornFramesRule, false, func() bool { return increase(torn) > 0 || newOrHigher(torn) }},
+		{"QuestDBExporterTornFrames", tornFramesRule, false, func() bool {
+			fires := false
+			for _, cause := range []string{"torn_tail", "torn_creation", "unwritten_segment", "never_written", "after_cut"} {
+				key := seriesKey(torn, "cause", cause)
+				fires = fires || increase(key) > 0 || newOrHigher(key)
+			}
+			return fires
+		}},
 		{"QuestDBExporterSlotSetAside", aside + " > 0", false, func() bool { return get(now, aside) > 0 }},
 		{"QuestDBExporterStopped", stopped + " == 1", false, func() bool { return get(now, stopped) == 1 }},
 		{"QuestDBExporterDisconnected", conn + " == 0", true, func() bool { return get(now, conn) == 0 }},

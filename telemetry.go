@@ -144,7 +144,7 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
 		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
 		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
-		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted, t.tb.ExporterQuestdbTornFrames,
+		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted,
 	} {
 		c.Add(ctx, 0, t.attrs)
 	}
@@ -154,6 +154,9 @@ func (t *telemetry) zeroCounters() {
 	}
 	for _, cause := range []lossCause{lossUnreplayable, lossVanished} {
 		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
+	}
+	for _, cause := range []sfqueue.TornCause{sfqueue.TornTail, sfqueue.TornCreation, sfqueue.TornUnwrittenSegment, sfqueue.TornNeverWritten, sfqueue.TornAfterCut} {
+		t.tb.ExporterQuestdbTornFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
 		for _, sig := range []signal{signalMetrics, signalLogs, signalTraces} {

@@ -317,7 +317,8 @@ func TestTwoExportersAreTwoSeries(t *testing.T) {
 }
 
 // TestCountersStartAtZero: every counter has a series from the start, at 0,
-// server errors for every category and skipped points for every reason.
+// server errors for every category, skipped points for every reason and
+// lost frames for every cause.
 func TestCountersStartAtZero(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
@@ -339,6 +340,27 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_skipped_data_points", id, attribute.String("reason", "empty_metric_name")); !ok || got != 0 {
 		t.Errorf("skipped_data_points{reason=empty_metric_name}: %v (present %v), want 0", got, ok)
+	}
+	// The loss counters by cause: a series per cause at 0, and none without
+	// the label the README's table and alert annotations read.
+	for name, causes := range map[string][]string{
+		"data_loss_frames": {"unreplayable", "vanished"},
+		"torn_frames":      {"torn_tail", "torn_creation", "unwritten_segment", "never_written", "after_cut"},
+	} {
+		for _, cause := range causes {
+			if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name, id, attribute.String("cause", cause)); !ok || got != 0 {
+				t.Errorf("%s{cause=%s}: %v (present %v), want 0", name, cause, got, ok)
+			}
+		}
+		m, err := tt.GetMetric("otelcol_exporter_questdb_" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			if _, ok := dp.Attributes.Value("cause"); !ok {
+				t.Errorf("%s has a series without a cause: %v", name, dp.Attributes.ToSlice())
+			}
+		}
 	}
 }
 
