@@ -40,6 +40,9 @@ func readmeSection(t *testing.T, heading string) string {
 type generatedMetric struct {
 	unit, kind string
 	attributes []string
+	// values holds each enum attribute's values; an attribute of any
+	// value has none.
+	values map[string][]string
 }
 
 func generatedMetrics(t *testing.T) map[string]generatedMetric {
@@ -55,11 +58,15 @@ func generatedMetrics(t *testing.T) map[string]generatedMetric {
 		if kind == nil {
 			t.Fatalf("documentation.md: %s has no unit row", name)
 		}
-		m := generatedMetric{unit: kind[1], kind: kind[2]}
+		m := generatedMetric{unit: kind[1], kind: kind[2], values: map[string][]string{}}
 		if _, attrs, ok := strings.Cut(body, "#### Attributes"); ok {
-			for _, a := range regexp.MustCompile(`(?m)^\| (\w+) \| `).FindAllStringSubmatch(attrs, -1) {
-				if a[1] != "Name" {
-					m.attributes = append(m.attributes, a[1])
+			for _, a := range regexp.MustCompile(`(?m)^\| (\w+) \| .* \| (.+) \| .+ \|$`).FindAllStringSubmatch(attrs, -1) {
+				if a[1] == "Name" {
+					continue
+				}
+				m.attributes = append(m.attributes, a[1])
+				for _, v := range regexp.MustCompile("``(\\w+)``").FindAllStringSubmatch(a[2], -1) {
+					m.values[a[1]] = append(m.values[a[1]], v[1])
 				}
 			}
 		}

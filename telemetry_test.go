@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -462,5 +463,62 @@ func TestDictionaryGauges(t *testing.T) {
 				t.Errorf("dictionary_fill_ratio %v, the generation's fill %v (%d of 16 entries); want them equal, in [2/16, 1)", fill, d.Fill(), d.Len())
 			}
 		})
+	}
+}
+
+// TestLabelValuesAreTheDocumentedOnes: every label value the exporter
+// records from the start (category, cause, reason, signal) is one the
+// generated reference (documentation.md, from metadata.yaml) lists for that
+// metric, and every value listed has its series at 0 from the start; only
+// the exporter's ID and the table names are free text.
+func TestLabelValuesAreTheDocumentedOnes(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	startWithTelemetry(t, tt, "questdb", testConfig(t, closedPort(t)))
+	var rm metricdata.ResourceMetrics
+	if err := tt.Reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]map[string][]string{} // metric -> label -> values
+	note := func(name string, set attribute.Set) {
+		for _, kv := range set.ToSlice() {
+			if kv.Key == "exporter" || kv.Key == "table" {
+				continue
+			}
+			if seen[name] == nil {
+				seen[name] = map[string][]string{}
+			}
+			if v := kv.Value.AsString(); !slices.Contains(seen[name][string(kv.Key)], v) {
+				seen[name][string(kv.Key)] = append(seen[name][string(kv.Key)], v)
+			}
+		}
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range d.DataPoints {
+					note(m.Name, dp.Attributes)
+				}
+			}
+		}
+	}
+	generated := generatedMetrics(t)
+	for name, m := range generated {
+		for _, a := range m.attributes {
+			if a == "exporter" || a == "table" {
+				continue
+			}
+			want, got := slices.Sorted(slices.Values(m.values[a])), slices.Sorted(slices.Values(seen[name][a]))
+			if len(want) == 0 || !slices.Equal(want, got) {
+				t.Errorf("%s{%s}: documented values %v, recorded from the start %v", name, a, want, got)
+			}
+		}
+	}
+	for name, labels := range seen {
+		for a := range labels {
+			if !slices.Contains(generated[name].attributes, a) {
+				t.Errorf("%s records label %s, which metadata.yaml does not declare", name, a)
+			}
+		}
 	}
 }
