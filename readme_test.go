@@ -232,28 +232,7 @@ func TestReadmeExporterExamplesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exporters, err := conf.Sub("exporters")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for id := range exporters.ToStringMap() {
-			if id != "questdb" && !strings.HasPrefix(id, "questdb/") {
-				continue
-			}
-			found++
-			section, err := exporters.Sub(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := createDefaultConfig().(*Config)
-			if err := cfg.Unmarshal(section); err != nil {
-				t.Errorf("README example, exporter %s: %v\n%s", id, err, m[1])
-				continue
-			}
-			if err := cfg.validateValues(); err != nil {
-				t.Errorf("README example, exporter %s: %v\n%s", id, err, m[1])
-			}
-		}
+		found += checkQuestDBExporters(t, conf, "README example:\n"+m[1])
 	}
 	if found < 3 {
 		t.Fatalf("found %d questdb exporters in the README's YAML examples, want the quick start's, the minimal and the fuller one", found)
