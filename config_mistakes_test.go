@@ -40,6 +40,8 @@ func TestConfigDecodeErrorsSayWhatToWrite(t *testing.T) {
 		{"on_full: true", "on_full: true is a boolean; write block or evict_oldest"},
 		{"drain_orphans: yes please", `drain_orphans: "yes please" is not a boolean; write true or false`},
 		{"max_in_flight: lots", `max_in_flight: "lots" is not a whole number; write one such as 128`},
+		{"max_in_flight: 1.5", `max_in_flight: 1.5 is not a whole number; write one such as 128`},
+		{"error_inbox_capacity: 16.25", `error_inbox_capacity: 16.25 is not a whole number; write one such as 256`},
 		{"sender_id: 7", `sender_id: 7 is a number; write it as text in quotes (sender_id: "7")`},
 		{"create_tables: 1", `create_tables: 1 is not a boolean; write true or false`},
 	} {
@@ -50,8 +52,9 @@ func TestConfigDecodeErrorsSayWhatToWrite(t *testing.T) {
 			assert.NotContains(t, err.Error(), "unconvertible", "the decoder's own message is replaced")
 		})
 	}
-	cfg, err := loadYAML(t, "request_durable_ack: on\nttl: 30d\nreconnect_max_backoff: 5s\ndrain_orphans: true\nsf_dir: \"\"\n")
+	cfg, err := loadYAML(t, "request_durable_ack: on\nttl: 30d\nreconnect_max_backoff: 5s\ndrain_orphans: true\nsf_dir: \"\"\nmax_in_flight: 64.0\n")
 	require.NoError(t, err, "what the hints say to write loads")
+	assert.Equal(t, 64, cfg.MaxInFlight, "a whole number written with a fraction of 0 is that number")
 	assert.Equal(t, "on", cfg.RequestDurableAck)
 	assert.Equal(t, "30d", cfg.TTL)
 }

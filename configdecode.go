@@ -48,7 +48,8 @@ var credentialKeys = []string{"username", "password", "token"}
 // or refuse in its own words, each with the key and what to write: a bare
 // number for a duration (the decoder reads it as nanoseconds, so
 // "reconnect_max_backoff: 5" would reconnect in a loop), a fractional size
-// (truncated, and 0.5 would mean the default), a value of the wrong YAML
+// or count (truncated: 0.5 would mean the default, max_in_flight: 1.5 would
+// be 1), a value of the wrong YAML
 // type, exporterhelper's keys (sending_queue, retry_on_failure, timeout),
 // and a sender_id that expanded to nothing (an unset ${env:POD_NAME}: every
 // pod of a fleet would take the same slot). It records credential keys
@@ -129,9 +130,15 @@ func checkRawValue(key string, typ reflect.Type, v any) error {
 			return fmt.Errorf("%s: %s is not a boolean; write true or false", key, quoteRaw(v))
 		}
 	case reflect.Int:
-		if x, ok := v.(string); ok {
+		switch x := v.(type) {
+		case string:
 			if _, err := strconv.Atoi(x); err != nil {
 				return fmt.Errorf("%s: %q is not a whole number; write one such as %d", key, x, exampleInt(key))
+			}
+		case float64, float32:
+			// The decoder would truncate: max_in_flight: 1.5 would be 1.
+			if f := reflect.ValueOf(x).Float(); f != math.Trunc(f) {
+				return fmt.Errorf("%s: %v is not a whole number; write one such as %d", key, x, exampleInt(key))
 			}
 		}
 	}

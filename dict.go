@@ -266,6 +266,18 @@ func (d *genDict) recurs() bool {
 // Limit is the current generation's working limit (Growth).
 func (d *genDict) Limit() int { return d.limit }
 
+// Fill is how near the current generation is to its end at the working
+// limit: the largest of its symbol text over the limit, its own index over
+// three times the limit and its entries over maxEntries (atLimit, full). At
+// 1 the next frame starts a new generation, or the limit doubles when the
+// symbols recur; one frame's new symbols can take it past 1.
+func (d *genDict) Fill() float64 {
+	text := float64(d.TextBytes()) / float64(d.limit)
+	index := float64(d.IndexBytes()-d.SpareBytes()) / (3 * float64(d.limit))
+	entries := float64(d.Len()) / float64(d.maxEntries)
+	return max(text, index, entries)
+}
+
 // seenEntryBytes is about what a remembered hash costs in the seen map.
 const seenEntryBytes = 16
 

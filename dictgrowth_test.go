@@ -263,3 +263,72 @@ func TestRecycledMemoryIsNotTheGenerationsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows: Fill (the
+// dictionary_fill_ratio gauge) is below 1 while the generation has room
+// under its working limit, at least 1 at every rotation and growth, below 1
+// again right after a growth and about 0 after a rotation; under a recurring
+// working set Limit (dictionary_limit_bytes) shows the growth. The entry
+// bound and the index bound count too.
+func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
+	const start, maxBytes = 128 << 10, 1 << 20
+	series := 3 * start / len(growthSymbol(0))
+	r := newGrowthRun(t, 1_000_000, maxBytes, start)
+	var rotations, growths int
+	for i := range 6 * series {
+		r.d.ID(growthSymbol(i % series))
+		if (i+1)%100 != 0 {
+			continue
+		}
+		r.store.store(t, r.d, false)
+		fill, limit := r.d.Fill(), r.d.Limit()
+		if want := float64(r.d.TextBytes()) / float64(limit); fill < want {
+			t.Fatalf("fill %v below the text's share of the limit %v", fill, want)
+		}
+		switch {
+		case r.d.full():
+			rotations++
+			if fill < 1 {
+				t.Fatalf("generation %d ended at fill %v", r.d.Gen(), fill)
+			}
+			r.d.rotate()
+			// Empty but for the remembered hashes, which count in the index.
+			if r.d.Len() != 0 || r.d.Fill() > 0.1 || r.d.Limit() != start {
+				t.Fatalf("a new generation of %d entries at fill %v, limit %d; want empty, about 0, at %d", r.d.Len(), r.d.Fill(), r.d.Limit(), start)
+			}
+		case r.d.Limit() > limit:
+			growths++
+			if fill < 1 || r.d.Fill() >= 1 {
+				t.Fatalf("the limit grew %d -> %d at fill %v, leaving %v; want from 1 to below 1", limit, r.d.Limit(), fill, r.d.Fill())
+			}
+		case fill >= 1:
+			t.Fatalf("fill %v at limit %d, and the generation neither ended nor grew", fill, limit)
+		}
+	}
+	if rotations == 0 || growths == 0 || r.d.Limit() <= start {
+		t.Fatalf("%d rotations, %d growths, limit %d; want both, and the limit grown past %d", rotations, growths, r.d.Limit(), start)
+	}
+
+	d, err := openGenDict(&sliceEntries{}, 8, maxBytes, start, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		d.ID(growthSymbol(i))
+	}
+	if d.Fill() != 0.5 {
+		t.Errorf("4 of symbol_dict_max_entries 8: fill %v, want 0.5", d.Fill())
+	}
+
+	// Short symbols end a generation on its index, before its text.
+	d, err = openGenDict(&sliceEntries{}, 1_000_000, 4<<10, 4<<10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !d.full(); i++ {
+		d.ID(fmt.Appendf(nil, "%d", i))
+	}
+	if d.TextBytes() >= d.Limit() || d.Fill() < 1 {
+		t.Errorf("short symbols: %d bytes of text under the limit %d, fill %v; want the index to fill it", d.TextBytes(), d.Limit(), d.Fill())
+	}
+}

@@ -45,29 +45,7 @@ func TestExamplesDecode(t *testing.T) {
 			if err := resolver.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			exporters, err := conf.Sub("exporters")
-			if err != nil {
-				t.Fatal(err)
-			}
-			found := 0
-			for id := range exporters.ToStringMap() {
-				if id != "questdb" && !strings.HasPrefix(id, "questdb/") {
-					continue
-				}
-				found++
-				section, err := exporters.Sub(id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg := createDefaultConfig().(*Config)
-				if err := section.Unmarshal(cfg); err != nil {
-					t.Fatalf("%s: %v", id, err)
-				}
-				if err := cfg.validateValues(); err != nil {
-					t.Fatalf("%s: %v", id, err)
-				}
-			}
-			if found == 0 {
+			if checkQuestDBExporters(t, conf, path) == 0 {
 				t.Fatal("no questdb exporter")
 			}
 			if conf.IsSet("extensions::health_check") && conf.IsSet("extensions::health_check::component_health") {
@@ -75,4 +53,36 @@ func TestExamplesDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkQuestDBExporters decodes every questdb exporter of a collector
+// configuration and applies the value rules (files such as sf_dir and
+// ca_file belong to the machine that runs it), reporting each failure with
+// where the configuration came from; it returns how many it found.
+func checkQuestDBExporters(t *testing.T, conf *confmap.Conf, where string) int {
+	t.Helper()
+	exporters, err := conf.Sub("exporters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for id := range exporters.ToStringMap() {
+		if id != "questdb" && !strings.HasPrefix(id, "questdb/") {
+			continue
+		}
+		found++
+		section, err := exporters.Sub(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := createDefaultConfig().(*Config)
+		if err := section.Unmarshal(cfg); err != nil {
+			t.Errorf("%s, exporter %s: %v", where, id, err)
+			continue
+		}
+		if err := cfg.validateValues(); err != nil {
+			t.Errorf("%s, exporter %s: %v", where, id, err)
+		}
+	}
+	return found
 }

@@ -339,8 +339,7 @@ func (e *questdbExporter) newWriter(q *sfqueue.Queue, gen uint32) (*writer, erro
 	if e.cfg.OnFull == "evict_oldest" {
 		room = nil // evicting is not stalling
 	}
-	e.tel.dictLen.Store(int64(dict.Len()))
-	e.tel.dictIndex.Store(dict.IndexBytes())
+	e.tel.observeDict(dict)
 	return newWriter(q, dict, be, e.tel, room, int(e.cfg.MaxBatchBytes)), nil
 }
 
@@ -657,8 +656,7 @@ func (b *rowBatchEncoder) done(sig signal, st datamodel.Stats, err error) (int, 
 
 func (b *rowBatchEncoder) flush(emit func([]byte) error) error {
 	err := b.rows.Flush(emit)
-	b.tel.dictLen.Store(int64(b.dict.Len()))
-	b.tel.dictIndex.Store(b.dict.IndexBytes())
+	b.tel.observeDict(b.dict)
 	return err
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/internal/metadatatest"
+	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
 )
 
 // collectorLogger is a logger like the collector's: stack traces on Error.
@@ -222,5 +223,53 @@ func TestSFDirParentMustExist(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(base, "otelcl")); !os.IsNotExist(err) {
 		t.Fatalf("the missing parent was created (%v)", err)
+	}
+}
+
+// TestOutageLogsItsStartAndEnd: the README's outage log (Component status
+// and the health check): one Warn "questdb connection lost; reconnecting"
+// when a working connection is lost, one Info "questdb connection restored"
+// with the outage's length and attempts when it is back, and each attempt
+// in between at debug level only.
+func TestOutageLogsItsStartAndEnd(t *testing.T) {
+	srv := newServer(t, qwptest.Options{})
+	logger, logs := collectorLogger()
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.Logger = logger
+	e := startExporterWith(t, testConfig(t, srv.Addr()), set)
+	acked := func(n uint64) func() bool {
+		return func() bool { return e.queue.Stats().AckedFSN >= n }
+	}
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, acked(e.queue.Stats().PublishedFSN))
+	srv.Outage(300 * time.Millisecond)
+	if err := e.consumeMetrics(context.Background(), gaugeBatch(100, 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return logs.FilterMessage("questdb connection restored").Len() > 0 })
+	waitFor(t, acked(e.queue.Stats().PublishedFSN))
+
+	lost := logs.FilterMessage("questdb connection lost; reconnecting").All()
+	if len(lost) != 1 || lost[0].Level != zapcore.WarnLevel {
+		t.Fatalf("the lost connection logged %v; want one Warn", lost)
+	}
+	restored := logs.FilterMessage("questdb connection restored").All()
+	if len(restored) != 1 || restored[0].Level != zapcore.InfoLevel {
+		t.Fatalf("the restored connection logged %v; want one Info", restored)
+	}
+	fields := restored[0].ContextMap()
+	if d, ok := fields["outage"].(time.Duration); !ok || d <= 0 {
+		t.Errorf("the restored line's outage %v, want its length", fields["outage"])
+	}
+	if n, ok := fields["attempts"].(int64); !ok || n < 1 {
+		t.Errorf("the restored line's attempts %v, want at least 1", fields["attempts"])
+	}
+	for _, l := range logs.All() {
+		if l.Level >= zapcore.InfoLevel && l.Message != "QuestDB exporter started" &&
+			l.Message != lost[0].Message && l.Message != restored[0].Message {
+			t.Errorf("logged at %v during a short outage: %q", l.Level, l.Message)
+		}
 	}
 }

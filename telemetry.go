@@ -3,6 +3,7 @@ package questdbexporter
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,8 @@ type telemetry struct {
 	// Read by the observable gauges, written by their owners.
 	dictLen   atomic.Int64                  // entries of the current dictionary generation
 	dictIndex atomic.Int64                  // its index in RAM (text, entry records, table)
+	dictLimit atomic.Int64                  // its working limit of symbol text (genDict.Limit)
+	dictFill  atomic.Uint64                 // math.Float64bits of its fill (genDict.Fill)
 	stopped   atomic.Int64                  // 1 while the sender is terminal
 	connected atomic.Int64                  // 1 while the sender is connected
 	unacked   unackedAge                    // when the unacknowledged frames were appended
@@ -82,6 +85,14 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 		}),
 		tb.RegisterExporterQuestdbDictionarySizeCallback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(t.dictLen.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryLimitBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(t.dictLimit.Load(), t.attrs)
+			return nil
+		}),
+		tb.RegisterExporterQuestdbDictionaryFillRatioCallback(func(_ context.Context, o metric.Float64Observer) error {
+			o.Observe(math.Float64frombits(t.dictFill.Load()), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbSenderStoppedCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -133,7 +144,7 @@ func (t *telemetry) zeroCounters() {
 		t.tb.ExporterQuestdbBackpressureStalls, t.tb.ExporterQuestdbDrainersFailed, t.tb.ExporterQuestdbDrainersSucceeded,
 		t.tb.ExporterQuestdbFramesAcked, t.tb.ExporterQuestdbFramesAppended, t.tb.ExporterQuestdbFramesEvicted,
 		t.tb.ExporterQuestdbFramesReplayed, t.tb.ExporterQuestdbReconnectAttempts, t.tb.ExporterQuestdbReconnectSuccesses,
-		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted, t.tb.ExporterQuestdbTornFrames,
+		t.tb.ExporterQuestdbRowsAppended, t.tb.ExporterQuestdbRowsEvicted,
 	} {
 		c.Add(ctx, 0, t.attrs)
 	}
@@ -143,6 +154,9 @@ func (t *telemetry) zeroCounters() {
 	}
 	for _, cause := range []lossCause{lossUnreplayable, lossVanished} {
 		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
+	}
+	for _, cause := range []sfqueue.TornCause{sfqueue.TornTail, sfqueue.TornCreation, sfqueue.TornUnwrittenSegment, sfqueue.TornNeverWritten, sfqueue.TornAfterCut} {
+		t.tb.ExporterQuestdbTornFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
 		for _, sig := range []signal{signalMetrics, signalLogs, signalTraces} {
@@ -203,6 +217,16 @@ func (t *telemetry) observeQueue(s sfqueue.Stats) {
 		t.tb.ExporterQuestdbRowsEvicted.Add(ctx, int64(s.ItemsEvicted-t.prevRowsEvicted), t.attrs)
 	}
 	t.prevRowsEvicted = s.ItemsEvicted
+}
+
+// observeDict records the writer's dictionary for the gauges: the current
+// generation's entries, index, working limit and fill. The writer
+// goroutine calls it after each encode, so a rotation shows at once.
+func (t *telemetry) observeDict(d *genDict) {
+	t.dictLen.Store(int64(d.Len()))
+	t.dictIndex.Store(d.IndexBytes())
+	t.dictLimit.Store(int64(d.Limit()))
+	t.dictFill.Store(math.Float64bits(d.Fill()))
 }
 
 // senderState records whether the sender is connected and whether it

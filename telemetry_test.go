@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -317,7 +318,8 @@ func TestTwoExportersAreTwoSeries(t *testing.T) {
 }
 
 // TestCountersStartAtZero: every counter has a series from the start, at 0,
-// server errors for every category and skipped points for every reason.
+// server errors for every category, skipped points for every reason and
+// lost frames for every cause.
 func TestCountersStartAtZero(t *testing.T) {
 	tt := componenttest.NewTelemetry()
 	defer tt.Shutdown(context.Background())
@@ -339,6 +341,27 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_skipped_data_points", id, attribute.String("reason", "empty_metric_name")); !ok || got != 0 {
 		t.Errorf("skipped_data_points{reason=empty_metric_name}: %v (present %v), want 0", got, ok)
+	}
+	// The loss counters by cause: a series per cause at 0, and none without
+	// the label the README's table and alert annotations read.
+	for name, causes := range map[string][]string{
+		"data_loss_frames": {"unreplayable", "vanished"},
+		"torn_frames":      {"torn_tail", "torn_creation", "unwritten_segment", "never_written", "after_cut"},
+	} {
+		for _, cause := range causes {
+			if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name, id, attribute.String("cause", cause)); !ok || got != 0 {
+				t.Errorf("%s{cause=%s}: %v (present %v), want 0", name, cause, got, ok)
+			}
+		}
+		m, err := tt.GetMetric("otelcol_exporter_questdb_" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+			if _, ok := dp.Attributes.Value("cause"); !ok {
+				t.Errorf("%s has a series without a cause: %v", name, dp.Attributes.ToSlice())
+			}
+		}
 	}
 }
 
@@ -429,6 +452,73 @@ func TestDictionaryGauges(t *testing.T) {
 			case !sf && (disk != 0 || ram != index+float64(st.DictBytes)):
 				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, index+float64(st.DictBytes))
 			}
+			// The generation's working limit and how full it is: 2 of
+			// symbol_dict_max_entries 16 entries at least.
+			d := e.writer.dict
+			limit, fill := gauge("dictionary_limit_bytes"), gauge("dictionary_fill_ratio")
+			if limit != float64(d.Limit()) || limit != float64(cfg.symbolDictStartBytes()) {
+				t.Errorf("dictionary_limit_bytes %v, the generation's limit %d, the starting limit %d", limit, d.Limit(), cfg.symbolDictStartBytes())
+			}
+			if fill != d.Fill() || fill < 2.0/16 || fill >= 1 {
+				t.Errorf("dictionary_fill_ratio %v, the generation's fill %v (%d of 16 entries); want them equal, in [2/16, 1)", fill, d.Fill(), d.Len())
+			}
 		})
+	}
+}
+
+// TestLabelValuesAreTheDocumentedOnes: every label value the exporter
+// records from the start (category, cause, reason, signal) is one the
+// generated reference (documentation.md, from metadata.yaml) lists for that
+// metric, and every value listed has its series at 0 from the start; only
+// the exporter's ID and the table names are free text.
+func TestLabelValuesAreTheDocumentedOnes(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	startWithTelemetry(t, tt, "questdb", testConfig(t, closedPort(t)))
+	var rm metricdata.ResourceMetrics
+	if err := tt.Reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]map[string][]string{} // metric -> label -> values
+	note := func(name string, set attribute.Set) {
+		for _, kv := range set.ToSlice() {
+			if kv.Key == "exporter" || kv.Key == "table" {
+				continue
+			}
+			if seen[name] == nil {
+				seen[name] = map[string][]string{}
+			}
+			if v := kv.Value.AsString(); !slices.Contains(seen[name][string(kv.Key)], v) {
+				seen[name][string(kv.Key)] = append(seen[name][string(kv.Key)], v)
+			}
+		}
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range d.DataPoints {
+					note(m.Name, dp.Attributes)
+				}
+			}
+		}
+	}
+	generated := generatedMetrics(t)
+	for name, m := range generated {
+		for _, a := range m.attributes {
+			if a == "exporter" || a == "table" {
+				continue
+			}
+			want, got := slices.Sorted(slices.Values(m.values[a])), slices.Sorted(slices.Values(seen[name][a]))
+			if len(want) == 0 || !slices.Equal(want, got) {
+				t.Errorf("%s{%s}: documented values %v, recorded from the start %v", name, a, want, got)
+			}
+		}
+	}
+	for name, labels := range seen {
+		for a := range labels {
+			if !slices.Contains(generated[name].attributes, a) {
+				t.Errorf("%s records label %s, which metadata.yaml does not declare", name, a)
+			}
+		}
 	}
 }

@@ -57,7 +57,12 @@ func TestSlotErrors(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{{}, {"inspect"}, {"frobnicate", parent}, {"salvage"}, {"salvage", parent}} {
+	for _, args := range [][]string{{}, {"inspect"}, {"frobnicate", parent}, {"salvage"}, {"salvage", parent},
+		// --accept-loss only with --delete, and never negative: the
+		// operator would believe a deletion ordered.
+		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--accept-loss=1"},
+		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--delete", "--accept-loss=-2"},
+	} {
 		if code, _, _ := runTool(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
 		}

@@ -69,6 +69,12 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprint(stderr, "usage: questdb-slot salvage <slot> --endpoint ws://host:9000 [--config collector.yaml] [--all] [--delete]\n")
 		return 2
 	}
+	// --accept-loss only narrows what --delete may delete: alone it would
+	// be a deletion the operator believes ordered and that never happens.
+	if f.acceptLoss != -1 && (!f.delete || f.acceptLoss < 0) {
+		fmt.Fprintf(stderr, "questdb-slot salvage: --accept-loss=%d needs --delete and a count of 0 or more, the frames the salvage reports it cannot send\n", f.acceptLoss)
+		return 2
+	}
 	if f.endpoint == "" && f.config == "" {
 		fmt.Fprint(stderr, "questdb-slot salvage: give --endpoint (or --config with endpoints)\n")
 		return 2

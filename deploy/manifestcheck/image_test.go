@@ -1,6 +1,7 @@
 package manifestcheck
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +38,14 @@ func TestImageRecipesShareTheirContract(t *testing.T) {
 	}
 	if _, ok := reg.Files["."]; ok {
 		t.Error("the build stage's COPY was read as part of the runtime image")
+	}
+
+	// README, Running a fleet: on SIGTERM the exporter drains within
+	// close_flush_timeout, inside the pod's grace period; another signal
+	// (containerd sends the image's STOPSIGNAL) would skip the drain or
+	// kill it outright.
+	if sig := reg.EffectiveStopSignal(); sig != "SIGTERM" {
+		t.Errorf("Containerfile stops the collector with %s; the grace period and close_flush_timeout assume SIGTERM", sig)
 	}
 
 	volume := strings.Trim(reg.Volume, `[]" `)
@@ -80,7 +89,7 @@ func TestImageContractDifferencesCatchDrift(t *testing.T) {
 	reg, _ := readContract(t, "../image/Containerfile")
 	_, local := readContract(t, "../image/Containerfile.local")
 	for name, c := range map[string]struct{ old, new, want string }{
-		"user":        {"USER 10001:10001", "USER 0:0", "USER 0:0"},
+		"user":        {"USER 10001:10001", "USER 0:0", `USER "0:0"`},
 		"volume":      {`VOLUME ["/var/lib/otelcol/questdb"]`, `VOLUME ["/data"]`, "VOLUME"},
 		"port":        {"EXPOSE 4317 4318 13133 8888", "EXPOSE 4317 4318 13133", "EXPOSE"},
 		"entrypoint":  {`ENTRYPOINT ["/usr/local/bin/otelcol-questdb"]`, `ENTRYPOINT ["/otelcol"]`, "ENTRYPOINT"},
@@ -88,6 +97,11 @@ func TestImageContractDifferencesCatchDrift(t *testing.T) {
 		"binary path": {"COPY questdb-slot /usr/local/bin/questdb-slot", "COPY questdb-slot /bin/questdb-slot", "no COPY to /usr/local/bin/questdb-slot"},
 		"owner":       {"COPY --chown=10001:10001 questdb/", "COPY questdb/", "owned by"},
 		"extra file":  {"COPY group /etc/group", "COPY group /etc/group\nCOPY sh /bin/sh", "/bin/sh"},
+		// The process's surroundings, which the parser once skipped.
+		"environment": {"USER 10001:10001", "USER 10001:10001\nENV GOMEMLIMIT=400MiB", "ENV GOMEMLIMIT"},
+		"workdir":     {"USER 10001:10001", "USER 10001:10001\nWORKDIR /tmp", "WORKDIR"},
+		"label":       {"USER 10001:10001", "USER 10001:10001\nLABEL org.opencontainers.image.version=0.0.1", "LABEL org.opencontainers.image.version"},
+		"stop signal": {"USER 10001:10001", "USER 10001:10001\nSTOPSIGNAL SIGINT", `STOPSIGNAL "SIGINT", want "SIGTERM"`},
 	} {
 		if !strings.Contains(local, c.old) {
 			t.Fatalf("%s: Containerfile.local no longer has %q", name, c.old)
@@ -113,5 +127,50 @@ func TestParseImageContractJoinsContinuationsAndNeedsFrom(t *testing.T) {
 	}
 	if _, err := ParseImageContract([]byte("COPY a /b\n")); err == nil {
 		t.Error("a Containerfile without FROM parsed")
+	}
+}
+
+// TestImageContractReadsTheProcessSettings: ENV and LABEL in both forms,
+// quotes and escapes, later keys replacing earlier ones, a relative WORKDIR
+// joined to the one before, and STOPSIGNAL by name or number; the same
+// settings written another way are no drift, a changed one is.
+func TestImageContractReadsTheProcessSettings(t *testing.T) {
+	parse := func(stage string) ImageContract {
+		t.Helper()
+		c, err := ParseImageContract([]byte("FROM scratch\n" + stage))
+		if err != nil {
+			t.Fatalf("%q: %v", stage, err)
+		}
+		return c
+	}
+	c := parse("ENV A=1 B=\"two words\" C=a\\ b\nENV A=3\nENV D the whole value\n" +
+		"LABEL x=\"y z\" 'q'=r\nWORKDIR /srv\nWORKDIR data\nSTOPSIGNAL 15\n")
+	wantEnv := map[string]string{"A": "3", "B": "two words", "C": "a b", "D": "the whole value"}
+	if !maps.Equal(c.Env, wantEnv) || !maps.Equal(c.Labels, map[string]string{"x": "y z", "q": "r"}) ||
+		c.Workdir != "/srv/data" || c.EffectiveStopSignal() != "SIGTERM" {
+		t.Fatalf("read %+v; want env %v, labels x and q, workdir /srv/data, SIGTERM", c, wantEnv)
+	}
+
+	same := parse("ENV A=3 B='two words'\nENV C=\"a b\"\nENV D=\"the whole value\"\n" +
+		"LABEL q=r x=\"y z\"\nWORKDIR /srv/./data/\nSTOPSIGNAL term\n")
+	if d := c.Differences(same, nil); len(d) != 0 {
+		t.Errorf("the same settings written another way: %q", d)
+	}
+	for _, tc := range []struct{ stage, want string }{
+		{"ENV A=4 B=\"two words\" C=\"a b\" D=\"the whole value\"", `ENV A="4", want "3"`},
+		{"ENV B=\"two words\" C=\"a b\" D=\"the whole value\"", "no ENV A"},
+		{"LABEL x=\"y z\"", "no LABEL q"},
+		{"WORKDIR /srv", `WORKDIR "/srv", want "/srv/data"`},
+		{"STOPSIGNAL 9", `STOPSIGNAL "SIGKILL", want "SIGTERM"`},
+	} {
+		other := parse(tc.stage)
+		if d := strings.Join(c.Differences(other, nil), "; "); !strings.Contains(d, tc.want) {
+			t.Errorf("%q: differences %q do not name %q", tc.stage, d, tc.want)
+		}
+	}
+	for _, bad := range []string{"ENV A=\"open", "LABEL novalue", "ENV"} {
+		if _, err := ParseImageContract([]byte("FROM scratch\n" + bad + "\n")); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }

@@ -160,6 +160,11 @@ func TestGatewayManifestsKeepTheirPromises(t *testing.T) {
 	}
 	c := parseGatewayConfig(t, "gateway.yaml", []byte(cm.Data["config.yaml"]))
 	ctr := pod.Containers[0]
+	// The drain on SIGTERM is what the grace period is sized for; a pod's
+	// own stop signal would override the image's.
+	if l := ctr.Lifecycle; l != nil && l.StopSignal != nil && *l.StopSignal != corev1.SIGTERM {
+		t.Errorf("gateway.yaml: lifecycle.stopSignal %s; the grace period and close_flush_timeout assume SIGTERM", *l.StopSignal)
+	}
 	checkGateway(t, "gateway.yaml", c, *pod.TerminationGracePeriodSeconds, ctr.Env, ctr.VolumeMounts, sts.Spec.VolumeClaimTemplates, ctr.Args)
 	for _, p := range []*corev1.Probe{ctr.LivenessProbe, ctr.ReadinessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/" {
@@ -322,23 +327,58 @@ func TestCollectorConfigsValidate(t *testing.T) {
 	}
 }
 
-// TestValidateRefusesABrokenConfig shows the check can fail: a misspelt
-// exporter setting is refused by the collector's validate.
-func TestValidateRefusesABrokenConfig(t *testing.T) {
+// validateImageConfig runs the built collector's validate on
+// image/config.yaml changed by edit (nil: as it is), with POD_NAME set and sf_dir in a
+// temporary directory, so that only the edit can make it fail.
+func validateImageConfig(t *testing.T, edit func(string) string) (string, error) {
+	t.Helper()
 	gateway := binary(t, "QUESTDB_COLLECTOR", "../../_build/otelcol-questdb")
-	raw, err := os.ReadFile("../image/config.yaml")
-	if err != nil {
+	raw := string(mustRead(t, "../image/config.yaml"))
+	sfDir := t.TempDir()
+	local := strings.Replace(raw, "sf_dir: /var/lib/otelcol/questdb", "sf_dir: "+sfDir, 1)
+	if local == raw {
+		t.Fatal("image/config.yaml no longer sets sf_dir: /var/lib/otelcol/questdb")
+	}
+	edited := local
+	if edit != nil {
+		if edited = edit(local); edited == local {
+			t.Fatal("the edit changed nothing in image/config.yaml")
+		}
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broken := strings.Replace(string(raw), "close_flush_timeout:", "close_flush_timout:", 1)
-	if broken == string(raw) {
-		t.Fatal("image/config.yaml no longer sets close_flush_timeout")
+	cmd := exec.Command(gateway, "validate", "--config", path)
+	cmd.Env = append(os.Environ(), "POD_NAME=otelcol-gateway-0")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestValidateRefusesABrokenConfig shows the check can fail, and for the
+// reason it names: the configuration as shipped validates, a misspelt
+// exporter setting is refused naming it, and so is the batch processor,
+// which this build leaves out (README, Quick start: it would answer the
+// client before the exporter stored anything).
+func TestValidateRefusesABrokenConfig(t *testing.T) {
+	if out, err := validateImageConfig(t, nil); err != nil {
+		t.Fatalf("image/config.yaml with POD_NAME set does not validate: %v\n%s", err, out)
 	}
-	path := filepath.Join(t.TempDir(), "broken.yaml")
-	if err := os.WriteFile(path, []byte(broken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(gateway, "validate", "--config", path).CombinedOutput(); err == nil {
-		t.Fatalf("validate accepted a misspelt setting:\n%s", out)
+	for name, c := range map[string]struct {
+		edit func(string) string
+		want string
+	}{
+		"misspelt setting": {func(s string) string { return strings.Replace(s, "close_flush_timeout:", "close_flush_timout:", 1) }, "close_flush_timout"},
+		"batch processor": {func(s string) string {
+			s = strings.Replace(s, "\nextensions:", "\nprocessors:\n  batch: {}\n\nextensions:", 1)
+			return strings.Replace(s, "      exporters: [ questdb ]", "      processors: [ batch ]\n      exporters: [ questdb ]", 1)
+		}, `unknown type: "batch"`},
+	} {
+		out, err := validateImageConfig(t, c.edit)
+		if err == nil {
+			t.Errorf("%s: validate accepted it:\n%s", name, out)
+		} else if !strings.Contains(out, c.want) {
+			t.Errorf("%s: validate refused it without naming %q:\n%s", name, c.want, out)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package manifestcheck
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -249,4 +250,24 @@ func TestGatewayResourcesAgree(t *testing.T) {
 func describe(r corev1.ResourceRequirements) string {
 	return fmt.Sprintf("requests cpu %s memory %s, limits cpu %s memory %s",
 		r.Requests.Cpu(), r.Requests.Memory(), r.Limits.Cpu(), r.Limits.Memory())
+}
+
+// TestDrainJobEditsAreCounted: the README and the Job's own header tell an
+// operator how many "otelcol-gateway-2" to replace for another ordinal; that
+// is every one in the Job, so none is left pointing at the old pod.
+func TestDrainJobEditsAreCounted(t *testing.T) {
+	raw := mustRead(t, "../kubernetes/drain-job.yaml")
+	podName := readGatewayTier(t).sts.Name + "-2"
+	in := strings.Count(string(stripComments(raw)), podName)
+	words := map[string]int{"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+	for where, text := range map[string]string{"README.md": string(mustRead(t, "../../README.md")), "drain-job.yaml": string(raw)} {
+		m := regexp.MustCompile("(?:edit|replace) the (\\w+) [`\"]" + regexp.QuoteMeta(podName) + "[`\"]").FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("%s no longer says how many %q to replace", where, podName)
+			continue
+		}
+		if words[m[1]] != in {
+			t.Errorf("%s says to replace %s %q; the Job holds %d", where, m[1], podName, in)
+		}
+	}
 }

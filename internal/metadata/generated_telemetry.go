@@ -34,7 +34,9 @@ type TelemetryBuilder struct {
 	ExporterQuestdbDataLossFrames        metric.Int64Counter
 	ExporterQuestdbDdlFailures           metric.Int64Counter
 	ExporterQuestdbDictionaryDiskBytes   metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryFillRatio   metric.Float64ObservableGauge
 	ExporterQuestdbDictionaryGenerations metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryLimitBytes  metric.Int64ObservableGauge
 	ExporterQuestdbDictionaryRAMBytes    metric.Int64ObservableGauge
 	ExporterQuestdbDictionarySize        metric.Int64ObservableGauge
 	ExporterQuestdbDrainersActive        metric.Int64UpDownCounter
@@ -101,12 +103,42 @@ func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryDiskBytesCallb
 	return nil
 }
 
+// RegisterExporterQuestdbDictionaryFillRatioCallback sets callback for observable ExporterQuestdbDictionaryFillRatio metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryFillRatioCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ExporterQuestdbDictionaryFillRatio, obs: o})
+		return nil
+	}, builder.ExporterQuestdbDictionaryFillRatio)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
 // RegisterExporterQuestdbDictionaryGenerationsCallback sets callback for observable ExporterQuestdbDictionaryGenerations metric.
 func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryGenerationsCallback(cb metric.Int64Callback) error {
 	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionaryGenerations, obs: o})
 		return nil
 	}, builder.ExporterQuestdbDictionaryGenerations)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
+}
+
+// RegisterExporterQuestdbDictionaryLimitBytesCallback sets callback for observable ExporterQuestdbDictionaryLimitBytes metric.
+func (builder *TelemetryBuilder) RegisterExporterQuestdbDictionaryLimitBytesCallback(cb metric.Int64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerInt64{inst: builder.ExporterQuestdbDictionaryLimitBytes, obs: o})
+		return nil
+	}, builder.ExporterQuestdbDictionaryLimitBytes)
 	if err != nil {
 		return err
 	}
@@ -283,7 +315,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbBackpressureStalls, err = builder.meter.Int64Counter(
 		"otelcol_exporter_questdb_backpressure_stalls",
-		metric.WithDescription("Consume calls that had to wait for room because the queue was full (on_full is block). [Alpha]"),
+		metric.WithDescription("Groups of consume calls (concurrent calls share one append) that found the queue full and had to wait for room (on_full is block); the wait may end in a refusal. [Alpha]"),
 		metric.WithUnit("{stalls}"),
 	)
 	errs = errors.Join(errs, err)
@@ -311,10 +343,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryFillRatio, err = builder.meter.Float64ObservableGauge(
+		"otelcol_exporter_questdb_dictionary_fill_ratio",
+		metric.WithDescription("How full the current SYMBOL dictionary generation is against its working limit (dictionary_limit_bytes) - the largest of its symbol text over the limit, its index over three times the limit and its entries over symbol_dict_max_entries. At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles; one frame's new symbols can take it a little past 1. [Alpha]"),
+		metric.WithUnit("1"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryGenerations, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_generations",
 		metric.WithDescription("SYMBOL dictionary generations the queue holds - those still used by unacknowledged frames and the one being written. [Alpha]"),
 		metric.WithUnit("{generations}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryLimitBytes, err = builder.meter.Int64ObservableGauge(
+		"otelcol_exporter_questdb_dictionary_limit_bytes",
+		metric.WithDescription("The current SYMBOL dictionary generation's working limit of symbol text - it starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while the generation's symbols recur; the generation ends at it (or at three times it of index, or at symbol_dict_max_entries). Stuck at the start under a steady load whose generations rotate, it says the working set does not recur within symbol_dict_max_bytes. [Alpha]"),
+		metric.WithUnit("By"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(

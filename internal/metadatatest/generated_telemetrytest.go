@@ -39,7 +39,7 @@ func AssertEqualExporterQuestdbAckLatency(t *testing.T, tt *componenttest.Teleme
 func AssertEqualExporterQuestdbBackpressureStalls(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_backpressure_stalls",
-		Description: "Consume calls that had to wait for room because the queue was full (on_full is block). [Alpha]",
+		Description: "Groups of consume calls (concurrent calls share one append) that found the queue full and had to wait for room (on_full is block); the wait may end in a refusal. [Alpha]",
 		Unit:        "{stalls}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
@@ -112,6 +112,20 @@ func AssertEqualExporterQuestdbDictionaryDiskBytes(t *testing.T, tt *componentte
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbDictionaryFillRatio(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_fill_ratio",
+		Description: "How full the current SYMBOL dictionary generation is against its working limit (dictionary_limit_bytes) - the largest of its symbol text over the limit, its index over three times the limit and its entries over symbol_dict_max_entries. At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles; one frame's new symbols can take it a little past 1. [Alpha]",
+		Unit:        "1",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_fill_ratio")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_generations",
@@ -122,6 +136,20 @@ func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *component
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_generations")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbDictionaryLimitBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_limit_bytes",
+		Description: "The current SYMBOL dictionary generation's working limit of symbol text - it starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while the generation's symbols recur; the generation ends at it (or at three times it of index, or at symbol_dict_max_entries). Stuck at the start under a steady load whose generations rotate, it says the working set does not recur within symbol_dict_max_bytes. [Alpha]",
+		Unit:        "By",
+		Data: metricdata.Gauge[int64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_limit_bytes")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -153,6 +153,8 @@
 //	designated timestamp NULL          the server's time                        QWA serverTimestamp, WCRA              TestSentinelsStoredAsNull
 //	(bitmap) or absent                                                          putTimestampColumn                     (row times), server tests
 //	array with NaN elements            stored; NULL only by the bitmap          WCRA.putArrayColumn                    TestSentinelsStoredAsNull
+//	array with a dimension over 2^28-1 WRITE_ERROR "dimension length out of     WCRA.putArrayColumn ->                 TestArrayDimensionLengthLimit
+//	(an empty one: [0, 2^28])          range [dim=D, dimLen=N, maxLen=...]"     MutableArray.setDimLen (DIM_MAX_LEN)
 //
 // Deliberate differences: values live in memory as Go values, not column
 // files; the messages name table, column and row, where QuestDB's name the
@@ -478,7 +480,14 @@
 // server may mark it 0x03. A LONG_ARRAY into an existing DOUBLE[] column is
 // refused (0x03); whether QuestDB's WalColumnarRowAppender.putArrayColumn
 // converts it was not read. A column named twice in one block is 0x09 in the
-// stand-in; QuestDB's answer was not read. The JsonQueryProcessor stored is
+// stand-in; QwpWalAppender.appendToWalStreaming0 (03660c834c70) has no
+// duplicate check (both block columns map to the one table column), and
+// what the WAL writer makes of the second write was not read. The stand-in
+// answers 0x03 where QuestDB writes: an integer into a TIMESTAMP_NS column
+// (WalColumnarRowAppender.putIntegerToNumericColumn, in the version the
+// search index holds, commit not named), BOOLEAN into a numeric column, and
+// CHAR, DATE, UUID or another fixed type into VARCHAR (QwpWalAppender
+// 03660c834c70). The JsonQueryProcessor stored is
 // of 2020 and answered errors with 200; its current status codes follow the
 // reference. Not reproduced: the structural seqTxn a new column takes, and
 // the seqTxn a table created by a block without rows may report.

@@ -89,6 +89,23 @@ func checkDesignated(v int64, col qwp.ColumnType) string {
 	return ""
 }
 
+// arrayDimMaxLen is QuestDB's ArrayView.DIM_MAX_LEN, 2^28-1.
+const arrayDimMaxLen = 1<<28 - 1
+
+// arrayRefused says why QuestDB refuses to write an array value, "" when it
+// takes it: WalColumnarRowAppender.putArrayColumn sets each dimension with
+// MutableArray.setDimLen, which refuses one longer than DIM_MAX_LEN. The wire
+// bounds only the element count, so an empty array can carry such a
+// dimension.
+func arrayRefused(a Array) string {
+	for d, n := range a.Shape {
+		if n > arrayDimMaxLen {
+			return fmt.Sprintf("dimension length out of range [dim=%d, dimLen=%d, maxLen=%d]", d, n, arrayDimMaxLen)
+		}
+	}
+	return ""
+}
+
 // valueError is a value QuestDB's appender refuses: a non-critical
 // CairoException, which its QWP processor answers with WRITE_ERROR (0x09,
 // NOT_ACCEPTING_WRITES), not SCHEMA_MISMATCH.

@@ -282,3 +282,29 @@ func TestDedupSentinelKeyEqualsNull(t *testing.T) {
 		{int32(math.MinInt32 + 1), int8(0), int64(3), int64(5)},
 	}, td.Rows)
 }
+
+// QuestDB writes an array value through MutableArray.setDimLen, which
+// refuses a dimension longer than ArrayView.DIM_MAX_LEN (2^28-1) with a
+// non-critical CairoException (WRITE_ERROR). The wire only bounds the
+// element count, so an empty array can carry such a dimension; the longest
+// allowed one is stored.
+func TestArrayDimensionLengthLimit(t *testing.T) {
+	const maxLen = 1<<28 - 1
+	s := newServer(t, Options{})
+	c := dial(t, s, nil)
+	c.send(message(0, 1, append(blockHeader("arr", 1, "a", qwp.TypeDoubleArray), wire{}.u8(0).u8(2).u32(maxLen).u32(0)...)))
+	c.ackedThrough(0)
+	td, _ := s.Rows("arr")
+	require.Len(t, td.Rows, 1)
+	assert.Equal(t, Array{Shape: []int32{maxLen, 0}, Doubles: []float64{}}, td.Rows[0][0])
+
+	c.send(message(0, 1, append(blockHeader("arr", 2, "a", qwp.TypeDoubleArray),
+		wire{}.u8(0).u8(2).u32(0).u32(1).u8(2).u32(0).u32(maxLen+1)...)))
+	r := c.resp()
+	assert.Equal(t, qwp.StatusWriteError, r.Status, r.Message)
+	assert.Equal(t, int64(1), r.Seq)
+	assert.Contains(t, r.Message, "dimension length out of range [dim=1, dimLen=268435456, maxLen=268435455]")
+	assert.Contains(t, r.Message, "row 1")
+	td, _ = s.Rows("arr")
+	assert.Len(t, td.Rows, 1, "the refused block is rolled back")
+}

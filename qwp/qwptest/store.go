@@ -424,8 +424,11 @@ func compatible(wire, col qwp.ColumnType) bool {
 // putIntegerToNumericColumn, putFloatToNumericColumn); refused says why
 // QuestDB refuses the value (out of the column's range, a float that is not
 // a whole number into an integer column, a microsecond timestamp whose
-// nanoseconds overflow), "" when it takes it.
+// nanoseconds overflow, an array dimension over 2^28-1), "" when it takes it.
 func convertValue(v any, wire, col qwp.ColumnType) (cv any, refused string) {
+	if a, ok := v.(Array); ok {
+		return a, arrayRefused(a)
+	}
 	if wire == col || (isText(wire) && isText(col)) {
 		return v, ""
 	}
