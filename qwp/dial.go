@@ -81,7 +81,9 @@ type Conn struct {
 	// handlers. Messages, control frames and write deadlines go through
 	// Conn's methods, never through WS: gorilla/websocket splits a message
 	// larger than its write buffer into frames, which QuestDB refuses, and
-	// Conn writes messages to the socket itself.
+	// Conn writes every frame to the socket itself. The frames gorilla
+	// writes on its own while reading (a CLOSE on a protocol error or over
+	// the read limit) take Conn's write lock (gorillaConn).
 	WS      *websocket.Conn
 	Version int
 	// MaxBatchSize is the server's per-message payload cap, 0 when not
