@@ -109,7 +109,8 @@ type Config struct {
 	MetricAttributesType string `mapstructure:"metric_attributes_type"`
 	// CreateTables makes the exporter create its seven tables, with DEDUP
 	// UPSERT KEYS, over QuestDB's HTTP /exec on every new connection (not
-	// on one replacing a connection the sender recycled itself), so a
+	// on one replacing a connection the sender recycled itself that
+	// reaches the same server), so a
 	// replay after a reconnect or restart never doubles a row. Off leaves
 	// the tables to QWP's auto-create, which gives them no dedup keys.
 	CreateTables bool `mapstructure:"create_tables"`

@@ -20,7 +20,8 @@ import (
 // tableCreator runs the DDL against QuestDB's HTTP /exec endpoint, which
 // shares host, port, TLS and credentials with the QWP endpoint. It runs on
 // every new connection (QuestDB may have been rebuilt meanwhile) except one
-// replacing a connection the sender recycled itself (sender.Options.OnConnect),
+// replacing a connection the sender recycled itself and reaching the same
+// server (sender.Options.OnConnect),
 // only once the WebSocket upgrade succeeded, so never while QuestDB is down,
 // and before the connection's first frame.
 //

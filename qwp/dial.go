@@ -81,7 +81,9 @@ type Conn struct {
 	// handlers. Messages, control frames and write deadlines go through
 	// Conn's methods, never through WS: gorilla/websocket splits a message
 	// larger than its write buffer into frames, which QuestDB refuses, and
-	// Conn writes messages to the socket itself.
+	// Conn writes every frame to the socket itself. The frames gorilla
+	// writes on its own while reading (a CLOSE on a protocol error or over
+	// the read limit) take Conn's write lock (gorillaConn).
 	WS      *websocket.Conn
 	Version int
 	// MaxBatchSize is the server's per-message payload cap, 0 when not
@@ -92,13 +94,13 @@ type Conn struct {
 	// Role is X-QuestDB-Role of the 101 response, "" when absent.
 	Role string
 
-	// nc is the socket under WS (TLS included): messages are framed and
-	// written to it directly (writeFrame).
+	// nc is the socket under WS (TLS included): every frame is written to
+	// it directly (writeHead), gorilla's through gorillaConn.
 	nc net.Conn
-	// wmu serialises this package's writes to the socket (messages,
-	// WriteControl and the replies of the ping and close handlers Dial
-	// installs): a direct write bypasses gorilla's own write lock. A
-	// channel, so that WriteControl can give up at its deadline.
+	// wmu serialises every write to the socket: messages, control frames
+	// (WriteControl, and the replies of the ping and close handlers Dial
+	// installs) and the frames gorilla writes on its own. A channel, so
+	// that a control frame can give up at its deadline.
 	wmu           chan struct{}
 	writeDeadline time.Time
 	closeSent     bool
@@ -108,6 +110,7 @@ type Conn struct {
 	// frame's payload.
 	writeErr error
 	hdr      [maxFrameHeader]byte
+	ctl      [maxControlPayload]byte // a control frame's masked payload
 	iov      [2][]byte
 }
 
@@ -145,26 +148,67 @@ func (c *Conn) WriteMessage(msg []byte) error {
 	if err := c.beginMessage(len(msg)); err != nil {
 		return err
 	}
-	defer func() { <-c.wmu }()
+	defer c.unlock()
 	return c.writeFrame(msg)
 }
 
-// beginMessage takes wmu for a message of n bytes, or says why the message
-// cannot be written (over MessageLimit, an earlier failed write, a close
-// frame sent) without holding it.
+// beginMessage takes the write lock for a message of n bytes, or says why
+// the message cannot be written (over MessageLimit, an earlier failed
+// write, a close frame sent) without holding it.
 func (c *Conn) beginMessage(n int) error {
 	if n > c.MessageLimit() {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, n, c.MessageLimit())
 	}
 	c.wmu <- struct{}{}
-	err := c.writeErr
-	if err == nil && c.closeSent {
-		err = websocket.ErrCloseSent
+	if err := c.writable(); err != nil {
+		c.unlock()
+		return err
 	}
-	if err != nil {
-		<-c.wmu
+	return nil
+}
+
+// lock takes the write lock, waiting for it until deadline (zero: no
+// limit). A deadline already past fails at once: a write under it could
+// only time out, and a timed-out write ends every write on a TLS
+// connection.
+func (c *Conn) lock(deadline time.Time) error {
+	if deadline.IsZero() {
+		c.wmu <- struct{}{}
+		return nil
 	}
-	return err
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return errControlDeadline
+	}
+	select {
+	case c.wmu <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case c.wmu <- struct{}{}:
+		return nil
+	case <-t.C:
+		return errControlDeadline
+	}
+}
+
+var errControlDeadline = fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
+
+func (c *Conn) unlock() { <-c.wmu }
+
+// writable says why no frame may be written (an earlier failed write, a
+// close frame sent), nil when one may; the write lock is held.
+func (c *Conn) writable() error {
+	if c.writeErr != nil {
+		return c.writeErr
+	}
+	if c.closeSent {
+		return websocket.ErrCloseSent
+	}
+	return nil
 }
 
 // WriteMessageFrom sends the n bytes r yields as one binary WebSocket frame
@@ -183,14 +227,14 @@ func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
 	if err := c.beginMessage(n); err != nil {
 		return err
 	}
-	defer func() { <-c.wmu }()
+	defer c.unlock()
 	piece := buf[:min(n, len(buf))]
 	if _, err := io.ReadFull(r, piece); err != nil {
 		return err
 	}
-	h, key := c.frameHeader(n)
+	h, key := c.frameHeader(websocket.BinaryMessage, n)
 	maskBytes(piece, key)
-	err := c.writeHead(h, piece)
+	err := c.writeHead(c.writeDeadline, h, piece)
 	for off := len(piece); err == nil && off < n; off += len(piece) {
 		piece = buf[:min(n-off, len(buf))]
 		if _, err = io.ReadFull(r, piece); err != nil {
@@ -209,37 +253,53 @@ func (c *Conn) WriteMessageFrom(n int, r io.Reader, buf []byte) error {
 }
 
 // writeFrame writes msg as one masked binary frame (RFC 6455 section 5.2)
-// to the socket; wmu is held.
+// to the socket; the write lock is held.
 func (c *Conn) writeFrame(msg []byte) error {
-	h, key := c.frameHeader(len(msg))
+	h, key := c.frameHeader(websocket.BinaryMessage, len(msg))
 	maskBytes(msg, key)
 	defer maskBytes(msg, key)
-	err := c.writeHead(h, msg)
+	return c.writeHead(c.writeDeadline, h, msg)
+}
+
+// writeHead writes a frame's header h and its first (or only) masked bytes
+// with one writev by deadline; the write lock is held. A failure is kept
+// in writeErr: part of the frame may be on the wire.
+func (c *Conn) writeHead(deadline time.Time, h, first []byte) error {
+	err := c.nc.SetWriteDeadline(deadline)
+	if err == nil {
+		c.iov = [2][]byte{h, first}
+		bufs := net.Buffers(c.iov[:])
+		_, err = bufs.WriteTo(c.nc)
+		c.iov = [2][]byte{} // the bytes are the caller's: keep no reference to them
+	}
 	if err != nil {
 		c.writeErr = err
 	}
 	return err
 }
 
-// writeHead writes a frame's header h and its first (or only) masked bytes
-// with one writev, under the write deadline; wmu is held.
-func (c *Conn) writeHead(h, first []byte) error {
-	if err := c.nc.SetWriteDeadline(c.writeDeadline); err != nil {
+// writeGorillaFrame writes a frame gorilla built (gorillaConn.Write) by
+// deadline, under the write lock, unless no frame may be written any more.
+func (c *Conn) writeGorillaFrame(frame []byte, deadline time.Time) error {
+	if err := c.lock(deadline); err != nil {
 		return err
 	}
-	c.iov = [2][]byte{h, first}
-	bufs := net.Buffers(c.iov[:])
-	_, err := bufs.WriteTo(c.nc)
-	c.iov = [2][]byte{} // the bytes are the caller's: keep no reference to them
-	return err
+	defer c.unlock()
+	if err := c.writable(); err != nil {
+		return err
+	}
+	if len(frame) > 0 && frame[0]&0x0f == websocket.CloseMessage {
+		c.closeSent = true
+	}
+	return c.writeHead(deadline, frame, nil)
 }
 
-// frameHeader builds, in c.hdr, the header of a masked binary frame with
-// FIN set carrying n bytes, and returns it with its new masking key; wmu
-// is held.
-func (c *Conn) frameHeader(n int) ([]byte, uint32) {
+// frameHeader builds, in c.hdr, the header of a masked frame of opcode op
+// with FIN set carrying n bytes, and returns it with its new masking key;
+// the write lock is held.
+func (c *Conn) frameHeader(op byte, n int) ([]byte, uint32) {
 	h := c.hdr[:2]
-	h[0] = 0x80 | websocket.BinaryMessage // FIN
+	h[0] = 0x80 | op // FIN
 	switch {
 	case n < 126:
 		h[1] = 0x80 | byte(n)
@@ -283,30 +343,34 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // WriteControl writes a control frame (websocket.CloseMessage,
 // PingMessage or PongMessage) by deadline (zero: none, as in gorilla); it
 // may run concurrently with WriteMessage, and waits for a message being
-// written at most until deadline. After a close frame, WriteMessage fails
-// with websocket.ErrCloseSent; after a failed message write, WriteControl
-// fails with its error.
+// written at most until deadline. After a close frame, every write fails
+// with websocket.ErrCloseSent; after a failed write, with its error.
 func (c *Conn) WriteControl(messageType int, data []byte, deadline time.Time) error {
-	var expired <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		expired = t.C
+	switch {
+	case messageType != websocket.CloseMessage && messageType != websocket.PingMessage && messageType != websocket.PongMessage:
+		return fmt.Errorf("qwp: WriteControl: %d is not a control frame type", messageType)
+	case len(data) > maxControlPayload:
+		return fmt.Errorf("qwp: WriteControl: %d bytes of payload, a control frame carries at most %d", len(data), maxControlPayload)
 	}
-	select {
-	case c.wmu <- struct{}{}:
-	case <-expired:
-		return fmt.Errorf("qwp: control frame: %w", os.ErrDeadlineExceeded)
+	if err := c.lock(deadline); err != nil {
+		return err
 	}
-	defer func() { <-c.wmu }()
-	if c.writeErr != nil {
-		return c.writeErr
+	defer c.unlock()
+	if err := c.writable(); err != nil {
+		return err
 	}
 	if messageType == websocket.CloseMessage {
 		c.closeSent = true
 	}
-	return c.WS.WriteControl(messageType, data, deadline)
+	h, key := c.frameHeader(byte(messageType), len(data))
+	payload := append(c.ctl[:0], data...)
+	maskBytes(payload, key)
+	return c.writeHead(deadline, h, payload)
 }
+
+// maxControlPayload is the most a control frame carries (RFC 6455 section
+// 5.5).
+const maxControlPayload = 125
 
 // controlHandlers replaces gorilla's ping and close handlers, which write
 // their replies through gorilla's own lock, with the same replies through
@@ -388,13 +452,16 @@ func (e *UpgradeError) Unwrap() error { return e.Err }
 // Dial opens a QWP connection: the WebSocket upgrade with version, client
 // id, authentication and durable-ack headers, then the checks of the 101
 // response. Configuration mistakes are plain errors; everything that went
-// wrong with the server is an *UpgradeError.
+// wrong with the server is an *UpgradeError. The proxy is the
+// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); only an http:// proxy
+// carries wss.
 func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
-	return dial(ctx, o, nil)
+	return dial(ctx, o, nil, http.ProxyFromEnvironment)
 }
 
-// dial is Dial through netDial when not nil (a test's byte counter).
-func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, network, addr string) (net.Conn, error)) (*Conn, error) {
+// dial is Dial through netDial (nil: net.Dialer's; a test's byte counter)
+// and the proxy proxy chooses.
+func dial(ctx context.Context, o DialOptions, netDial netDialer, proxy func(*http.Request) (*url.URL, error)) (*Conn, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("qwp: endpoint URL %q: %w", o.URL, err)
@@ -426,17 +493,37 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 		return nil, fmt.Errorf("qwp: durable ack %q is not one of local, replicated, local,replicated", o.DurableAck)
 	}
 	d := websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		TLSClientConfig:  o.TLS,
 		HandshakeTimeout: o.HandshakeTimeout,
-		// Messages bypass gorilla's write buffer (WriteMessage); its
-		// control frames use their own. The pool keeps gorilla from
-		// allocating one per connection that nothing borrows.
+		// Conn frames every message and control frame itself; the pool
+		// keeps gorilla from allocating a write buffer per connection
+		// that nothing borrows.
 		WriteBufferPool: &unusedWritePool,
-		NetDialContext:  netDial,
 	}
 	if d.HandshakeTimeout <= 0 {
 		d.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	// The socket under gorilla is a gorillaConn, TLS included: gorilla
+	// would otherwise put TLS over it, and its writes could not be
+	// ordered with Conn's.
+	if u.Scheme == "ws" {
+		d.Proxy = proxy
+		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := netDial.dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &gorillaConn{Conn: nc}, nil
+		}
+	} else {
+		// gorilla would dial the proxy with NetDialTLSContext: the
+		// proxy's CONNECT is dialTLS's.
+		proxyURL, err := proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: u.Host}})
+		if err != nil {
+			return nil, classifyUpgrade(o.URL, nil, err, time.Now())
+		}
+		d.NetDialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			return dialTLS(ctx, netDial, proxyURL, o.TLS, addr)
+		}
 	}
 	ws, resp, err := d.DialContext(ctx, o.URL, h)
 	if err != nil {
@@ -447,9 +534,11 @@ func dial(ctx context.Context, o DialOptions, netDial func(ctx context.Context, 
 		_ = ws.Close()
 		return nil, err
 	}
+	g := ws.NetConn().(*gorillaConn) // both dial functions return one
 	ws.SetReadLimit(MaxResponseBytes)
 	c.WS = ws
-	c.nc, c.wmu = ws.NetConn(), make(chan struct{}, 1)
+	c.nc, c.wmu = g.Conn, make(chan struct{}, 1)
+	g.c = c
 	c.controlHandlers()
 	return c, nil
 }

@@ -136,7 +136,24 @@ func (p *rawPeer) readFrame() (rawFrame, error) {
 func dialRaw(t *testing.T, kv ...string) (*Conn, *rawPeer) {
 	t.Helper()
 	url, peers := rawServer(t, kv...)
-	c, err := Dial(context.Background(), DialOptions{URL: url})
+	return dialPeer(t, url, peers, nil)
+}
+
+// dialRawTLS is dialRaw over wss, with httptest's certificate.
+func dialRawTLS(t *testing.T, kv ...string) (*Conn, *rawPeer) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	url, peers := rawServerTLS(t, srv.TLS, kv...)
+	return dialPeer(t, url, peers, srv.Client().Transport.(*http.Transport).TLSClientConfig)
+}
+
+// dialPeer dials url with cfg and returns the connection and the raw
+// server's side of it, both closed when the test ends.
+func dialPeer(t *testing.T, url string, peers <-chan *rawPeer, cfg *tls.Config) (*Conn, *rawPeer) {
+	t.Helper()
+	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +293,7 @@ func BenchmarkWriteMessage(b *testing.B) {
 					write = func(m []byte) error { return ws.WriteMessage(websocket.BinaryMessage, m) }
 					closer = ws
 				} else {
-					c, err := dial(context.Background(), DialOptions{URL: url}, netDial)
+					c, err := dial(context.Background(), DialOptions{URL: url}, netDial, http.ProxyFromEnvironment)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -428,20 +445,7 @@ func TestWriteControlGivesUpAtDeadline(t *testing.T) {
 // through the TLS connection as two writes; the peer still reads one masked
 // BINARY frame with the message intact, and the buffer is restored.
 func TestWriteMessageOverTLS(t *testing.T) {
-	srv := httptest.NewUnstartedServer(nil)
-	srv.StartTLS()
-	defer srv.Close()
-	url, peers := rawServerTLS(t, srv.TLS, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
-	c, err := Dial(context.Background(), DialOptions{URL: url, TLS: srv.Client().Transport.(*http.Transport).TLSClientConfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	p := <-peers
-	if p == nil {
-		t.Fatal("no connection reached the raw server")
-	}
-	defer p.conn.Close()
+	c, p := dialRawTLS(t, HeaderMaxBatchSize, strconv.Itoa(MaxMessageBytes))
 	for _, size := range []int{3, 70_000, 1_887_436} {
 		msg := make([]byte, size)
 		for i := range msg {
@@ -510,5 +514,37 @@ func TestWriteControlWithoutDeadline(t *testing.T) {
 		if f.opcode != 0x9 || len(f.payload) != 1 || f.payload[0] != byte(i) {
 			t.Fatalf("ping %d: opcode %#x payload %x", i, f.opcode, f.payload)
 		}
+	}
+}
+
+// TestWriteControlRefusesNonControl: a data opcode or a payload over 125
+// bytes is refused before anything is written (RFC 6455 section 5.5); the
+// connection stays usable.
+func TestWriteControlRefusesNonControl(t *testing.T) {
+	c, p := dialRaw(t)
+	if err := c.WriteControl(websocket.BinaryMessage, nil, time.Time{}); err == nil {
+		t.Fatal("WriteControl of a BINARY frame succeeded")
+	}
+	if err := c.WriteControl(websocket.PingMessage, make([]byte, 126), time.Time{}); err == nil {
+		t.Fatal("WriteControl of a 126-byte PING succeeded")
+	}
+	f := sendFrame(t, c, p, []byte("after"), "message after the refusals")
+	if f.opcode != 2 || string(f.payload) != "after" {
+		t.Fatalf("first frame after the refusals: opcode %#x payload %q", f.opcode, f.payload)
+	}
+}
+
+// TestWriteControlPastDeadline: a control frame whose deadline has passed
+// is refused before anything is written, and leaves the connection usable
+// (a write that timed out would end every later write over TLS).
+func TestWriteControlPastDeadline(t *testing.T) {
+	c, p := dialRawTLS(t)
+	err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(-time.Millisecond))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteControl past its deadline = %v, want a deadline error", err)
+	}
+	f := sendFrame(t, c, p, []byte("after"), "message after the refused ping")
+	if f.opcode != 2 || string(f.payload) != "after" {
+		t.Fatalf("first frame after the refused ping: opcode %#x payload %q", f.opcode, f.payload)
 	}
 }

@@ -106,10 +106,12 @@ type Options struct {
 	// upgrade and before any frame is sent on that connection (the exporter
 	// creates its tables there), except on a connection that replaces one
 	// the sender recycled on purpose (a dictionary generation switch, a
-	// broken chain of delta sections, evicted frames): the same endpoint,
-	// reached again at once, that the hook already ran for. It must bound
-	// its own duration; ctx ends
-	// when the sender closes. An error means "not now": the connection is
+	// broken chain of delta sections, evicted frames) and reaches the same
+	// server the hook already ran for: the same endpoint, the same peer
+	// address, the same 101 headers (QuestDB sends no identity of its own,
+	// so servers behind one load-balancer address, configured alike, look
+	// the same). It must bound its own duration; ctx ends when the sender
+	// closes. An error means "not now": the connection is
 	// closed unused and the sender reconnects after its backoff, as for any
 	// lost connection, so the hook runs again before the frames go out.
 	OnConnect func(ctx context.Context, endpoint string) error

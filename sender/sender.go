@@ -357,17 +357,20 @@ func (s *Sender) run() {
 	}()
 	s.state(State{Kind: Connecting, Endpoint: s.o.Endpoints[0], Since: time.Now()})
 	rejectsThisRound := 0 // endpoints that refused us by role or version in a row
-	// recycled: the last connection ended in a planned recycle (a reason
-	// of the sender's own: a generation switch, a broken chain of delta
-	// sections, evicted frames) on a connection that was established. Its
-	// replacement, to the same endpoint at once, skips the hook (which ran
-	// for the first connection of such a chain): the server was there a
-	// moment ago, as it is between two frames of one connection.
-	recycled := false
+	// recycled is the server the last connection reached when it ended in
+	// a planned recycle (a reason of the sender's own: a generation
+	// switch, a broken chain of delta sections, evicted frames), the zero
+	// serverID otherwise. A replacement that reaches the same server
+	// skips the hook, which ran for the first connection of such a chain:
+	// the server was there a moment ago, as it is between two frames of
+	// one connection. One that reaches another (another endpoint, another
+	// address, another 101) runs it: the tables may not exist there, and
+	// rows would go into auto-created tables without dedup keys.
+	var recycled serverID
 	for s.ctx.Err() == nil {
 		url := s.o.Endpoints[s.endpoint]
-		hookDone := recycled
-		recycled = false
+		after := recycled
+		recycled = serverID{}
 		if s.everConnected || s.attempts > 0 {
 			s.obs.ReconnectAttempt()
 		}
@@ -393,7 +396,8 @@ func (s *Sender) run() {
 			s.obs.ReconnectSuccess()
 		}
 		s.everConnected = true
-		if s.o.OnConnect != nil && !hookDone {
+		server := serverOf(url, qc)
+		if s.o.OnConnect != nil && !s.sameServer(after, server) {
 			if err := s.o.OnConnect(s.ctx, url); err != nil {
 				// The hook could not finish its work for a passing reason:
 				// no frame goes out on this connection; retry with a new one.
@@ -427,7 +431,7 @@ func (s *Sender) run() {
 			<-s.ctx.Done()
 			return
 		case endRecycle:
-			recycled = true
+			recycled = server
 			continue
 		case endRetriableOther:
 			s.rotate()
@@ -437,6 +441,42 @@ func (s *Sender) run() {
 			return
 		}
 	}
+}
+
+// serverID is what tells QuestDB servers apart from the client: the
+// endpoint dialled, the address its name resolved to (the socket's peer),
+// and what the server announced in its 101. QuestDB sends no identity of
+// its own; servers behind one load balancer or proxy address, configured
+// alike, look the same.
+type serverID struct {
+	endpoint, addr string
+	role           string
+	version        int
+	maxBatchSize   int
+	durableAck     string
+}
+
+func serverOf(endpoint string, qc *qwp.Conn) serverID {
+	return serverID{
+		endpoint: endpoint, addr: qc.WS.RemoteAddr().String(),
+		role: qc.Role, version: qc.Version, maxBatchSize: qc.MaxBatchSize, durableAck: qc.DurableAck,
+	}
+}
+
+// sameServer reports whether a connection to server replaces, at once,
+// one to recycled that the sender recycled itself (recycled is not the
+// zero serverID) and reaches the same server.
+func (s *Sender) sameServer(recycled, server serverID) bool {
+	if recycled == (serverID{}) {
+		return false
+	}
+	if recycled != server {
+		s.log.Debug("the connection replacing a recycled one reached another server; running the connect hook",
+			zap.String("endpoint", server.endpoint), zap.String("address", server.addr),
+			zap.String("recycled_endpoint", recycled.endpoint), zap.String("recycled_address", recycled.addr))
+		return false
+	}
+	return true
 }
 
 // dialFailed classifies a failed upgrade: the delay before the next

@@ -539,8 +539,30 @@ func dictionaryRefusal(dec *qwptest.Decoder, msg []byte, err error) bool {
 		return true
 	}
 	start, _, derr := qwp.DeltaDictEntries(msg)
-	return derr == nil && start > dec.Dict.Len() || strings.Contains(se.Msg, "is not below the dictionary size")
+	return derr == nil && start > dec.Dict.Len() || symbolIndexRefusal(se)
 }
+
+// symbolIndexRefusal reports whether se is QuestDB's refusal of a symbol id
+// beyond the dictionary: PARSE_ERROR with a message that starts with one of
+// symbolIndexTexts. The text is the only signal: QuestDB's error code for
+// it (QwpParseException.ErrorCode.INVALID_DICTIONARY_INDEX, thrown by
+// QwpSymbolColumnCursor) never reaches the wire, and its PARSE_ERROR
+// covers every malformed message. qwptest's decoder uses the same text.
+func symbolIndexRefusal(se *qwptest.StatusError) bool {
+	if se.Status != qwp.StatusParseError {
+		return false
+	}
+	for _, t := range symbolIndexTexts {
+		if strings.HasPrefix(se.Msg, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// symbolIndexTexts are how QuestDB's messages for an out-of-range symbol id
+// begin, verbatim: an id past the dictionary, and one past Java's int.
+var symbolIndexTexts = []string{"symbol index out of range: ", "symbol index out of int range: "}
 
 // dictState says, for the dictionary generations gens, what became of
 // their files: missing, damaged, or intact (then a damaged frame defined

@@ -229,7 +229,7 @@ func TestSalvageUnknownSymbolIDs(t *testing.T) {
 	if wantRefused := b.frames - int(first1); refused != wantRefused {
 		t.Errorf("%d frames reported as refused, want %d (FSN %d..%d):\n%s", refused, wantRefused, first1+1, b.frames, out)
 	}
-	if !strings.Contains(out, "delta_start") && !strings.Contains(out, "symbol id") {
+	if !strings.Contains(out, "delta_start") && !strings.Contains(out, "symbol index out of range") {
 		t.Errorf("the refusal does not name the unknown symbol ids:\n%s", out)
 	}
 	lost := b.frames - int(first1) + 1
@@ -783,4 +783,28 @@ func TestSalvageTornTail(t *testing.T) {
 			t.Errorf("a damaged header the watermark recorded frames of is called a torn tail:\n%s", out)
 		}
 	})
+}
+
+// TestDictionaryRefusalFollowsQuestDB: a symbol id beyond the dictionary is
+// recognised by QuestDB's own text (QwpSymbolColumnCursor: PARSE_ERROR,
+// "symbol index out of range: N", or "out of int range" past Java's int),
+// and only with PARSE_ERROR; other parse errors are not dictionary losses.
+func TestDictionaryRefusalFollowsQuestDB(t *testing.T) {
+	for _, tc := range []struct {
+		status qwp.Status
+		msg    string
+		want   bool
+	}{
+		{qwp.StatusParseError, "symbol index out of range: 7", true},
+		{qwp.StatusParseError, "symbol index out of int range: 4294967296", true},
+		{qwp.StatusDictionaryGap, "delta_start 5 is past the dictionary size 3", true},
+		{qwp.StatusParseError, "symbol column data truncated: expected null bitmap", false},
+		{qwp.StatusParseError, "dictionary string length out of bounds: 9", false},
+		{qwp.StatusSchemaMismatch, "symbol index out of range: 7", false},
+	} {
+		err := fmt.Errorf("decoding: %w", &qwptest.StatusError{Status: tc.status, Msg: tc.msg})
+		if got := dictionaryRefusal(&qwptest.Decoder{}, nil, err); got != tc.want {
+			t.Errorf("%s %q: dictionary refusal %v, want %v", tc.status, tc.msg, got, tc.want)
+		}
+	}
 }

@@ -549,7 +549,9 @@ func (bd *blockDecoder) symbols(n int, add func(any)) error {
 			return err
 		}
 		if id >= size {
-			return parseErr("symbol id %d of value %d is not below the dictionary size %d", id, i, size)
+			// QuestDB's text (QwpSymbolColumnCursor), which clients may
+			// have to recognise (questdb-slot salvage does), then context.
+			return parseErr("symbol index out of range: %d (value %d, dictionary size %d)", id, i, size)
 		}
 		if bd.dec.CountOnly {
 			continue

@@ -1,0 +1,167 @@
+package qwp
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// connectProxy is an HTTP proxy that tunnels CONNECT requests and records
+// the targets and Proxy-Authorization headers it saw.
+type connectProxy struct {
+	ln      net.Listener
+	mu      sync.Mutex
+	targets []string
+	auths   []string
+	wg      sync.WaitGroup
+}
+
+func newConnectProxy(t *testing.T) *connectProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &connectProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.tunnel(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *connectProxy) tunnel(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil || req.Method != http.MethodConnect {
+		return
+	}
+	p.mu.Lock()
+	p.targets = append(p.targets, req.Host)
+	p.auths = append(p.auths, req.Header.Get("Proxy-Authorization"))
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", req.Host)
+	if err != nil {
+		_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(up, br)
+		_ = up.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(c, up)
+	_ = c.Close()
+	<-done
+}
+
+// TestDialThroughProxy: ws and wss reach the server through an HTTP
+// proxy's CONNECT tunnel with the proxy's credentials; wss does its TLS
+// handshake with the server, through the tunnel (dialTLS), and a message
+// arrives whole.
+func TestDialThroughProxy(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	defer srv.Close()
+	tlsCfg := srv.Client().Transport.(*http.Transport).TLSClientConfig
+	for _, secure := range []bool{false, true} {
+		name := map[bool]string{false: "ws", true: "wss"}[secure]
+		t.Run(name, func(t *testing.T) {
+			cfg := srv.TLS
+			if !secure {
+				cfg = nil
+			}
+			target, peers := rawServerTLS(t, cfg)
+			p := newConnectProxy(t)
+			proxyURL := &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: url.UserPassword("squid", "s3cret")}
+			c, err := dial(context.Background(), DialOptions{URL: target, TLS: tlsCfg}, nil,
+				func(*http.Request) (*url.URL, error) { return proxyURL, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			peer := <-peers
+			if peer == nil {
+				t.Fatal("no connection reached the server")
+			}
+			defer peer.conn.Close()
+			f := sendFrame(t, c, peer, []byte("through the proxy"), name)
+			if string(f.payload) != "through the proxy" {
+				t.Fatalf("payload %q", f.payload)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			host := strings.TrimPrefix(strings.TrimPrefix(target, "wss://"), "ws://")
+			host = host[:strings.IndexByte(host, '/')]
+			wantAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte("squid:s3cret"))
+			if len(p.targets) != 1 || p.targets[0] != host || p.auths[0] != wantAuth {
+				t.Fatalf("proxy saw CONNECT %q with %q; want %s with %q", p.targets, p.auths, host, wantAuth)
+			}
+		})
+	}
+}
+
+// TestDialProxyRefusal: a proxy that refuses the tunnel, or one of a
+// scheme that cannot carry wss, fails the dial as a transient upgrade
+// error naming the reason.
+func TestDialProxyRefusal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			_, _ = io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
+		}
+	}()
+	defer func() { _ = ln.Close(); <-done }()
+	for _, tc := range []struct{ proxy, want string }{
+		{"http://" + ln.Addr().String(), "407 Proxy Authentication Required"},
+		{"socks5://" + ln.Addr().String(), `proxy scheme "socks5"`},
+	} {
+		pu, _ := url.Parse(tc.proxy)
+		_, err := dial(context.Background(), DialOptions{URL: "wss://db.invalid:9000/write/v4"}, nil,
+			func(*http.Request) (*url.URL, error) { return pu, nil })
+		var ue *UpgradeError
+		if !errors.As(err, &ue) || ue.Kind != UpgradeTransient || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("proxy %s: %v, want a transient upgrade error with %q", tc.proxy, err, tc.want)
+		}
+	}
+}
