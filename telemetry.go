@@ -155,7 +155,7 @@ func (t *telemetry) zeroCounters() {
 	for _, cause := range []lossCause{lossUnreplayable, lossVanished} {
 		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
-	for _, cause := range []sfqueue.TornCause{sfqueue.TornTail, sfqueue.TornCreation, sfqueue.TornUnwrittenSegment, sfqueue.TornNeverWritten, sfqueue.TornAfterCut} {
+	for _, cause := range sfqueue.TornCauses() {
 		t.tb.ExporterQuestdbTornFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
