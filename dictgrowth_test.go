@@ -264,6 +264,20 @@ func TestRecycledMemoryIsNotTheGenerationsOwn(t *testing.T) {
 	}
 }
 
+// feedRecurring feeds a working set of three times start bytes of symbols
+// six times over, calling frame after every 100 symbols, stored: the
+// generations grow and end.
+func (r *growthRun) feedRecurring(t *testing.T, start int, frame func()) {
+	series := 3 * start / len(growthSymbol(0))
+	for i := range 6 * series {
+		r.d.ID(growthSymbol(i % series))
+		if (i+1)%100 == 0 {
+			r.store.store(t, r.d, false)
+			frame()
+		}
+	}
+}
+
 // TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows: Fill (of which
 // the dictionary_fill_ratio gauge shows the peak) is below 1 while the generation has room
 // under its working limit, at least 1 at every rotation and growth, below 1
@@ -272,15 +286,9 @@ func TestRecycledMemoryIsNotTheGenerationsOwn(t *testing.T) {
 // bound and the index bound count too.
 func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
 	const start, maxBytes = 128 << 10, 1 << 20
-	series := 3 * start / len(growthSymbol(0))
 	r := newGrowthRun(t, 1_000_000, maxBytes, start)
 	var rotations, growths int
-	for i := range 6 * series {
-		r.d.ID(growthSymbol(i % series))
-		if (i+1)%100 != 0 {
-			continue
-		}
-		r.store.store(t, r.d, false)
+	r.feedRecurring(t, start, func() {
 		fill, limit := r.d.Fill(), r.d.Limit()
 		if want := float64(r.d.TextBytes()) / float64(limit); fill < want {
 			t.Fatalf("fill %v below the text's share of the limit %v", fill, want)
@@ -304,7 +312,7 @@ func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
 		case fill >= 1:
 			t.Fatalf("fill %v at limit %d, and the generation neither ended nor grew", fill, limit)
 		}
-	}
+	})
 	if rotations == 0 || growths == 0 || r.d.Limit() <= start {
 		t.Fatalf("%d rotations, %d growths, limit %d; want both, and the limit grown past %d", rotations, growths, r.d.Limit(), start)
 	}
@@ -363,17 +371,11 @@ func (o *dictObserver) dictBoundReached(fill float64, limit, growths int, end di
 // a frame that reached no bound it reports nothing.
 func TestWriterReportsWhereGenerationsEndAndGrow(t *testing.T) {
 	const start, maxBytes = 128 << 10, 1 << 20
-	series := 3 * start / len(growthSymbol(0))
 	r := newGrowthRun(t, 1_000_000, maxBytes, start)
 	obs := &dictObserver{ends: map[dictEnd]int{}}
 	w := &writer{dict: r.d, enc: newTinyEncoder(t, r.d, 16<<10), obs: obs}
 	var rotations, growths int
-	for i := range 6 * series {
-		r.d.ID(growthSymbol(i % series))
-		if (i+1)%100 != 0 {
-			continue
-		}
-		r.store.store(t, r.d, false)
+	r.feedRecurring(t, start, func() {
 		gen, limit, fill, calls := r.d.Gen(), r.d.Limit(), r.d.Fill(), obs.calls
 		w.rotateIfFull()
 		if obs.calls != calls && (obs.calls != calls+1 || obs.fill != fill) {
@@ -393,7 +395,7 @@ func TestWriterReportsWhereGenerationsEndAndGrow(t *testing.T) {
 		case obs.calls != calls:
 			t.Fatalf("no bound reached at fill %v, yet reported %q at fill %v", fill, obs.lastEnd, obs.fill)
 		}
-	}
+	})
 	if rotations == 0 || growths == 0 || obs.ends[dictEndText] != rotations || len(obs.ends) != 1 || obs.growths < growths {
 		t.Fatalf("%d rotations, %d growths; reported ends %v, %d doublings", rotations, growths, obs.ends, obs.growths)
 	}
