@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // scrape is one collection of the own metrics as a Prometheus scrape shows
@@ -191,8 +192,8 @@ func TestAlertRulesAgainstOutageScrape(t *testing.T) {
 		{"QuestDBExporterRowsEvicted", rowsEvictedRule, false, func() bool { return increase(rows) > 0 }},
 		{"QuestDBExporterTornFrames", tornFramesRule, false, func() bool {
 			fires := false
-			for _, cause := range []string{"torn_tail", "torn_creation", "unwritten_segment", "never_written", "after_cut"} {
-				key := seriesKey(torn, "cause", cause)
+			for _, cause := range sfqueue.TornCauses() {
+				key := seriesKey(torn, "cause", string(cause))
 				fires = fires || increase(key) > 0 || newOrHigher(key)
 			}
 			return fires

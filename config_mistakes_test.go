@@ -42,6 +42,12 @@ func TestConfigDecodeErrorsSayWhatToWrite(t *testing.T) {
 		{"max_in_flight: lots", `max_in_flight: "lots" is not a whole number; write one such as 128`},
 		{"max_in_flight: 1.5", `max_in_flight: 1.5 is not a whole number; write one such as 128`},
 		{"error_inbox_capacity: 16.25", `error_inbox_capacity: 16.25 is not a whole number; write one such as 256`},
+		// Whole, but beyond an int: the conversion would wrap them.
+		{"max_in_flight: .inf", `max_in_flight: +Inf is not a whole number an int holds; write one such as 128`},
+		{"max_in_flight: -.inf", `max_in_flight: -Inf is not a whole number an int holds; write one such as 128`},
+		{"error_inbox_capacity: 1e20", `error_inbox_capacity: 1e+20 is not a whole number an int holds; write one such as 256`},
+		{"error_inbox_capacity: 9223372036854775808.0", `error_inbox_capacity: 9.223372036854776e+18 is not a whole number an int holds; write one such as 256`},
+		{"max_in_flight: .nan", `max_in_flight: NaN is not a whole number; write one such as 128`},
 		{"sender_id: 7", `sender_id: 7 is a number; write it as text in quotes (sender_id: "7")`},
 		{"create_tables: 1", `create_tables: 1 is not a boolean; write true or false`},
 	} {

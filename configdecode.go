@@ -137,8 +137,14 @@ func checkRawValue(key string, typ reflect.Type, v any) error {
 			}
 		case float64, float32:
 			// The decoder would truncate: max_in_flight: 1.5 would be 1.
-			if f := reflect.ValueOf(x).Float(); f != math.Trunc(f) {
+			f := reflect.ValueOf(x).Float()
+			if f != math.Trunc(f) {
 				return fmt.Errorf("%s: %v is not a whole number; write one such as %d", key, x, exampleInt(key))
+			}
+			// .inf and 1e20 are whole, but the conversion to int would
+			// wrap them to a number nobody wrote. 2^63 itself is out.
+			if f < math.MinInt64 || f >= -math.MinInt64 {
+				return fmt.Errorf("%s: %v is not a whole number an int holds; write one such as %d", key, x, exampleInt(key))
 			}
 		}
 	}

@@ -127,6 +127,7 @@ type genDict struct {
 	maxBytes   int // symbol text of one generation
 	startBytes int // the working limit a generation starts at, <= maxBytes
 	limit      int // the current generation's working limit (Growth)
+	growths    int // doublings of limit by full since the dictionary opened, for telemetry
 
 	// seen holds the sampled hashes of the generations rotated away from,
 	// seenBytes of their symbol text (at most maxBytes); checked of the
@@ -235,8 +236,36 @@ func (d *genDict) full() bool {
 			return true
 		}
 		d.limit = min(2*d.limit, d.maxBytes)
+		d.growths++
 	}
 	return false
+}
+
+// dictEnd is the bound a generation ended at, the cause attribute of the
+// dictionary_generations_ended counter.
+type dictEnd string
+
+const (
+	dictContinues  dictEnd = ""        // the generation did not end
+	dictEndEntries dictEnd = "entries" // symbol_dict_max_entries
+	dictEndText    dictEnd = "text"    // symbol text at the working limit
+	dictEndIndex   dictEnd = "index"   // the index at three times the limit
+)
+
+// dictEndCauses lists the causes, for the counter's series at 0.
+var dictEndCauses = []dictEnd{dictEndEntries, dictEndText, dictEndIndex}
+
+// endCause is the bound a full generation reached (full): its entries
+// first, then its text, else its index.
+func (d *genDict) endCause() dictEnd {
+	switch {
+	case d.Len() >= d.maxEntries:
+		return dictEndEntries
+	case d.TextBytes() >= d.limit:
+		return dictEndText
+	default:
+		return dictEndIndex
+	}
 }
 
 // atLimit reports whether the current generation holds limit bytes of
@@ -271,9 +300,12 @@ func (d *genDict) Limit() int { return d.limit }
 // three times the limit and its entries over maxEntries (atLimit, full). At
 // 1 the next frame starts a new generation, or the limit doubles when the
 // symbols recur; one frame's new symbols can take it past 1.
-func (d *genDict) Fill() float64 {
-	text := float64(d.TextBytes()) / float64(d.limit)
-	index := float64(d.IndexBytes()-d.SpareBytes()) / (3 * float64(d.limit))
+func (d *genDict) Fill() float64 { return d.fillAt(d.limit) }
+
+// fillAt is Fill against a working limit of limit bytes.
+func (d *genDict) fillAt(limit int) float64 {
+	text := float64(d.TextBytes()) / float64(limit)
+	index := float64(d.IndexBytes()-d.SpareBytes()) / (3 * float64(limit))
 	entries := float64(d.Len()) / float64(d.maxEntries)
 	return max(text, index, entries)
 }

@@ -264,23 +264,31 @@ func TestRecycledMemoryIsNotTheGenerationsOwn(t *testing.T) {
 	}
 }
 
-// TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows: Fill (the
-// dictionary_fill_ratio gauge) is below 1 while the generation has room
+// feedRecurring feeds a working set of three times start bytes of symbols
+// six times over, calling frame after every 100 symbols, stored: the
+// generations grow and end.
+func (r *growthRun) feedRecurring(t *testing.T, start int, frame func()) {
+	series := 3 * start / len(growthSymbol(0))
+	for i := range 6 * series {
+		r.d.ID(growthSymbol(i % series))
+		if (i+1)%100 == 0 {
+			r.store.store(t, r.d, false)
+			frame()
+		}
+	}
+}
+
+// TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows: Fill (of which
+// the dictionary_fill_ratio gauge shows the peak) is below 1 while the generation has room
 // under its working limit, at least 1 at every rotation and growth, below 1
 // again right after a growth and about 0 after a rotation; under a recurring
 // working set Limit (dictionary_limit_bytes) shows the growth. The entry
 // bound and the index bound count too.
 func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
 	const start, maxBytes = 128 << 10, 1 << 20
-	series := 3 * start / len(growthSymbol(0))
 	r := newGrowthRun(t, 1_000_000, maxBytes, start)
 	var rotations, growths int
-	for i := range 6 * series {
-		r.d.ID(growthSymbol(i % series))
-		if (i+1)%100 != 0 {
-			continue
-		}
-		r.store.store(t, r.d, false)
+	r.feedRecurring(t, start, func() {
 		fill, limit := r.d.Fill(), r.d.Limit()
 		if want := float64(r.d.TextBytes()) / float64(limit); fill < want {
 			t.Fatalf("fill %v below the text's share of the limit %v", fill, want)
@@ -304,7 +312,7 @@ func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
 		case fill >= 1:
 			t.Fatalf("fill %v at limit %d, and the generation neither ended nor grew", fill, limit)
 		}
-	}
+	})
 	if rotations == 0 || growths == 0 || r.d.Limit() <= start {
 		t.Fatalf("%d rotations, %d growths, limit %d; want both, and the limit grown past %d", rotations, growths, r.d.Limit(), start)
 	}
@@ -330,5 +338,89 @@ func TestGenDictFillReachesOneWhereTheGenerationEndsOrGrows(t *testing.T) {
 	}
 	if d.TextBytes() >= d.Limit() || d.Fill() < 1 {
 		t.Errorf("short symbols: %d bytes of text under the limit %d, fill %v; want the index to fill it", d.TextBytes(), d.Limit(), d.Fill())
+	}
+}
+
+// dictObserver records the writer's dictBoundReached calls.
+type dictObserver struct {
+	countingObserver
+	calls   int
+	fill    float64 // the last call's
+	limit   int     // the last call's
+	growths int     // total
+	ends    map[dictEnd]int
+	lastEnd dictEnd
+	maxFill float64 // the largest fill reported
+}
+
+func (o *dictObserver) dictBoundReached(fill float64, limit, growths int, end dictEnd) {
+	o.calls++
+	o.fill, o.limit, o.lastEnd = fill, limit, end
+	o.growths += growths
+	o.maxFill = max(o.maxFill, fill)
+	if end != dictContinues {
+		o.ends[end]++
+	}
+}
+
+// TestWriterReportsWhereGenerationsEndAndGrow: the writer reports the fill
+// at which a generation ended or its limit grew (1 or more, which the
+// current generation's, read after the writer acted, never is), the limit
+// it ended at, each doubling and each end by its bound: text for long
+// symbols, index for short ones, entries at symbol_dict_max_entries; after
+// a frame that reached no bound it reports nothing.
+func TestWriterReportsWhereGenerationsEndAndGrow(t *testing.T) {
+	const start, maxBytes = 128 << 10, 1 << 20
+	r := newGrowthRun(t, 1_000_000, maxBytes, start)
+	obs := &dictObserver{ends: map[dictEnd]int{}}
+	w := &writer{dict: r.d, enc: newTinyEncoder(t, r.d, 16<<10), obs: obs}
+	var rotations, growths int
+	r.feedRecurring(t, start, func() {
+		gen, limit, fill, calls := r.d.Gen(), r.d.Limit(), r.d.Fill(), obs.calls
+		w.rotateIfFull()
+		if obs.calls != calls && (obs.calls != calls+1 || obs.fill != fill) {
+			t.Fatalf("%d reports, the last at fill %v; want one, at the generation's fill before the check %v", obs.calls-calls, obs.fill, fill)
+		}
+		switch {
+		case r.d.Gen() != gen:
+			rotations++
+			if obs.calls != calls+1 || obs.lastEnd != dictEndText || obs.fill < 1 || obs.limit < limit || r.d.Limit() != start {
+				t.Fatalf("generation %d ended: reported %q at fill %v, limit %d (had %d); want text, 1 or more, its limit", gen, obs.lastEnd, obs.fill, obs.limit, limit)
+			}
+		case r.d.Limit() > limit:
+			growths++
+			if obs.calls != calls+1 || obs.lastEnd != dictContinues || obs.fill < 1 || obs.limit != r.d.Limit() {
+				t.Fatalf("the limit grew %d -> %d: reported %q at fill %v, limit %d", limit, r.d.Limit(), obs.lastEnd, obs.fill, obs.limit)
+			}
+		case obs.calls != calls:
+			t.Fatalf("no bound reached at fill %v, yet reported %q at fill %v", fill, obs.lastEnd, obs.fill)
+		}
+	})
+	if rotations == 0 || growths == 0 || obs.ends[dictEndText] != rotations || len(obs.ends) != 1 || obs.growths < growths {
+		t.Fatalf("%d rotations, %d growths; reported ends %v, %d doublings", rotations, growths, obs.ends, obs.growths)
+	}
+
+	// Short symbols end on the index, and symbol_dict_max_entries on entries.
+	for _, c := range []struct {
+		maxEntries int
+		symbol     func(int) []byte
+		want       dictEnd
+	}{
+		{1_000_000, func(i int) []byte { return fmt.Appendf(nil, "%d", i) }, dictEndIndex},
+		{10, growthSymbol, dictEndEntries},
+	} {
+		d, err := openGenDict(&sliceEntries{}, c.maxEntries, 4<<10, 4<<10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs := &dictObserver{ends: map[dictEnd]int{}}
+		w := &writer{dict: d, enc: newTinyEncoder(t, d, 16<<10), obs: obs}
+		for i := 0; d.Gen() == 0; i++ {
+			d.ID(c.symbol(i))
+			w.rotateIfFull()
+		}
+		if obs.ends[c.want] != 1 || len(obs.ends) != 1 || obs.maxFill < 1 {
+			t.Errorf("want one end by %s: reported %v, largest fill %v", c.want, obs.ends, obs.maxFill)
+		}
 	}
 }

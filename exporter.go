@@ -80,6 +80,9 @@ func newInstance(cfg *Config, set exporter.Settings) (instance, error) {
 		tb.Shutdown()
 		return nil, fmt.Errorf("questdb exporter %s: telemetry: %w", set.ID, err)
 	}
+	// Until Start loads the dictionary, the limit a generation starts at,
+	// not a limit of 0 bytes.
+	tel.dictLimit.Store(int64(cfg.symbolDictStartBytes()))
 	e := &questdbExporter{
 		cfg:      cfg,
 		logger:   logger,

@@ -39,7 +39,7 @@ type telemetry struct {
 	// Read by the observable gauges, written by their owners.
 	dictLen   atomic.Int64                  // entries of the current dictionary generation
 	dictIndex atomic.Int64                  // its index in RAM (text, entry records, table)
-	dictLimit atomic.Int64                  // its working limit of symbol text (genDict.Limit)
+	dictLimit atomic.Int64                  // its working limit of symbol text (genDict.Limit); the configured start before Start
 	dictFill  atomic.Uint64                 // math.Float64bits of its fill (genDict.Fill)
 	stopped   atomic.Int64                  // 1 while the sender is terminal
 	connected atomic.Int64                  // 1 while the sender is connected
@@ -47,6 +47,12 @@ type telemetry struct {
 	setAside  atomic.Int64                  // set-aside slots under sf_dir, per the monitor
 	queue     atomic.Pointer[sfqueue.Queue] // the started queue, read live
 	last      atomic.Pointer[queueSample]   // the last sample, once the queue is closed
+
+	// The largest limit and fill (Float64bits: for fills, never negative,
+	// the bits order as the values do) the writer checked since the
+	// gauges last read them (dictBoundReached); 0 once read.
+	dictLimitPeak atomic.Uint64
+	dictFillPeak  atomic.Uint64
 
 	// Previous queue sample, for counters the queue keeps as totals.
 	// Owned by the monitor goroutine.
@@ -88,11 +94,11 @@ func newTelemetry(tb *metadata.TelemetryBuilder, logger *zap.Logger, id componen
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryLimitBytesCallback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(t.dictLimit.Load(), t.attrs)
+			o.Observe(max(int64(t.dictLimitPeak.Swap(0)), t.dictLimit.Load()), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbDictionaryFillRatioCallback(func(_ context.Context, o metric.Float64Observer) error {
-			o.Observe(math.Float64frombits(t.dictFill.Load()), t.attrs)
+			o.Observe(math.Float64frombits(max(t.dictFillPeak.Swap(0), t.dictFill.Load())), t.attrs)
 			return nil
 		}),
 		tb.RegisterExporterQuestdbSenderStoppedCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -155,7 +161,11 @@ func (t *telemetry) zeroCounters() {
 	for _, cause := range []lossCause{lossUnreplayable, lossVanished} {
 		t.tb.ExporterQuestdbDataLossFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
-	for _, cause := range []sfqueue.TornCause{sfqueue.TornTail, sfqueue.TornCreation, sfqueue.TornUnwrittenSegment, sfqueue.TornNeverWritten, sfqueue.TornAfterCut} {
+	t.tb.ExporterQuestdbDictionaryLimitGrowths.Add(ctx, 0, t.attrs)
+	for _, cause := range dictEndCauses {
+		t.tb.ExporterQuestdbDictionaryGenerationsEnded.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
+	}
+	for _, cause := range sfqueue.TornCauses() {
 		t.tb.ExporterQuestdbTornFrames.Add(ctx, 0, t.with(attribute.String("cause", string(cause))))
 	}
 	for reason := range datamodel.SkipReason(datamodel.NumSkipReasons) {
@@ -227,6 +237,31 @@ func (t *telemetry) observeDict(d *genDict) {
 	t.dictIndex.Store(d.IndexBytes())
 	t.dictLimit.Store(int64(d.Limit()))
 	t.dictFill.Store(math.Float64bits(d.Fill()))
+}
+
+// dictBoundReached raises the peaks the limit and fill gauges show and
+// counts the growths and the generation's end (writerObserver). Between
+// two bounds a generation's fill and limit only rise, so the values
+// observeDict stores at each flush are their peaks there.
+func (t *telemetry) dictBoundReached(fill float64, limit, growths int, end dictEnd) {
+	raise(&t.dictFillPeak, math.Float64bits(max(fill, 0)))
+	raise(&t.dictLimitPeak, uint64(limit))
+	if growths > 0 {
+		t.tb.ExporterQuestdbDictionaryLimitGrowths.Add(context.Background(), int64(growths), t.attrs)
+	}
+	if end != dictContinues {
+		t.tb.ExporterQuestdbDictionaryGenerationsEnded.Add(context.Background(), 1, t.with(attribute.String("cause", string(end))))
+	}
+}
+
+// raise makes p at least v; the gauges' Swap may run concurrently.
+func raise(p *atomic.Uint64, v uint64) {
+	for {
+		old := p.Load()
+		if old >= v || p.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // senderState records whether the sender is connected and whether it

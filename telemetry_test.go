@@ -344,9 +344,13 @@ func TestCountersStartAtZero(t *testing.T) {
 	}
 	// The loss counters by cause: a series per cause at 0, and none without
 	// the label the README's table and alert annotations read.
+	var torn []string
+	for _, c := range sfqueue.TornCauses() {
+		torn = append(torn, string(c))
+	}
 	for name, causes := range map[string][]string{
 		"data_loss_frames": {"unreplayable", "vanished"},
-		"torn_frames":      {"torn_tail", "torn_creation", "unwritten_segment", "never_written", "after_cut"},
+		"torn_frames":      torn,
 	} {
 		for _, cause := range causes {
 			if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_"+name, id, attribute.String("cause", cause)); !ok || got != 0 {
@@ -409,6 +413,51 @@ func TestFillRatioIsOneAtTheFirstRefusal(t *testing.T) {
 	}
 }
 
+// collectGauges is one collection of the own metrics' gauges: each
+// name's total over its series.
+func collectGauges(t *testing.T, tt *componenttest.Telemetry) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tt.Reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, dp := range d.DataPoints {
+					out[m.Name] += float64(dp.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range d.DataPoints {
+					out[m.Name] += dp.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestDictionaryLimitBeforeStart: built but not started, the exporter
+// reports the limit a generation will start at, not a limit of 0 bytes,
+// and an empty generation.
+func TestDictionaryLimitBeforeStart(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	defer tt.Shutdown(context.Background())
+	cfg := testConfig(t, closedPort(t))
+	cfg.SymbolDictMaxBytes = 1 << 20 // below the 4 MiB start: the start is this
+	inst, err := newInstance(cfg, metadatatest.NewSettings(tt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = inst.Shutdown(context.Background()) }()
+	g := collectGauges(t, tt)
+	if limit, fill := g["otelcol_exporter_questdb_dictionary_limit_bytes"], g["otelcol_exporter_questdb_dictionary_fill_ratio"]; limit != 1<<20 || fill != 0 {
+		t.Errorf("before Start: dictionary_limit_bytes %v, dictionary_fill_ratio %v; want 1 MiB and 0", limit, fill)
+	}
+}
+
 // TestDictionaryGauges: the dictionary's bytes on disk and in RAM and its
 // generations are gauges of their own, in each mode.
 func TestDictionaryGauges(t *testing.T) {
@@ -438,6 +487,23 @@ func TestDictionaryGauges(t *testing.T) {
 				}
 				return v
 			}
+			// The first collection shows the peaks since the exporter
+			// started: generations ended at symbol_dict_max_entries, so
+			// at a fill of 1, at the starting limit (they never grew).
+			d := e.writer.dict
+			peaks := collectGauges(t, tt)
+			if fill := peaks["otelcol_exporter_questdb_dictionary_fill_ratio"]; fill < 1 {
+				t.Errorf("dictionary_fill_ratio %v after generations ended; want the peak, 1 or more", fill)
+			}
+			if limit := peaks["otelcol_exporter_questdb_dictionary_limit_bytes"]; limit != float64(cfg.symbolDictStartBytes()) {
+				t.Errorf("dictionary_limit_bytes peak %v, want the starting limit %d", limit, cfg.symbolDictStartBytes())
+			}
+			if got, ok := metricTotal(t, tt, "otelcol_exporter_questdb_dictionary_generations_ended", attribute.String("cause", "entries")); !ok || got < 2 || got != float64(d.Gen()) {
+				t.Errorf("dictionary_generations_ended{cause=entries} %v (present %v), want the %d generations before the current one", got, ok, d.Gen())
+			}
+			if growths, ended := gauge("dictionary_limit_growths"), gauge("dictionary_generations_ended"); growths != 0 || ended != float64(d.Gen()) {
+				t.Errorf("dictionary_limit_growths %v, dictionary_generations_ended %v in all; want none, and only ends by entries", growths, ended)
+			}
 			st := e.queue.Stats()
 			if got := gauge("dictionary_generations"); got < 2 || got != float64(st.DictGenerations) {
 				t.Errorf("dictionary_generations %v, queue holds %d; want several, all unacknowledged", got, st.DictGenerations)
@@ -452,9 +518,9 @@ func TestDictionaryGauges(t *testing.T) {
 			case !sf && (disk != 0 || ram != index+float64(st.DictBytes)):
 				t.Errorf("memory-only mode: disk %v ram %v, want 0 and %v", disk, ram, index+float64(st.DictBytes))
 			}
-			// The generation's working limit and how full it is: 2 of
-			// symbol_dict_max_entries 16 entries at least.
-			d := e.writer.dict
+			// Collected again with nothing written: the generation's working
+			// limit and how full it is, 2 of symbol_dict_max_entries 16
+			// entries at least.
 			limit, fill := gauge("dictionary_limit_bytes"), gauge("dictionary_fill_ratio")
 			if limit != float64(d.Limit()) || limit != float64(cfg.symbolDictStartBytes()) {
 				t.Errorf("dictionary_limit_bytes %v, the generation's limit %d, the starting limit %d", limit, d.Limit(), cfg.symbolDictStartBytes())

@@ -56,6 +56,12 @@ type writerObserver interface {
 	groupStalled()
 	// groupFailed: a group whose frames were not appended.
 	groupFailed(callers int, err error)
+	// dictBoundReached: after a frame, the dictionary generation reached
+	// its working limit: fill is how far (1 or more; against the limit
+	// before any growth), limit the working limit after, growths how many
+	// times it doubled, and end the bound the generation ended at
+	// (dictContinues when it grew and goes on).
+	dictBoundReached(fill float64, limit, growths int, end dictEnd)
 }
 
 // errWriterClosed is what calls get after Shutdown began.
@@ -438,7 +444,20 @@ func (w *writer) emit(frame []byte) error {
 // when the current one reached symbol_dict_max_entries or
 // symbol_dict_max_bytes.
 func (w *writer) rotateIfFull() {
-	if !w.dict.full() {
+	limit, growths := w.dict.Limit(), w.dict.growths
+	full := w.dict.full()
+	if !full && w.dict.growths == growths {
+		return // the common case: no bound reached, nothing to report
+	}
+	// Reported here, against the limit full found: after this, a growth
+	// or a rotation has taken the fill below 1 again, and the gauges, read
+	// later, would never show where the generation ended or grew.
+	end := dictContinues
+	if full {
+		end = w.dict.endCause()
+	}
+	w.obs.dictBoundReached(w.dict.fillAt(limit), w.dict.Limit(), w.dict.growths-growths, end)
+	if !full {
 		return
 	}
 	w.dict.rotate()

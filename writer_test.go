@@ -197,6 +197,8 @@ func (o *countingObserver) groupStalled() { o.stalls.Add(1) }
 
 func (o *countingObserver) groupFailed(int, error) { o.failed.Add(1) }
 
+func (o *countingObserver) dictBoundReached(float64, int, int, dictEnd) {}
+
 // testSpans is a traces batch of n spans with ids base..base+n-1.
 func testSpans(base, n int) ptrace.Traces {
 	td := ptrace.NewTraces()

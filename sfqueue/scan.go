@@ -503,6 +503,12 @@ const (
 	TornAfterCut TornCause = "after_cut"
 )
 
+// TornCauses lists every TornCause, for those that record a series or an
+// alert per cause from the start. A fresh slice on each call.
+func TornCauses() []TornCause {
+	return []TornCause{TornTail, TornCreation, TornUnwrittenSegment, TornNeverWritten, TornAfterCut}
+}
+
 // Frames is the number of FSNs in the range (0 when its end is unknown).
 func (r FSNRange) Frames() uint64 {
 	if r.Last < r.First {

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/questdbexporter/questdbexporter/sfqueue"
@@ -62,9 +63,16 @@ func TestSlotErrors(t *testing.T) {
 		// operator would believe a deletion ordered.
 		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--accept-loss=1"},
 		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--delete", "--accept-loss=-2"},
+		// -1 is the flag's default, but typed it is a negative count too.
+		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--delete", "--accept-loss=-1"},
+		{"salvage", parent, "--endpoint", "ws://127.0.0.1:1", "--delete", "--accept-loss", "-1"},
 	} {
-		if code, _, _ := runTool(t, args...); code != 2 {
+		code, _, errOut := runTool(t, args...)
+		if code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
+		}
+		if strings.Contains(strings.Join(args, " "), "--accept-loss") && !strings.Contains(errOut, "--accept-loss") {
+			t.Errorf("%v: stderr %q does not name --accept-loss", args, errOut)
 		}
 	}
 }

@@ -71,7 +71,11 @@ func salvageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	// --accept-loss only narrows what --delete may delete: alone it would
 	// be a deletion the operator believes ordered and that never happens.
-	if f.acceptLoss != -1 && (!f.delete || f.acceptLoss < 0) {
+	// Whether it was given, not its value: -1, the default, is also a
+	// negative count an operator may type.
+	acceptLossSet := false
+	fs.Visit(func(fl *flag.Flag) { acceptLossSet = acceptLossSet || fl.Name == "accept-loss" })
+	if acceptLossSet && (!f.delete || f.acceptLoss < 0) {
 		fmt.Fprintf(stderr, "questdb-slot salvage: --accept-loss=%d needs --delete and a count of 0 or more, the frames the salvage reports it cannot send\n", f.acceptLoss)
 		return 2
 	}

@@ -107,15 +107,21 @@ func ParseImageContract(containerfile []byte) (ImageContract, error) {
 // key=value pairs, a value quoted when it holds spaces, or, for ENV only,
 // the older form "key the whole value".
 func keyValues(m map[string]string, rest string, legacy bool) error {
-	words, err := splitQuoted(rest)
+	words, err := splitQuoted(rest, true)
 	if err != nil {
 		return err
 	}
 	if len(words) == 0 {
 		return fmt.Errorf("no key")
 	}
-	if k, v, ok := strings.Cut(rest, " "); legacy && !strings.Contains(words[0], "=") && ok {
-		m[k] = strings.TrimSpace(v)
+	// The older form: the key, a space or tab, and the rest, whose quotes
+	// and escapes the builder removes while keeping its spaces.
+	if i := strings.IndexAny(rest, " \t"); legacy && !strings.Contains(words[0], "=") && i > 0 {
+		value, err := splitQuoted(strings.TrimSpace(rest[i:]), false)
+		if err != nil {
+			return err
+		}
+		m[rest[:i]] = strings.Join(value, "")
 		return nil
 	}
 	for _, w := range words {
@@ -128,10 +134,11 @@ func keyValues(m map[string]string, rest string, legacy bool) error {
 	return nil
 }
 
-// splitQuoted splits s at spaces outside double or single quotes and drops
-// the quotes; a backslash outside single quotes takes the next character
-// as it is.
-func splitQuoted(s string) ([]string, error) {
+// splitQuoted splits s at spaces and tabs outside double or single quotes
+// (with split; without, it keeps them and returns one word at most) and
+// drops the quotes; a backslash outside single quotes takes the next
+// character as it is.
+func splitQuoted(s string, split bool) ([]string, error) {
 	var words []string
 	var w strings.Builder
 	inWord := false
@@ -150,7 +157,7 @@ func splitQuoted(s string) ([]string, error) {
 			w.WriteRune(r)
 		case r == '"' || r == '\'':
 			quote, inWord = r, true
-		case r == ' ' || r == '\t':
+		case split && (r == ' ' || r == '\t'):
 			if inWord {
 				words = append(words, w.String())
 				w.Reset()

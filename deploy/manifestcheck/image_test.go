@@ -156,6 +156,16 @@ func TestImageContractReadsTheProcessSettings(t *testing.T) {
 	if d := c.Differences(same, nil); len(d) != 0 {
 		t.Errorf("the same settings written another way: %q", d)
 	}
+	// The older ENV form with a quoted value or a tab after the key, and a
+	// tab between pairs: the builder drops the quotes and splits at tabs.
+	legacy := parse("ENV A\t3\nENV B \"two words\"\nENV C=a\\ b\tD='the whole value'\n" +
+		"LABEL q=r\tx=\"y z\"\nWORKDIR /srv/data\nSTOPSIGNAL SIGTERM\n")
+	if d := c.Differences(legacy, nil); len(d) != 0 {
+		t.Errorf("the older ENV form and tabs: %q (env %v)", d, legacy.Env)
+	}
+	if spaced := parse("ENV D the  whole 'value'\n"); spaced.Env["D"] != "the  whole value" {
+		t.Errorf("ENV D the  whole 'value': %q, want the spaces kept and the quotes dropped", spaced.Env["D"])
+	}
 	for _, tc := range []struct{ stage, want string }{
 		{"ENV A=4 B=\"two words\" C=\"a b\" D=\"the whole value\"", `ENV A="4", want "3"`},
 		{"ENV B=\"two words\" C=\"a b\" D=\"the whole value\"", "no ENV A"},

@@ -25,41 +25,43 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                                metric.Meter
-	mu                                   sync.Mutex
-	registrations                        []metric.Registration
-	ExporterQuestdbAckLatency            metric.Float64Histogram
-	ExporterQuestdbBackpressureStalls    metric.Int64Counter
-	ExporterQuestdbConnected             metric.Int64ObservableGauge
-	ExporterQuestdbDataLossFrames        metric.Int64Counter
-	ExporterQuestdbDdlFailures           metric.Int64Counter
-	ExporterQuestdbDictionaryDiskBytes   metric.Int64ObservableGauge
-	ExporterQuestdbDictionaryFillRatio   metric.Float64ObservableGauge
-	ExporterQuestdbDictionaryGenerations metric.Int64ObservableGauge
-	ExporterQuestdbDictionaryLimitBytes  metric.Int64ObservableGauge
-	ExporterQuestdbDictionaryRAMBytes    metric.Int64ObservableGauge
-	ExporterQuestdbDictionarySize        metric.Int64ObservableGauge
-	ExporterQuestdbDrainersActive        metric.Int64UpDownCounter
-	ExporterQuestdbDrainersFailed        metric.Int64Counter
-	ExporterQuestdbDrainersSucceeded     metric.Int64Counter
-	ExporterQuestdbFramesAcked           metric.Int64Counter
-	ExporterQuestdbFramesAppended        metric.Int64Counter
-	ExporterQuestdbFramesEvicted         metric.Int64Counter
-	ExporterQuestdbFramesReplayed        metric.Int64Counter
-	ExporterQuestdbFsyncLatency          metric.Float64Histogram
-	ExporterQuestdbOldestUnackedAge      metric.Float64ObservableGauge
-	ExporterQuestdbQueueBytes            metric.Int64ObservableGauge
-	ExporterQuestdbQueueCapacity         metric.Int64ObservableGauge
-	ExporterQuestdbQueueFillRatio        metric.Float64ObservableGauge
-	ExporterQuestdbReconnectAttempts     metric.Int64Counter
-	ExporterQuestdbReconnectSuccesses    metric.Int64Counter
-	ExporterQuestdbRowsAppended          metric.Int64Counter
-	ExporterQuestdbRowsEvicted           metric.Int64Counter
-	ExporterQuestdbSenderStopped         metric.Int64ObservableGauge
-	ExporterQuestdbServerErrors          metric.Int64Counter
-	ExporterQuestdbSetAsideSlots         metric.Int64ObservableGauge
-	ExporterQuestdbSkippedDataPoints     metric.Int64Counter
-	ExporterQuestdbTornFrames            metric.Int64Counter
+	meter                                     metric.Meter
+	mu                                        sync.Mutex
+	registrations                             []metric.Registration
+	ExporterQuestdbAckLatency                 metric.Float64Histogram
+	ExporterQuestdbBackpressureStalls         metric.Int64Counter
+	ExporterQuestdbConnected                  metric.Int64ObservableGauge
+	ExporterQuestdbDataLossFrames             metric.Int64Counter
+	ExporterQuestdbDdlFailures                metric.Int64Counter
+	ExporterQuestdbDictionaryDiskBytes        metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryFillRatio        metric.Float64ObservableGauge
+	ExporterQuestdbDictionaryGenerations      metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryGenerationsEnded metric.Int64Counter
+	ExporterQuestdbDictionaryLimitBytes       metric.Int64ObservableGauge
+	ExporterQuestdbDictionaryLimitGrowths     metric.Int64Counter
+	ExporterQuestdbDictionaryRAMBytes         metric.Int64ObservableGauge
+	ExporterQuestdbDictionarySize             metric.Int64ObservableGauge
+	ExporterQuestdbDrainersActive             metric.Int64UpDownCounter
+	ExporterQuestdbDrainersFailed             metric.Int64Counter
+	ExporterQuestdbDrainersSucceeded          metric.Int64Counter
+	ExporterQuestdbFramesAcked                metric.Int64Counter
+	ExporterQuestdbFramesAppended             metric.Int64Counter
+	ExporterQuestdbFramesEvicted              metric.Int64Counter
+	ExporterQuestdbFramesReplayed             metric.Int64Counter
+	ExporterQuestdbFsyncLatency               metric.Float64Histogram
+	ExporterQuestdbOldestUnackedAge           metric.Float64ObservableGauge
+	ExporterQuestdbQueueBytes                 metric.Int64ObservableGauge
+	ExporterQuestdbQueueCapacity              metric.Int64ObservableGauge
+	ExporterQuestdbQueueFillRatio             metric.Float64ObservableGauge
+	ExporterQuestdbReconnectAttempts          metric.Int64Counter
+	ExporterQuestdbReconnectSuccesses         metric.Int64Counter
+	ExporterQuestdbRowsAppended               metric.Int64Counter
+	ExporterQuestdbRowsEvicted                metric.Int64Counter
+	ExporterQuestdbSenderStopped              metric.Int64ObservableGauge
+	ExporterQuestdbServerErrors               metric.Int64Counter
+	ExporterQuestdbSetAsideSlots              metric.Int64ObservableGauge
+	ExporterQuestdbSkippedDataPoints          metric.Int64Counter
+	ExporterQuestdbTornFrames                 metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -345,7 +347,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryFillRatio, err = builder.meter.Float64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_fill_ratio",
-		metric.WithDescription("How full the current SYMBOL dictionary generation is against its working limit (dictionary_limit_bytes) - the largest of its symbol text over the limit, its index over three times the limit and its entries over symbol_dict_max_entries. At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles; one frame's new symbols can take it a little past 1. [Alpha]"),
+		metric.WithDescription("How full the SYMBOL dictionary generations got against their working limit since the previous collection of this gauge - the highest, after each frame, of the largest of a generation's symbol text over its limit, its index over three times the limit and its entries over symbol_dict_max_entries (the current generation's when nothing was written since). At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles, so a value of 1 or more says one of them happened in the interval; one frame's new symbols can take it a little past 1. Each collection resets the peak: with more than one metric reader, each sees only part of it. [Alpha]"),
 		metric.WithUnit("1"),
 	)
 	errs = errors.Join(errs, err)
@@ -355,10 +357,22 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{generations}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryGenerationsEnded, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_dictionary_generations_ended",
+		metric.WithDescription("SYMBOL dictionary generations the writer ended (a new one started, and each connection is recycled at the boundary), by the bound reached (cause: entries, text, index). Its rate is how often the exporter re-sends every symbol in use: with dictionary_limit_bytes at symbol_dict_max_bytes, raise the setting. [Alpha]"),
+		metric.WithUnit("{generations}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryLimitBytes, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_dictionary_limit_bytes",
-		metric.WithDescription("The current SYMBOL dictionary generation's working limit of symbol text - it starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while the generation's symbols recur; the generation ends at it (or at three times it of index, or at symbol_dict_max_entries). Stuck at the start under a steady load whose generations rotate, it says the working set does not recur within symbol_dict_max_bytes. [Alpha]"),
+		metric.WithDescription("The largest working limit of symbol text a SYMBOL dictionary generation had since the previous collection of this gauge (the current generation's when nothing was written since; the configured starting limit before the exporter starts) - a generation starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while its symbols recur; it ends at it (or at three times it of index, or at symbol_dict_max_entries), and the next one starts small again, so this peak is how large generations get. At symbol_dict_max_bytes while dictionary_generations_ended rises, the working set is larger than the setting; stuck at the start, the symbols do not recur (churn). Each collection resets the peak. [Alpha]"),
 		metric.WithUnit("By"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterQuestdbDictionaryLimitGrowths, err = builder.meter.Int64Counter(
+		"otelcol_exporter_questdb_dictionary_limit_growths",
+		metric.WithDescription("Doublings of a SYMBOL dictionary generation's working limit (dictionary_limit_bytes) because its symbols recurred: a steady working set larger than the starting limit grows its generation instead of re-sending it. [Alpha]"),
+		metric.WithUnit("{doublings}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbDictionaryRAMBytes, err = builder.meter.Int64ObservableGauge(

@@ -115,7 +115,7 @@ func AssertEqualExporterQuestdbDictionaryDiskBytes(t *testing.T, tt *componentte
 func AssertEqualExporterQuestdbDictionaryFillRatio(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_fill_ratio",
-		Description: "How full the current SYMBOL dictionary generation is against its working limit (dictionary_limit_bytes) - the largest of its symbol text over the limit, its index over three times the limit and its entries over symbol_dict_max_entries. At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles; one frame's new symbols can take it a little past 1. [Alpha]",
+		Description: "How full the SYMBOL dictionary generations got against their working limit since the previous collection of this gauge - the highest, after each frame, of the largest of a generation's symbol text over its limit, its index over three times the limit and its entries over symbol_dict_max_entries (the current generation's when nothing was written since). At 1 the generation ends (a new one starts, and the connection is recycled at the boundary) or, when its symbols recur, its limit doubles, so a value of 1 or more says one of them happened in the interval; one frame's new symbols can take it a little past 1. Each collection resets the peak: with more than one metric reader, each sees only part of it. [Alpha]",
 		Unit:        "1",
 		Data: metricdata.Gauge[float64]{
 			DataPoints: dps,
@@ -140,16 +140,48 @@ func AssertEqualExporterQuestdbDictionaryGenerations(t *testing.T, tt *component
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterQuestdbDictionaryGenerationsEnded(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_generations_ended",
+		Description: "SYMBOL dictionary generations the writer ended (a new one started, and each connection is recycled at the boundary), by the bound reached (cause: entries, text, index). Its rate is how often the exporter re-sends every symbol in use: with dictionary_limit_bytes at symbol_dict_max_bytes, raise the setting. [Alpha]",
+		Unit:        "{generations}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_generations_ended")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterQuestdbDictionaryLimitBytes(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_dictionary_limit_bytes",
-		Description: "The current SYMBOL dictionary generation's working limit of symbol text - it starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while the generation's symbols recur; the generation ends at it (or at three times it of index, or at symbol_dict_max_entries). Stuck at the start under a steady load whose generations rotate, it says the working set does not recur within symbol_dict_max_bytes. [Alpha]",
+		Description: "The largest working limit of symbol text a SYMBOL dictionary generation had since the previous collection of this gauge (the current generation's when nothing was written since; the configured starting limit before the exporter starts) - a generation starts at 4 MiB (or symbol_dict_max_bytes, if less) and doubles up to symbol_dict_max_bytes while its symbols recur; it ends at it (or at three times it of index, or at symbol_dict_max_entries), and the next one starts small again, so this peak is how large generations get. At symbol_dict_max_bytes while dictionary_generations_ended rises, the working set is larger than the setting; stuck at the start, the symbols do not recur (churn). Each collection resets the peak. [Alpha]",
 		Unit:        "By",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
 		},
 	}
 	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_limit_bytes")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
+func AssertEqualExporterQuestdbDictionaryLimitGrowths(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_questdb_dictionary_limit_growths",
+		Description: "Doublings of a SYMBOL dictionary generation's working limit (dictionary_limit_bytes) because its symbols recurred: a steady working set larger than the starting limit grows its generation instead of re-sending it. [Alpha]",
+		Unit:        "{doublings}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_questdb_dictionary_limit_growths")
 	require.NoError(t, err)
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }

@@ -76,6 +76,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ExporterQuestdbBackpressureStalls.Add(context.Background(), 1)
 	tb.ExporterQuestdbDataLossFrames.Add(context.Background(), 1)
 	tb.ExporterQuestdbDdlFailures.Add(context.Background(), 1)
+	tb.ExporterQuestdbDictionaryGenerationsEnded.Add(context.Background(), 1)
+	tb.ExporterQuestdbDictionaryLimitGrowths.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersActive.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersFailed.Add(context.Background(), 1)
 	tb.ExporterQuestdbDrainersSucceeded.Add(context.Background(), 1)
@@ -115,7 +117,13 @@ func TestSetupTelemetry(t *testing.T) {
 	AssertEqualExporterQuestdbDictionaryGenerations(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbDictionaryGenerationsEnded(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbDictionaryLimitBytes(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterQuestdbDictionaryLimitGrowths(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterQuestdbDictionaryRAMBytes(t, testTel,
