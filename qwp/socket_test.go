@@ -13,16 +13,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // connectProxy is an HTTP proxy that tunnels CONNECT requests and records
 // the targets and Proxy-Authorization headers it saw.
 type connectProxy struct {
-	ln      net.Listener
-	mu      sync.Mutex
-	targets []string
-	auths   []string
-	wg      sync.WaitGroup
+	ln net.Listener
+	// established is the proxy's answer to a CONNECT it tunnels.
+	established string
+	mu          sync.Mutex
+	targets     []string
+	auths       []string
+	wg          sync.WaitGroup
 }
 
 func newConnectProxy(t *testing.T) *connectProxy {
@@ -31,7 +34,7 @@ func newConnectProxy(t *testing.T) *connectProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &connectProxy{ln: ln}
+	p := &connectProxy{ln: ln, established: "HTTP/1.1 200 Connection established\r\n\r\n"}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -71,7 +74,7 @@ func (p *connectProxy) tunnel(c net.Conn) {
 		return
 	}
 	defer up.Close()
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, p.established); err != nil {
 		return
 	}
 	done := make(chan struct{})
@@ -86,25 +89,48 @@ func (p *connectProxy) tunnel(c net.Conn) {
 }
 
 // TestDialThroughProxy: ws and wss reach the server through an HTTP
-// proxy's CONNECT tunnel with the proxy's credentials; wss does its TLS
-// handshake with the server, through the tunnel (dialTLS), and a message
-// arrives whole.
+// proxy's CONNECT tunnel with the proxy's credentials, as net/http sends
+// them; wss does its TLS handshake with the server, through the tunnel
+// (dialTLS), and a message arrives whole.
 func TestDialThroughProxy(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	srv.StartTLS()
 	defer srv.Close()
 	tlsCfg := srv.Client().Transport.(*http.Transport).TLSClientConfig
-	for _, secure := range []bool{false, true} {
-		name := map[bool]string{false: "ws", true: "wss"}[secure]
+	for _, tc := range []struct {
+		name        string
+		secure      bool
+		user        *url.Userinfo
+		wantAuth    string
+		established string // the proxy's answer; "" for the usual one
+	}{
+		{"ws", false, url.UserPassword("squid", "s3cret"), "squid:s3cret", ""},
+		{"wss", true, url.UserPassword("squid", "s3cret"), "squid:s3cret", ""},
+		// net/http's rule: a user without a password is still sent.
+		{"wss user without password", true, url.User("squid"), "squid:", ""},
+		{"ws user without password", false, url.User("squid"), "squid:", ""},
+		// RFC 9110 section 9.3.6: a 2xx answer to CONNECT has no body,
+		// whatever its headers say; reading one would wait for the
+		// server, which speaks only after the TLS hello.
+		{"wss answer declaring a body", true, url.UserPassword("squid", "s3cret"), "squid:s3cret",
+			"HTTP/1.1 200 Connection established\r\nContent-Length: 5\r\n\r\n"},
+		{"wss answer declaring a chunked body", true, url.UserPassword("squid", "s3cret"), "squid:s3cret",
+			"HTTP/1.1 200 Connection established\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	} {
+		name := tc.name
 		t.Run(name, func(t *testing.T) {
 			cfg := srv.TLS
-			if !secure {
+			if !tc.secure {
 				cfg = nil
 			}
 			target, peers := rawServerTLS(t, cfg)
 			p := newConnectProxy(t)
-			proxyURL := &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: url.UserPassword("squid", "s3cret")}
-			c, err := dial(context.Background(), DialOptions{URL: target, TLS: tlsCfg}, nil,
+			if tc.established != "" {
+				p.established = tc.established
+			}
+			proxyURL := &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: tc.user}
+			o := DialOptions{URL: target, TLS: tlsCfg, HandshakeTimeout: 5 * time.Second}
+			c, err := dial(context.Background(), o, nil,
 				func(*http.Request) (*url.URL, error) { return proxyURL, nil })
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +149,7 @@ func TestDialThroughProxy(t *testing.T) {
 			defer p.mu.Unlock()
 			host := strings.TrimPrefix(strings.TrimPrefix(target, "wss://"), "ws://")
 			host = host[:strings.IndexByte(host, '/')]
-			wantAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte("squid:s3cret"))
+			wantAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte(tc.wantAuth))
 			if len(p.targets) != 1 || p.targets[0] != host || p.auths[0] != wantAuth {
 				t.Fatalf("proxy saw CONNECT %q with %q; want %s with %q", p.targets, p.auths, host, wantAuth)
 			}
@@ -131,9 +157,9 @@ func TestDialThroughProxy(t *testing.T) {
 	}
 }
 
-// TestDialProxyRefusal: a proxy that refuses the tunnel, or one of a
-// scheme that cannot carry wss, fails the dial as a transient upgrade
-// error naming the reason.
+// TestDialProxyRefusal: a proxy that refuses the tunnel, one of a scheme
+// not supported, or one that cannot be reached fails the dial as a
+// transient upgrade error naming the reason (and the proxy).
 func TestDialProxyRefusal(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,9 +178,15 @@ func TestDialProxyRefusal(t *testing.T) {
 		}
 	}()
 	defer func() { _ = ln.Close(); <-done }()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closed.Close()
 	for _, tc := range []struct{ proxy, want string }{
 		{"http://" + ln.Addr().String(), "407 Proxy Authentication Required"},
-		{"socks5://" + ln.Addr().String(), `proxy scheme "socks5"`},
+		{"https://" + ln.Addr().String(), `proxy scheme "https"`},
+		{"http://" + closed.Addr().String(), "CONNECT to db.invalid:9000 through proxy " + closed.Addr().String() + ": dial tcp"},
 	} {
 		pu, _ := url.Parse(tc.proxy)
 		_, err := dial(context.Background(), DialOptions{URL: "wss://db.invalid:9000/write/v4"}, nil,
