@@ -3,6 +3,7 @@ package qwp
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -25,40 +26,62 @@ type connectProxy struct {
 	mu          sync.Mutex
 	targets     []string
 	auths       []string
-	wg          sync.WaitGroup
 }
 
 func newConnectProxy(t *testing.T) *connectProxy {
+	t.Helper()
+	p := &connectProxy{established: "HTTP/1.1 200 Connection established\r\n\r\n"}
+	p.ln = serveProxy(t, p.tunnel)
+	return p
+}
+
+// serveProxy listens on a port of its own and runs handle on each
+// connection (then closes it) until the test ends.
+func serveProxy(t *testing.T, handle func(net.Conn)) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &connectProxy{ln: ln, established: "HTTP/1.1 200 Connection established\r\n\r\n"}
-	p.wg.Add(1)
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			p.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer p.wg.Done()
-				p.tunnel(c)
+				defer wg.Done()
+				defer c.Close()
+				handle(c)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		_ = ln.Close()
-		p.wg.Wait()
+		wg.Wait()
 	})
-	return p
+	return ln
+}
+
+// splice copies the client's bytes (from r, which reads c) to up and up's
+// to c, until both ends are done.
+func splice(c net.Conn, r io.Reader, up net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(up, r)
+		_ = up.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(c, up)
+	_ = c.Close()
+	<-done
 }
 
 func (p *connectProxy) tunnel(c net.Conn) {
-	defer c.Close()
 	br := bufio.NewReader(c)
 	req, err := http.ReadRequest(br)
 	if err != nil || req.Method != http.MethodConnect {
@@ -77,15 +100,28 @@ func (p *connectProxy) tunnel(c net.Conn) {
 	if _, err := io.WriteString(c, p.established); err != nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(up, br)
-		_ = up.(*net.TCPConn).CloseWrite()
-	}()
-	_, _ = io.Copy(c, up)
-	_ = c.Close()
-	<-done
+	splice(c, br, up)
+}
+
+// sendThrough dials target through proxyURL, with cfg for wss, and checks
+// that a message reaches the server (peers) whole.
+func sendThrough(t *testing.T, proxyURL *url.URL, target string, peers <-chan *rawPeer, cfg *tls.Config) {
+	t.Helper()
+	o := DialOptions{URL: target, TLS: cfg, HandshakeTimeout: 5 * time.Second}
+	c, err := dial(context.Background(), o, nil, func(*http.Request) (*url.URL, error) { return proxyURL, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer := <-peers
+	if peer == nil {
+		t.Fatal("no connection reached the server")
+	}
+	defer peer.conn.Close()
+	msg := "through " + proxyURL.Scheme
+	if f := sendFrame(t, c, peer, []byte(msg), target); string(f.payload) != msg {
+		t.Fatalf("payload %q, want %q", f.payload, msg)
+	}
 }
 
 // TestDialThroughProxy: ws and wss reach the server through an HTTP
@@ -117,8 +153,7 @@ func TestDialThroughProxy(t *testing.T) {
 		{"wss answer declaring a chunked body", true, url.UserPassword("squid", "s3cret"), "squid:s3cret",
 			"HTTP/1.1 200 Connection established\r\nTransfer-Encoding: chunked\r\n\r\n"},
 	} {
-		name := tc.name
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			cfg := srv.TLS
 			if !tc.secure {
 				cfg = nil
@@ -128,23 +163,7 @@ func TestDialThroughProxy(t *testing.T) {
 			if tc.established != "" {
 				p.established = tc.established
 			}
-			proxyURL := &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: tc.user}
-			o := DialOptions{URL: target, TLS: tlsCfg, HandshakeTimeout: 5 * time.Second}
-			c, err := dial(context.Background(), o, nil,
-				func(*http.Request) (*url.URL, error) { return proxyURL, nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			peer := <-peers
-			if peer == nil {
-				t.Fatal("no connection reached the server")
-			}
-			defer peer.conn.Close()
-			f := sendFrame(t, c, peer, []byte("through the proxy"), name)
-			if string(f.payload) != "through the proxy" {
-				t.Fatalf("payload %q", f.payload)
-			}
+			sendThrough(t, &url.URL{Scheme: "http", Host: p.ln.Addr().String(), User: tc.user}, target, peers, tlsCfg)
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			host := strings.TrimPrefix(strings.TrimPrefix(target, "wss://"), "ws://")

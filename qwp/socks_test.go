@@ -31,39 +31,15 @@ type socksProxy struct {
 	methods []byte // of the last greeting
 	atyp    byte   // of the last CONNECT
 	target  string // of the last CONNECT, host:port as sent
-	wg      sync.WaitGroup
 }
 
 func newSocksProxy(t *testing.T, configure func(*socksProxy)) *socksProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &socksProxy{ln: ln}
+	p := &socksProxy{}
 	if configure != nil {
 		configure(p)
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				defer c.Close()
-				p.serve(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.wg.Wait()
-	})
+	p.ln = serveProxy(t, p.serve)
 	return p
 }
 
@@ -169,15 +145,7 @@ func (p *socksProxy) serve(c net.Conn) {
 	if _, err := c.Write(bound); err != nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(up, c)
-		_ = up.(*net.TCPConn).CloseWrite()
-	}()
-	_, _ = io.Copy(c, up)
-	_ = c.Close()
-	<-done
+	splice(c, c, up)
 }
 
 // TestDialThroughSocks5: wss and ws reach the server through a SOCKS5 proxy,
@@ -219,22 +187,7 @@ func TestDialThroughSocks5(t *testing.T) {
 					p.password, _ = tc.user.Password()
 				}
 			})
-			proxyURL := &url.URL{Scheme: tc.scheme, Host: p.ln.Addr().String(), User: tc.user}
-			o := DialOptions{URL: target, TLS: tlsCfg, HandshakeTimeout: 5 * time.Second}
-			c, err := dial(context.Background(), o, nil, func(*http.Request) (*url.URL, error) { return proxyURL, nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			peer := <-peers
-			if peer == nil {
-				t.Fatal("no connection reached the server")
-			}
-			defer peer.conn.Close()
-			f := sendFrame(t, c, peer, []byte("through socks"), tc.name)
-			if string(f.payload) != "through socks" {
-				t.Fatalf("payload %q", f.payload)
-			}
+			sendThrough(t, &url.URL{Scheme: tc.scheme, Host: p.ln.Addr().String(), User: tc.user}, target, peers, tlsCfg)
 			u, _ := url.Parse(target)
 			wantATyp := byte(socksATypIPv4)
 			if tc.byName {
