@@ -453,8 +453,8 @@ func (e *UpgradeError) Unwrap() error { return e.Err }
 // id, authentication and durable-ack headers, then the checks of the 101
 // response. Configuration mistakes are plain errors; everything that went
 // wrong with the server is an *UpgradeError. The proxy is the
-// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY); only an http:// proxy
-// carries wss.
+// environment's (HTTP_PROXY, HTTPS_PROXY, NO_PROXY): http://, socks5:// or
+// socks5h:// (see dialThrough).
 func Dial(ctx context.Context, o DialOptions) (*Conn, error) {
 	return dial(ctx, o, nil, http.ProxyFromEnvironment)
 }
@@ -504,23 +504,25 @@ func dial(ctx context.Context, o DialOptions, netDial netDialer, proxy func(*htt
 	}
 	// The socket under gorilla is a gorillaConn, TLS included: gorilla
 	// would otherwise put TLS over it, and its writes could not be
-	// ordered with Conn's.
+	// ordered with Conn's. The proxy is dialThrough's, for ws as for wss,
+	// so that both take the same schemes and send the same credentials.
+	proxyScheme := "http" // the scheme gorilla would ask the proxy for
+	if u.Scheme == "wss" {
+		proxyScheme = "https"
+	}
+	proxyURL, err := proxy(&http.Request{URL: &url.URL{Scheme: proxyScheme, Host: u.Host}})
+	if err != nil {
+		return nil, classifyUpgrade(o.URL, nil, err, time.Now())
+	}
 	if u.Scheme == "ws" {
-		d.Proxy = proxy
-		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			nc, err := netDial.dial(ctx, network, addr)
+		d.NetDialContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
+			nc, err := dialThrough(ctx, netDial, proxyURL, addr)
 			if err != nil {
 				return nil, err
 			}
 			return &gorillaConn{Conn: nc}, nil
 		}
 	} else {
-		// gorilla would dial the proxy with NetDialTLSContext: the
-		// proxy's CONNECT is dialTLS's.
-		proxyURL, err := proxy(&http.Request{URL: &url.URL{Scheme: "https", Host: u.Host}})
-		if err != nil {
-			return nil, classifyUpgrade(o.URL, nil, err, time.Now())
-		}
 		d.NetDialTLSContext = func(ctx context.Context, _, addr string) (net.Conn, error) {
 			return dialTLS(ctx, netDial, proxyURL, o.TLS, addr)
 		}

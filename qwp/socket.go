@@ -21,6 +21,8 @@ import (
 // writes to the TLS connection: a frame written outside the lock could land
 // inside its payload, and the server would read the rest of the stream as
 // garbage. Until the upgrade is done (c is nil) it is the socket itself.
+// SetDeadline is the socket's own: gorilla calls it only during the
+// upgrade, and nothing of ours does.
 type gorillaConn struct {
 	net.Conn
 	c *Conn
@@ -51,15 +53,6 @@ func (g *gorillaConn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// SetDeadline sets the read deadline and records the write deadline.
-func (g *gorillaConn) SetDeadline(t time.Time) error {
-	if g.c == nil {
-		return g.Conn.SetDeadline(t)
-	}
-	g.writeDeadline = t
-	return g.Conn.SetReadDeadline(t)
-}
-
 // netDialer opens a TCP connection; nil means net.Dialer's.
 type netDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -70,18 +63,12 @@ func (d netDialer) dial(ctx context.Context, network, addr string) (net.Conn, er
 	return d(ctx, network, addr)
 }
 
-// dialTLS opens a wss connection's socket: TCP to addr (through an HTTP
-// proxy's CONNECT when proxyURL is not nil), then the TLS handshake with
-// the host verified, as gorilla would. The TLS connection is Conn's own, so
-// that gorilla's writes can be put under Conn's lock (gorillaConn).
+// dialTLS opens a wss connection's socket: TCP to addr (through the proxy
+// proxyURL when it is not nil), then the TLS handshake with the host
+// verified, as gorilla would. The TLS connection is Conn's own, so that
+// gorilla's writes can be put under Conn's lock (gorillaConn).
 func dialTLS(ctx context.Context, d netDialer, proxyURL *url.URL, cfg *tls.Config, addr string) (net.Conn, error) {
-	var nc net.Conn
-	var err error
-	if proxyURL != nil {
-		nc, err = connectThrough(ctx, d, proxyURL, addr)
-	} else {
-		nc, err = d.dial(ctx, "tcp", addr)
-	}
+	nc, err := dialThrough(ctx, d, proxyURL, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -106,27 +93,43 @@ func dialTLS(ctx context.Context, d netDialer, proxyURL *url.URL, cfg *tls.Confi
 	return &gorillaConn{Conn: tc}, nil
 }
 
-// connectThrough opens a tunnel to addr through the HTTP proxy p with
-// CONNECT, as gorilla does for ws:// URLs. Only http:// proxies are
-// supported: gorilla supports no https:// proxy either.
-func connectThrough(ctx context.Context, d netDialer, p *url.URL, addr string) (net.Conn, error) {
-	if p.Scheme != "http" {
-		return nil, fmt.Errorf("qwp: proxy scheme %q: only http:// proxies can carry wss", p.Scheme)
+// dialThrough opens a TCP connection to addr, directly when p is nil,
+// else through the proxy p: an http:// proxy's CONNECT, or a socks5://
+// or socks5h:// proxy's (RFC 1928), the schemes gorilla supports and the
+// one net/http adds. There is no https:// proxy: gorilla has none either.
+// A proxy without a port is on its scheme's usual one (1080 for SOCKS, as
+// in net/http). ctx bounds the proxy's handshake too.
+func dialThrough(ctx context.Context, d netDialer, p *url.URL, addr string) (net.Conn, error) {
+	if p == nil {
+		return d.dial(ctx, "tcp", addr)
+	}
+	var handshake func(net.Conn, *url.URL, string) error
+	var port, what string
+	switch p.Scheme {
+	case "http":
+		handshake, port, what = connectRequest, "80", "CONNECT"
+	case "socks5", "socks5h":
+		handshake, port, what = socksConnect, "1080", "SOCKS5 CONNECT"
+	default:
+		return nil, fmt.Errorf("qwp: proxy scheme %q: only http://, socks5:// and socks5h:// proxies are supported", p.Scheme)
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("qwp: %s to %s through proxy %s: %w", what, addr, p.Host, err)
 	}
 	proxyAddr := p.Host
 	if p.Port() == "" {
-		proxyAddr = net.JoinHostPort(p.Hostname(), "80")
+		proxyAddr = net.JoinHostPort(p.Hostname(), port)
 	}
 	nc, err := d.dial(ctx, "tcp", proxyAddr)
 	if err != nil {
-		return nil, err
+		return nil, fail(err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	err = connectRequest(nc, p, addr)
+	err = handshake(nc, p, addr)
 	if !stop() || ctx.Err() != nil {
-		err = fmt.Errorf("qwp: CONNECT through proxy %s: %w", p.Host, context.Cause(ctx))
+		err = fail(context.Cause(ctx))
 	} else if err != nil {
-		err = fmt.Errorf("qwp: CONNECT through proxy %s: %w", p.Host, err)
+		err = fail(err)
 	}
 	if err != nil {
 		_ = nc.Close()
@@ -135,7 +138,9 @@ func connectThrough(ctx context.Context, d netDialer, p *url.URL, addr string) (
 	return nc, nil
 }
 
-// connectRequest asks the proxy on nc for a tunnel to addr.
+// connectRequest asks the HTTP proxy on nc for a tunnel to addr. A user in
+// the proxy's URL goes as Proxy-Authorization, as net/http sends it: Basic
+// user:password, the password empty when the URL has none.
 func connectRequest(nc net.Conn, p *url.URL, addr string) error {
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: http.Header{}}
 	if u := p.User; u != nil {
@@ -150,7 +155,9 @@ func connectRequest(nc net.Conn, p *url.URL, addr string) error {
 	if err != nil {
 		return err
 	}
-	_ = resp.Body.Close()
+	// The body is never read: a 2xx answer to CONNECT has none, whatever
+	// Content-Length or Transfer-Encoding say (RFC 9110 section 9.3.6),
+	// and after any other answer the connection is closed.
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("proxy answered %s", resp.Status)
 	}

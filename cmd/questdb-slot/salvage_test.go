@@ -788,7 +788,8 @@ func TestSalvageTornTail(t *testing.T) {
 // TestDictionaryRefusalFollowsQuestDB: a symbol id beyond the dictionary is
 // recognised by QuestDB's own text (QwpSymbolColumnCursor: PARSE_ERROR,
 // "symbol index out of range: N", or "out of int range" past Java's int),
-// and only with PARSE_ERROR; other parse errors are not dictionary losses.
+// which qwptest's decoder mirrors after its context, and only with
+// PARSE_ERROR; other parse errors are not dictionary losses.
 func TestDictionaryRefusalFollowsQuestDB(t *testing.T) {
 	for _, tc := range []struct {
 		status qwp.Status
@@ -801,10 +802,54 @@ func TestDictionaryRefusalFollowsQuestDB(t *testing.T) {
 		{qwp.StatusParseError, "symbol column data truncated: expected null bitmap", false},
 		{qwp.StatusParseError, "dictionary string length out of bounds: 9", false},
 		{qwp.StatusSchemaMismatch, "symbol index out of range: 7", false},
+		// qwptest's decoder puts the block and column before the text.
+		{qwp.StatusParseError, `table block 0: table "t" column "s" (SYMBOL): symbol index out of range: 5 (value 0, dictionary size 1)`, true},
+		{qwp.StatusParseError, `table block 0: table "symbol index out of range: " column "s" (SYMBOL): symbol column data truncated`, false},
 	} {
 		err := fmt.Errorf("decoding: %w", &qwptest.StatusError{Status: tc.status, Msg: tc.msg})
 		if got := dictionaryRefusal(&qwptest.Decoder{}, nil, err); got != tc.want {
 			t.Errorf("%s %q: dictionary refusal %v, want %v", tc.status, tc.msg, got, tc.want)
+		}
+	}
+}
+
+// TestDictionaryRefusalFromTheDecoder: the refusal of a symbol id past the
+// dictionary, as qwptest's decoder (the only decoder salvage runs) words
+// it, is a dictionary refusal; the message's delta section alone says
+// nothing wrong, so only the text can tell.
+func TestDictionaryRefusalFromTheDecoder(t *testing.T) {
+	for id, text := range map[uint64]string{
+		5:       "symbol index out of range: 5 ",
+		1 << 31: "symbol index out of int range: 2147483648 ",
+	} {
+		e := qwp.NewEncoder(qwp.NewMemDict(), qwp.EncoderOptions{DeltaSymbolDict: true})
+		tb, err := e.Table("t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tb.Column("s", qwp.TypeSymbol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.SymbolString(c, "a")
+		if err := tb.EndRow(); err != nil {
+			t.Fatal(err)
+		}
+		msg := e.Finish(nil)
+		// The message ends with the row's symbol id, 0 ("a", the delta
+		// section's one entry): put id in its place.
+		if msg[len(msg)-1] != 0 {
+			t.Fatalf("the message % x does not end with symbol id 0", msg)
+		}
+		msg = binary.AppendUvarint(msg[:len(msg)-1], id)
+		binary.LittleEndian.PutUint32(msg[8:qwp.HeaderSize], uint32(len(msg)-qwp.HeaderSize))
+		dec := &qwptest.Decoder{}
+		_, err = dec.Decode(msg)
+		if err == nil || !strings.Contains(err.Error(), text) {
+			t.Fatalf("symbol id %d: %v, want an error with %q", id, err, text)
+		}
+		if !dictionaryRefusal(dec, msg, err) {
+			t.Errorf("symbol id %d: %v is not a dictionary refusal", id, err)
 		}
 	}
 }

@@ -548,9 +548,14 @@ func (bd *blockDecoder) symbols(n int, add func(any)) error {
 		if err != nil {
 			return err
 		}
+		// QuestDB's texts (QwpSymbolColumnCursor), which clients may have
+		// to recognise (questdb-slot salvage does), then context. QuestDB
+		// checks Java's int range first, on the varint read as a signed
+		// long.
+		if id > math.MaxInt32 {
+			return parseErr("symbol index out of int range: %d (value %d)", int64(id), i)
+		}
 		if id >= size {
-			// QuestDB's text (QwpSymbolColumnCursor), which clients may
-			// have to recognise (questdb-slot salvage does), then context.
 			return parseErr("symbol index out of range: %d (value %d, dictionary size %d)", id, i, size)
 		}
 		if bd.dec.CountOnly {
