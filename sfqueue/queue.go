@@ -1065,8 +1065,16 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 		q.sealSyncing = true
 		// Memory durability: the directory too, so that what q.durable
 		// then records is durable, names included (nothing else fsyncs
-		// the directory but the .ack-watermark's save).
-		op, err := q.fsyncUnlocked(segs, q.o.Durability == DurabilityMemory)
+		// the directory but the .ack-watermark's save), and first the
+		// dictionary entries the sealed frames use: nothing else fsyncs
+		// them in this mode, and once the frames defining them are acked
+		// and deleted, a power loss would leave the sealed frames' ids
+		// backed by nothing (the slot set aside).
+		var dict []*genFile
+		if q.o.Durability == DurabilityMemory {
+			dict = q.dict.takeDirty()
+		}
+		op, err := q.fsyncUnlocked(segs, dict, q.o.Durability == DurabilityMemory)
 		q.sealSyncing = false
 		q.syncDone.Broadcast()
 		if err != nil {
@@ -1090,7 +1098,7 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 // durable, or a power loss could leave a hole between them.
 func (q *Queue) rotationSyncLocked(prev *segment) error {
 	q.rotating = true
-	op, err := q.fsyncUnlocked([]*segment{prev}, false)
+	op, err := q.fsyncUnlocked([]*segment{prev}, nil, false)
 	q.rotating = false
 	q.syncDone.Broadcast()
 	if err != nil {

@@ -1,0 +1,74 @@
+package sfqueue
+
+import (
+	"bytes"
+	"context"
+	"testing"
+)
+
+// In memory durability a sealed segment is fsynced in the background and
+// then counts as durable: its frames are outside the loss window. The
+// dictionary entries they use must be durable by then too. Here the frame
+// that defined id 0 is acknowledged and deleted, so after a power loss
+// only the dictionary file can back the id the sealed frame uses: were the
+// file's entries never fsynced, recovery would set the slot aside
+// (DATA_LOSS) for frames the mode promised to keep.
+//
+// The same holds for a restart after a process crash: recovery fsyncs the
+// recovered segments and counts them durable, so it fsyncs the dictionary
+// the previous life left unsynced with them.
+func TestMemoryDurabilitySealMakesDictionaryDurable(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "seal", true: "recovery"}[restart], func(t *testing.T) {
+			memoryDictionaryPowerLoss(t, restart)
+		})
+	}
+}
+
+func memoryDictionaryPowerLoss(t *testing.T, restart bool) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256,
+		SymbolUse: symUse, SymbolDefs: symDefs}
+	q := mustOpen(t, o)
+	pad := bytes.Repeat([]byte{'.'}, 150) // one frame a segment
+	appendWith := func(p []byte, runs ...SymbolRun) uint64 {
+		t.Helper()
+		fsn, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(p, pad...)}, Symbols: runs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fsn
+	}
+	appendWith(symPayload(0, "a"), SymbolRun{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}})
+	uses := appendWith([]byte{0, 0, 0}) // uses id 0, defines nothing
+	if restart {
+		// A process crash before any seal: nothing of the slot fsynced.
+		kill(q)
+		q = mustOpen(t, o)
+	} else {
+		appendWith([]byte{0xff, 0, 0}) // seals the segment holding uses
+	}
+	q.Ack(1) // the defining frame's segment goes
+	waitFor(t, ".ack-watermark records the sealed segment as synced", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
+	})
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+	q.Close()
+
+	o.FS = snap
+	q = mustOpen(t, o)
+	defer q.Close()
+	rep := q.Recovery()
+	if rep.Unreplayable != nil || rep.LostFrames != 0 {
+		t.Fatalf("a power loss set aside a slot whose sealed, synced frame uses a dictionary entry: %+v", rep)
+	}
+	frames := drain(t, q.NewCursor())
+	if len(frames) == 0 || frames[0].fsn != uses {
+		t.Fatalf("replayed %v; want FSN %d first", frames, uses)
+	}
+	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
+		t.Fatalf("dictionary after recovery %q; want [a]", got)
+	}
+}
