@@ -3,6 +3,9 @@ package sfqueue
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -70,5 +73,41 @@ func memoryDictionaryPowerLoss(t *testing.T, restart bool) {
 	}
 	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
 		t.Fatalf("dictionary after recovery %q; want [a]", got)
+	}
+}
+
+// A failed fsync of a dictionary file at a memory-durability seal latches
+// the queue like a segment's: the sealed frames are not counted durable,
+// later appends fail, and the failure names the dictionary.
+func TestMemoryDurabilityDictionaryFsyncFailureLatches(t *testing.T) {
+	cfs := newCrashFS()
+	cfs.failSync = func(name string) error {
+		if strings.Contains(name, symbolDictFile) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256, SymbolUse: symUse}
+	q := mustOpen(t, o)
+	defer q.Close()
+	pad := bytes.Repeat([]byte{'.'}, 150)
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(symPayload(0, "a"), pad...)},
+		Symbols: []SymbolRun{{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, q, append([]byte{0, 0, 0}, pad...)) // seals the first segment
+	var fatal *FatalError
+	waitFor(t, "the seal's failed dictionary fsync latched", func() bool {
+		_, err := q.Append(context.Background(), []byte{0xff, 0, 0})
+		return errors.As(err, &fatal)
+	})
+	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "dictionary") {
+		t.Fatalf("latched %v; want the dictionary's fsync EIO", fatal)
+	}
+	q.mu.Lock()
+	durable := q.durable
+	q.mu.Unlock()
+	if durable != 0 {
+		t.Fatalf("durable FSN %d after a failed seal fsync; want 0", durable)
 	}
 }

@@ -205,7 +205,10 @@
 //   - memory: writes reach the page cache only; a segment, once sealed at a
 //     rotation, is fsynced by the background goroutine, off the append path
 //     (a rotation waits only when the previous sealed segment's fsync is
-//     still running), and .ack-watermark then records it as synced.
+//     still running), together with the dictionary files written since
+//     their last fsync (the ids its frames use, whose defining frames may
+//     be acked and deleted), and .ack-watermark then records it as synced.
+//     Recovery fsyncs the dictionary files with the recovered segments.
 //   - periodic: a background goroutine fsyncs every SyncInterval; a power
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
