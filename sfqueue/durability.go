@@ -245,4 +245,3 @@ func (q *Queue) fsyncLocked(s *segment) error {
 	s.dirty = false
 	return nil
 }
-
