@@ -111,3 +111,32 @@ func TestMemoryDurabilityDictionaryFsyncFailureLatches(t *testing.T) {
 		t.Fatalf("durable FSN %d after a failed seal fsync; want 0", durable)
 	}
 }
+
+// A failed fsync of the slot directory while .ack-watermark is replaced
+// latches the queue: the directory holds the segments' names, and a later
+// directory fsync may report clean for entries that never reached the disk
+// (the failed one is never retried as if they had). A failure on the
+// temporary file alone is only retried (TestFileFaultsAreLoud).
+func TestWatermarkDirectoryFsyncFailureLatches(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory}
+	q := mustOpen(t, o)
+	defer q.Close()
+	cfs.mu.Lock()
+	cfs.failSync = func(name string) error {
+		if name == "/d/s" {
+			return syscall.EIO
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	mustAppend(t, q, testPayload(1, 10)) // moves what .ack-watermark records
+	var fatal *FatalError
+	waitFor(t, "the .ack-watermark save's failed directory fsync latched", func() bool {
+		_, err := q.Append(context.Background(), testPayload(2, 10))
+		return errors.As(err, &fatal)
+	})
+	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "directory") {
+		t.Fatalf("latched %v; want the directory fsync's EIO", fatal)
+	}
+}

@@ -264,7 +264,9 @@
 // same DiskFull refusal, counted; nothing they built was published, and
 // the queue goes on. Only a failed cut latches. A failed .ack-watermark
 // write is retried every 250 ms and logged at Error once per failure
-// streak: it costs duplicates after a restart, never data.
+// streak: it costs duplicates after a restart, never data. A failed fsync
+// of the directory in its replace latches, though: the directory holds the
+// segments' names too.
 //
 // # Recovery (Open in SF mode)
 //
