@@ -91,8 +91,10 @@
 // so the second reason does not apply, and writing into fallocate'd
 // (unwritten) extents is ext4's slower write path (BENCHMARKS.md, sfqueue).
 // There a full disk surfaces as ENOSPC from the frame write instead; the
-// batch is undone as when preallocation fails, and either way the append
-// gets a full queue with reason DiskFull.
+// batch is undone as when preallocation fails (what it wrote is zeroed, or
+// cut off when even that is refused, and made durable before a later
+// segment's frames), and either way the append gets a full queue with
+// reason DiskFull.
 //
 // In periodic and flush durability the next segment is prepared ahead,
 // off the append path, as .spare-segment (spare.go): the Ack that frees the
