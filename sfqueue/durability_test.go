@@ -409,7 +409,7 @@ func TestPowerLossFlushKeepsEveryReturnedAppend(t *testing.T) {
 	runs := iterations(24, 300)
 	promised := 0
 	for i := range runs {
-		mode := []crashMode{dropUnsynced, keepSomeWrites, keepAndGarbage}[i%3]
+		mode := []crashMode{dropUnsynced, keepSomeWrites, keepAndGarbage, keepNames}[i%4]
 		res := powerLossRun(t, DurabilityFlush, mode, uint64(i), 20*time.Millisecond, 0)
 		if res.unreplayable {
 			t.Fatalf("run %d: flush-mode slot became unreplayable after a power loss", i)
