@@ -105,7 +105,7 @@ func (q *Queue) fileLocked(s *segment) error {
 	if len(q.readOpen) > maxReadOpen {
 		old := q.readOpen[0]
 		q.readOpen = q.readOpen[1:]
-		if old != q.active {
+		if old != q.active && !q.heldByBatchLocked(old) {
 			old.closeFile()
 		}
 	}

@@ -216,10 +216,17 @@ func (q *Queue) fsyncEndLocked(segs []*segment, dict []*genFile, elapsed time.Du
 // closeIdleLocked closes s's file unless it is still written or read (or
 // held by a ref).
 func (q *Queue) closeIdleLocked(s *segment) {
-	if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {
+	if s.removed || (s != q.active && !slices.Contains(q.readOpen, s) && !q.heldByBatchLocked(s)) {
 		s.closeFile()
 	}
 }
+
+// heldByBatchLocked reports whether s took appends when the batch being
+// stored began (writeLocked): should the batch fail, its undo makes s
+// active again and erases the batch's frames in it, so its file (opened
+// for writing) stays open until the batch is in, although a rotation
+// sealed it meanwhile.
+func (q *Queue) heldByBatchLocked(s *segment) bool { return q.undo != nil && q.undo.active == s }
 
 // completeLocked releases the appends waiting on ep (nil: none) and on the
 // epochs before it, with the latched error, if any, or the error their

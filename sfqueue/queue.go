@@ -992,6 +992,9 @@ func (u *writeUndo) undo() {
 	}
 	q.active = u.active
 	q.used -= u.added
+	// A seal fsync during the batch (memory durability) counted the
+	// batch's frames in the segment it sealed as durable: they are gone.
+	q.durable = min(q.durable, q.nextFSN-1)
 	written := u.pendWrites != q.pendWrites
 	if written {
 		q.pend = q.pend[:0] // frames of the batch only: the rest was written

@@ -123,3 +123,60 @@ func shortWritesRun(t *testing.T, d Durability, seed uint64, powerLoss bool) int
 	}
 	return refused
 }
+
+// TestRefusedBatchAcrossSealedSegments: in memory durability a batch of
+// three segments' frames seals the segment that took appends when it
+// began, and its seal fsync (run by the batch's second rotation) counts the
+// batch's first frame there as durable; then the full disk refuses the
+// third segment's frames. The undo must find that segment's file open for
+// writing (the seal's fsync closed it: the undo panicked on the nil file,
+// with the queue's lock held) and take the durable count back (it stayed
+// past every published frame, so a power loss would report frames that
+// never existed as DATA_LOSS). The queue then goes on.
+func TestRefusedBatchAcrossSealedSegments(t *testing.T) {
+	cfs := newCrashFS()
+	third := "/d/s/" + segmentName(4)
+	cfs.shortWrite = func(name string, size int) (int, error) {
+		if name == third && size > segmentHeaderSize {
+			return 0, syscall.ENOSPC
+		}
+		return 0, nil
+	}
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 4096, AppendDeadline: time.Millisecond}
+	q := mustOpen(t, o)
+	mustAppend(t, q, testPayload(1, 100))
+	batch := [][]byte{testPayload(2, 3000), testPayload(3, 3000), testPayload(4, 3000)}
+	var full *FullError
+	if _, err := q.AppendBatch(context.Background(), batch); !errors.As(err, &full) || full.Reason != DiskFull {
+		t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
+	}
+	q.mu.Lock()
+	durable, published := q.durable, q.nextFSN-1
+	q.mu.Unlock()
+	if durable > published {
+		t.Fatalf("durable FSN %d past the published %d after the undo", durable, published)
+	}
+	cfs.mu.Lock()
+	cfs.shortWrite = nil
+	cfs.mu.Unlock()
+	if fsn := mustAppend(t, q, testPayload(5, 100)); fsn != 2 {
+		t.Fatalf("append after the refused batch got FSN %d; want 2", fsn)
+	}
+	q.Close()
+	q = mustOpen(t, o)
+	defer q.Close()
+	if rep := q.Recovery(); rep.Unreplayable != nil || rep.TornFrames != 0 || rep.LostFrames != 0 {
+		t.Fatalf("recovery: %+v", rep)
+	}
+	var ids []uint64
+	for _, f := range drain(t, q.NewCursor()) {
+		id, err := checkTestPayload(f.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) != 2 || ids[0] != 1 || ids[1] != 5 {
+		t.Fatalf("replayed payloads %v; want [1 5]", ids)
+	}
+}
