@@ -104,11 +104,8 @@ func TestMemoryDurabilityDictionaryFsyncFailureLatches(t *testing.T) {
 	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "dictionary") {
 		t.Fatalf("latched %v; want the dictionary's fsync EIO", fatal)
 	}
-	q.mu.Lock()
-	durable := q.durable
-	q.mu.Unlock()
-	if durable != 0 {
-		t.Fatalf("durable FSN %d after a failed seal fsync; want 0", durable)
+	if d := q.Stats().DurableFSN; d != 0 {
+		t.Fatalf("durable FSN %d after a failed seal fsync; want 0", d)
 	}
 }
 

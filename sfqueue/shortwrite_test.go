@@ -150,11 +150,8 @@ func TestRefusedBatchAcrossSealedSegments(t *testing.T) {
 	if _, err := q.AppendBatch(context.Background(), batch); !errors.As(err, &full) || full.Reason != DiskFull {
 		t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
 	}
-	q.mu.Lock()
-	durable, published := q.durable, q.nextFSN-1
-	q.mu.Unlock()
-	if durable > published {
-		t.Fatalf("durable FSN %d past the published %d after the undo", durable, published)
+	if st := q.Stats(); st.DurableFSN > st.PublishedFSN {
+		t.Fatalf("durable FSN %d past the published %d after the undo", st.DurableFSN, st.PublishedFSN)
 	}
 	cfs.mu.Lock()
 	cfs.shortWrite = nil
