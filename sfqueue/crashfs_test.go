@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -15,11 +16,20 @@ import (
 // crashFS is an in-memory FS that models what survives a power loss. Every
 // file keeps the content its last completed fsync made durable plus a log of
 // the writes and truncates since; every directory entry (create, rename,
-// remove) is durable only after an fsync of its directory. PowerLoss
-// returns a new FS holding what a disk would hold after the power failed at
-// that instant: the durable state, optionally with a random prefix of the
-// pending writes of each file (the last one torn at a random byte) and
-// garbage after it.
+// remove) is certain to be durable only after an fsync of its directory.
+// PowerLoss returns a new FS holding what a disk would hold after the power
+// failed at that instant: the durable state, optionally with a random prefix
+// of the pending writes of each file (the last one torn at a random byte)
+// and garbage after it, and (keepNames) a random prefix of the directory
+// operations no fsync of their directory has covered yet.
+//
+// keepNames is what ext4 and xfs do: a journal commits metadata in the
+// order it was changed, on its own timer (5 s on ext4), whether or not
+// anyone fsynced the directory, and independently of the data of the files
+// it names. So a rename or an unlink can reach the disk while the renamed
+// file's unsynced data does not, and a later unsynced write to one file can
+// survive while an earlier one to another file is lost: only an fsync
+// orders them.
 type crashFS struct {
 	mu      sync.Mutex
 	names   map[string]*inode // current namespace
@@ -45,6 +55,27 @@ type crashFS struct {
 	// durable: an fsync the code under test does not make.
 	skipSync  func(name string) bool
 	openFiles int // handles opened and not yet closed
+	// nameLog holds the directory operations since the last fsync of their
+	// directory, in order (PowerLoss with keepNames keeps a prefix).
+	nameLog []nameOp
+}
+
+// nameOp is one directory operation not yet made durable by an fsync of
+// its directory.
+type nameOp struct {
+	kind      byte // 'c' create, 'r' rename, 'd' remove
+	name, to  string
+	ino       *inode
+	dir, dir2 string // the directories it changes
+}
+
+func (c *crashFS) logName(op nameOp) {
+	op.dir = path.Dir(op.name)
+	op.dir2 = op.dir
+	if op.kind == 'r' {
+		op.dir2 = path.Dir(op.to)
+	}
+	c.nameLog = append(c.nameLog, op)
 }
 
 type inode struct {
@@ -77,6 +108,9 @@ const (
 	dropUnsynced   crashMode = iota // keep exactly the fsynced state
 	keepSomeWrites                  // plus a random prefix of pending writes, torn
 	keepAndGarbage                  // plus random garbage after the kept prefix
+	// keepNames is keepAndGarbage plus a random prefix of the directory
+	// operations not yet covered by an fsync of their directory.
+	keepNames
 )
 
 // PowerLoss snapshots what survives a power loss now.
@@ -88,10 +122,9 @@ func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
 		n.dirs[d] = true
 	}
 	copied := map[*inode]*inode{}
-	for name, ino := range c.durable {
+	survivor := func(ino *inode) *inode {
 		if cp, ok := copied[ino]; ok {
-			n.names[name], n.durable[name] = cp, cp
-			continue
+			return cp
 		}
 		data := append([]byte(nil), ino.synced...)
 		if mode != dropUnsynced && len(ino.pending) > 0 {
@@ -109,7 +142,7 @@ func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
 				data = writeAt(data, w, op.off)
 				tail = op.off + int64(len(w))
 			}
-			if mode == keepAndGarbage && tail >= 0 && r.IntN(2) == 0 {
+			if mode >= keepAndGarbage && tail >= 0 && r.IntN(2) == 0 {
 				g := make([]byte, 1+r.IntN(64))
 				for i := range g {
 					g[i] = byte(r.Uint32())
@@ -119,7 +152,35 @@ func (c *crashFS) PowerLoss(mode crashMode, r *rand.Rand) *crashFS {
 		}
 		cp := &inode{data: data, synced: append([]byte(nil), data...)}
 		copied[ino] = cp
+		return cp
+	}
+	for name, ino := range c.durable {
+		cp := survivor(ino)
 		n.names[name], n.durable[name] = cp, cp
+	}
+	if mode == keepNames {
+		k := len(c.nameLog) // every one (half the time): data lost, names kept
+		if r.IntN(2) == 0 {
+			k = r.IntN(len(c.nameLog) + 1)
+		}
+		for _, op := range c.nameLog[:k] {
+			cp := survivor(op.ino)
+			switch op.kind {
+			case 'c':
+				n.names[op.name], n.durable[op.name] = cp, cp
+			case 'r':
+				if n.names[op.name] == cp {
+					delete(n.names, op.name)
+					delete(n.durable, op.name)
+				}
+				n.names[op.to], n.durable[op.to] = cp, cp
+			case 'd':
+				if n.names[op.name] == cp {
+					delete(n.names, op.name)
+					delete(n.durable, op.name)
+				}
+			}
+		}
 	}
 	return n
 }
@@ -171,6 +232,7 @@ func (c *crashFS) OpenFile(name string, flag int) (File, error) {
 	case !ok:
 		ino = &inode{}
 		c.names[name] = ino
+		c.logName(nameOp{kind: 'c', name: name, ino: ino})
 	case flag&os.O_TRUNC != 0:
 		ino.data = ino.data[:0]
 		ino.log(fileOp{off: 0, trunc: true})
@@ -220,10 +282,12 @@ func (c *crashFS) Remove(name string) error {
 		c.mu.Lock()
 	}
 	defer c.mu.Unlock()
-	if _, ok := c.names[name]; !ok {
+	ino, ok := c.names[name]
+	if !ok {
 		return &os.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
 	}
 	delete(c.names, name)
+	c.logName(nameOp{kind: 'd', name: name, ino: ino})
 	return nil
 }
 
@@ -242,6 +306,9 @@ func (c *crashFS) RemoveAll(name string) error {
 			delete(c.dirs, d)
 		}
 	}
+	c.nameLog = slices.DeleteFunc(c.nameLog, func(op nameOp) bool {
+		return strings.HasPrefix(op.name, name+"/") || strings.HasPrefix(op.to, name+"/")
+	})
 	return nil
 }
 
@@ -268,6 +335,16 @@ func (c *crashFS) Rename(oldname, newname string) error {
 				c.dirs[newname+d[len(oldname):]] = true
 			}
 		}
+		moved := func(p string) string {
+			if strings.HasPrefix(p, oldname+"/") {
+				return newname + p[len(oldname):]
+			}
+			return p
+		}
+		for i := range c.nameLog {
+			op := &c.nameLog[i]
+			op.name, op.to, op.dir, op.dir2 = moved(op.name), moved(op.to), moved(op.dir), moved(op.dir2)
+		}
 		return nil
 	}
 	ino, ok := c.names[oldname]
@@ -276,6 +353,7 @@ func (c *crashFS) Rename(oldname, newname string) error {
 	}
 	delete(c.names, oldname)
 	c.names[newname] = ino
+	c.logName(nameOp{kind: 'r', name: oldname, to: newname, ino: ino})
 	return nil
 }
 
@@ -299,6 +377,7 @@ func (c *crashFS) SyncDir(dir string) error {
 			c.durable[n] = ino
 		}
 	}
+	c.nameLog = slices.DeleteFunc(c.nameLog, func(op nameOp) bool { return op.dir == dir || op.dir2 == dir })
 	return nil
 }
 
@@ -325,7 +404,9 @@ func (c *crashFS) Lock(name string) (io.Closer, error) {
 		return nil, ErrLockHeld
 	}
 	if _, ok := c.names[name]; !ok {
-		c.names[name] = &inode{}
+		ino := &inode{}
+		c.names[name] = ino
+		c.logName(nameOp{kind: 'c', name: name, ino: ino})
 	}
 	c.locks[name] = true
 	return &crashLock{c: c, name: name}, nil

@@ -37,20 +37,30 @@ func (c *Cursor) Seek(fsn uint64) { c.next = fsn }
 // evict_oldest deleted frames the cursor had not reached: compare it with the
 // expected one.
 func (c *Cursor) Next() (fsn uint64, payload []byte, ok bool, err error) {
+	fsn, ok, err = c.step(func(s *segment) (err error) {
+		payload, c.buf, err = s.readFrame(c.next, c.buf)
+		return err
+	})
+	return fsn, payload, ok, err
+}
+
+// step reads the cursor's next frame with read, under the queue's lock,
+// and moves the cursor past it; ok is false when the cursor is past
+// PublishedFSN or read failed.
+func (c *Cursor) step(read func(s *segment) error) (fsn uint64, ok bool, err error) {
 	q := c.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s, err := c.segmentLocked()
 	if s == nil || err != nil {
-		return 0, nil, false, err
+		return 0, false, err
 	}
-	payload, c.buf, err = s.readFrame(c.next, c.buf)
-	if err != nil {
-		return 0, nil, false, err
+	if err := read(s); err != nil {
+		return 0, false, err
 	}
 	fsn = c.next
 	c.next++
-	return fsn, payload, true, nil
+	return fsn, true, nil
 }
 
 // segmentLocked returns the segment holding the cursor's next frame, its
@@ -95,7 +105,7 @@ func (q *Queue) fileLocked(s *segment) error {
 	if len(q.readOpen) > maxReadOpen {
 		old := q.readOpen[0]
 		q.readOpen = q.readOpen[1:]
-		if old != q.active {
+		if old != q.active && !q.heldByBatchLocked(old) {
 			old.closeFile()
 		}
 	}
@@ -187,18 +197,12 @@ func (c *Cursor) NextStream(buf []byte) (fsn uint64, st *Stream, ok bool, err er
 	if len(buf) < StreamHeadBytes+frameOverhead {
 		return 0, nil, false, fmt.Errorf("sfqueue: NextStream needs a buffer of at least %d bytes", StreamHeadBytes+frameOverhead)
 	}
-	q := c.q
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	s, err := c.segmentLocked()
-	if s == nil || err != nil {
+	fsn, ok, err = c.step(func(s *segment) error {
+		c.st = Stream{c: c, s: s, fsn: c.next}
+		return s.verifyFrame(int(c.next-s.base), buf, &c.st)
+	})
+	if !ok {
 		return 0, nil, false, err
 	}
-	c.st = Stream{c: c, s: s, fsn: c.next}
-	if err := s.verifyFrame(int(c.next-s.base), buf, &c.st); err != nil {
-		return 0, nil, false, err
-	}
-	fsn = c.next
-	c.next++
 	return fsn, &c.st, true, nil
 }

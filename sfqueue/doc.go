@@ -91,8 +91,10 @@
 // so the second reason does not apply, and writing into fallocate'd
 // (unwritten) extents is ext4's slower write path (BENCHMARKS.md, sfqueue).
 // There a full disk surfaces as ENOSPC from the frame write instead; the
-// batch is undone as when preallocation fails, and either way the append
-// gets a full queue with reason DiskFull.
+// batch is undone as when preallocation fails (what it wrote is zeroed, or
+// cut off when even that is refused, and made durable before a later
+// segment's frames), and either way the append gets a full queue with
+// reason DiskFull.
 //
 // In periodic and flush durability the next segment is prepared ahead,
 // off the append path, as .spare-segment (spare.go): the Ack that frees the
@@ -205,7 +207,10 @@
 //   - memory: writes reach the page cache only; a segment, once sealed at a
 //     rotation, is fsynced by the background goroutine, off the append path
 //     (a rotation waits only when the previous sealed segment's fsync is
-//     still running), and .ack-watermark then records it as synced.
+//     still running), together with the dictionary files written since
+//     their last fsync (the ids its frames use, whose defining frames may
+//     be acked and deleted), and .ack-watermark then records it as synced.
+//     Recovery fsyncs the dictionary files with the recovered segments.
 //   - periodic: a background goroutine fsyncs every SyncInterval; a power
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that
@@ -261,7 +266,9 @@
 // same DiskFull refusal, counted; nothing they built was published, and
 // the queue goes on. Only a failed cut latches. A failed .ack-watermark
 // write is retried every 250 ms and logged at Error once per failure
-// streak: it costs duplicates after a restart, never data.
+// streak: it costs duplicates after a restart, never data. A failed fsync
+// of the directory in its replace latches, though: the directory holds the
+// segments' names too.
 //
 // # Recovery (Open in SF mode)
 //

@@ -133,7 +133,7 @@ func (q *Queue) syncLocked() {
 		return
 	}
 	q.syncing = true
-	op, err := q.fsyncUnlocked(segs, dir)
+	op, err := q.fsyncUnlocked(segs, nil, dir)
 	q.syncing = false
 	if err != nil {
 		q.latchLocked(op, err)
@@ -144,17 +144,29 @@ func (q *Queue) syncLocked() {
 	q.syncDone.Broadcast() // Close waits for q.syncing
 }
 
-// fsyncUnlocked fsyncs segs in order, then the slot directory if dir, with
-// q.mu released (the segments are held open meanwhile), records the time,
-// and returns the failed operation's name and error.
-func (q *Queue) fsyncUnlocked(segs []*segment, dir bool) (string, error) {
+// fsyncUnlocked fsyncs the dictionary files dict, then segs in order, then
+// the slot directory if dir, with q.mu released (the files are held open
+// meanwhile), records the time, and returns the failed operation's name
+// and error.
+func (q *Queue) fsyncUnlocked(segs []*segment, dict []*genFile, dir bool) (string, error) {
 	for _, s := range segs {
 		s.refs++
+	}
+	if len(dict) > 0 {
+		q.dictSyncs++ // keeps generation drops and Close off these files
 	}
 	q.mu.Unlock()
 	start := time.Now()
 	var err error
 	var op string
+	for _, gf := range dict {
+		if err = gf.f.Sync(); err != nil {
+			elapsed := time.Since(start)
+			q.mu.Lock()
+			q.fsyncEndLocked(segs, dict, elapsed)
+			return "fsync symbol dictionary", err
+		}
+	}
 	var dirDone chan error
 	if dir && len(segs) > 0 {
 		// Beside the segments' fsyncs rather than after them: on a
@@ -184,21 +196,37 @@ func (q *Queue) fsyncUnlocked(segs []*segment, dir bool) (string, error) {
 	}
 	elapsed := time.Since(start)
 	q.mu.Lock()
+	q.fsyncEndLocked(segs, dict, elapsed)
+	return op, err
+}
+
+// fsyncEndLocked lets go of what fsyncUnlocked held and records its time.
+func (q *Queue) fsyncEndLocked(segs []*segment, dict []*genFile, elapsed time.Duration) {
 	for _, s := range segs {
 		s.refs--
 		q.closeIdleLocked(s)
 	}
+	if len(dict) > 0 {
+		q.dictSyncs--
+		q.syncDone.Broadcast()
+	}
 	q.st.recordFsync(elapsed)
-	return op, err
 }
 
 // closeIdleLocked closes s's file unless it is still written or read (or
 // held by a ref).
 func (q *Queue) closeIdleLocked(s *segment) {
-	if s.removed || (s != q.active && !slices.Contains(q.readOpen, s)) {
+	if s.removed || (s != q.active && !slices.Contains(q.readOpen, s) && !q.heldByBatchLocked(s)) {
 		s.closeFile()
 	}
 }
+
+// heldByBatchLocked reports whether s took appends when the batch being
+// stored began (writeLocked): should the batch fail, its undo makes s
+// active again and erases the batch's frames in it, so its file (opened
+// for writing) stays open until the batch is in, although a rotation
+// sealed it meanwhile.
+func (q *Queue) heldByBatchLocked(s *segment) bool { return q.undo != nil && q.undo.active == s }
 
 // completeLocked releases the appends waiting on ep (nil: none) and on the
 // epochs before it, with the latched error, if any, or the error their

@@ -111,7 +111,7 @@ func powerLossCampaignRun(t *testing.T, d Durability, seed uint64, f *campaignFi
 		appenders.Wait()
 		time.Sleep(300 * time.Millisecond)
 	}
-	mode := []crashMode{dropUnsynced, keepSomeWrites, keepAndGarbage}[r.IntN(3)]
+	mode := []crashMode{dropUnsynced, keepSomeWrites, keepAndGarbage, keepNames}[r.IntN(4)]
 	mu.Lock()
 	q.mu.Lock()
 	durable, acked := q.durable, q.acked

@@ -948,16 +948,35 @@ func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
 	return u
 }
 
-// writeZeros overwrites f from off up to end with zeros, best effort (the
-// undo of a write that already failed).
-func writeZeros(f File, off, end int64) {
+// writeZeros overwrites f from off up to end with zeros (the undo of a
+// write that already failed).
+func writeZeros(f File, off, end int64) error {
 	zeros := make([]byte, min(end-off, 64<<10))
 	for off < end {
 		n := min(end-off, int64(len(zeros)))
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return
+			return err
 		}
 		off += n
+	}
+	return nil
+}
+
+// eraseUndoneLocked removes what an undone batch wrote into s from off up
+// to end: zeros over it, which keeps a preallocated segment's blocks, or,
+// when that fails too (a full disk that refuses overwrites: copy-on-write
+// file systems, a write that was cut short before its blocks were
+// reserved), a truncate to off. A remainder would outlive the undo: once s
+// is sealed, recovery finds written bytes after its last frame in a
+// segment before the newest, which is damage, and sets the slot aside. A
+// failed truncate latches.
+func (q *Queue) eraseUndoneLocked(s *segment, off, end int64) {
+	zerr := writeZeros(s.f, off, end)
+	if zerr == nil {
+		return
+	}
+	if err := s.f.Truncate(off); err != nil {
+		q.latchLocked("truncate "+filepath.Base(s.path)+" after a failed write", errors.Join(zerr, err))
 	}
 }
 
@@ -973,6 +992,9 @@ func (u *writeUndo) undo() {
 	}
 	q.active = u.active
 	q.used -= u.added
+	// A seal fsync during the batch (memory durability) counted the
+	// batch's frames in the segment it sealed as durable: they are gone.
+	q.durable = min(q.durable, q.nextFSN-1)
 	written := u.pendWrites != q.pendWrites
 	if written {
 		q.pend = q.pend[:0] // frames of the batch only: the rest was written
@@ -983,7 +1005,11 @@ func (u *writeUndo) undo() {
 		a.size, a.offsets, a.items, a.slack = u.size, a.offsets[:u.frames], u.items, 0
 		a.unsealLocked() // active again
 		if written || q.flushReq == nil {
-			writeZeros(a.f, u.size, max(u.end, u.size+4))
+			q.eraseUndoneLocked(a, u.size, max(u.end, u.size+4))
+			// The erase must be durable before a later segment's frames
+			// are: a rotation's fsync may have made the undone frames
+			// durable already.
+			a.dirty = true
 		}
 	}
 	for _, s := range u.created {
@@ -1065,8 +1091,16 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 		q.sealSyncing = true
 		// Memory durability: the directory too, so that what q.durable
 		// then records is durable, names included (nothing else fsyncs
-		// the directory but the .ack-watermark's save).
-		op, err := q.fsyncUnlocked(segs, q.o.Durability == DurabilityMemory)
+		// the directory but the .ack-watermark's save), and first the
+		// dictionary entries the sealed frames use: nothing else fsyncs
+		// them in this mode, and once the frames defining them are acked
+		// and deleted, a power loss would leave the sealed frames' ids
+		// backed by nothing (the slot set aside).
+		var dict []*genFile
+		if q.o.Durability == DurabilityMemory {
+			dict = q.dict.takeDirty()
+		}
+		op, err := q.fsyncUnlocked(segs, dict, q.o.Durability == DurabilityMemory)
 		q.sealSyncing = false
 		q.syncDone.Broadcast()
 		if err != nil {
@@ -1090,7 +1124,7 @@ func (q *Queue) syncSealedLocked(byAppend bool) error {
 // durable, or a power loss could leave a hole between them.
 func (q *Queue) rotationSyncLocked(prev *segment) error {
 	q.rotating = true
-	op, err := q.fsyncUnlocked([]*segment{prev}, false)
+	op, err := q.fsyncUnlocked([]*segment{prev}, nil, false)
 	q.rotating = false
 	q.syncDone.Broadcast()
 	if err != nil {

@@ -445,7 +445,8 @@ func (q *Queue) recoverLocked() (RecoveryReport, error) {
 // one), and from here on the queue counts them as durable (q.durable),
 // which .ack-watermark then records, so that damage to them is taken for
 // the medium's, not a torn write, and the window stays the active segment.
-// Without it they would stay in the page cache only.
+// Without it they would stay in the page cache only. The dictionary files
+// not known to be fsynced go with them.
 func (q *Queue) syncRecovered(scan *SlotScan) error {
 	n, began := 0, time.Now()
 	defer func() {
@@ -471,6 +472,16 @@ func (q *Queue) syncRecovered(scan *SlotScan) error {
 		}
 		if err != nil {
 			return fmt.Errorf("sfqueue: fsync recovered segment %s: %w", s.path, err)
+		}
+	}
+	// And the dictionary entries they use (memory durability leaves the
+	// files unsynced): the queue counts the frames durable from here on.
+	for _, gf := range q.dict.takeDirty() {
+		start := time.Now()
+		err := gf.f.Sync()
+		q.st.recordFsync(time.Since(start))
+		if err != nil {
+			return fmt.Errorf("sfqueue: fsync recovered symbol dictionary: %w", err)
 		}
 	}
 	return nil

@@ -56,6 +56,11 @@ func symbolRecordBytes(entry []byte) int64 { return int64(symbolRecordHeader + l
 type genFile struct {
 	f    File
 	size int64
+	// dirty: written since its last fsync. Only memory durability, which
+	// does not fsync entries as it writes them, leaves a file dirty: the
+	// seal fsync (and recovery's) makes them durable before the frames
+	// that use them count as durable (takeDirty).
+	dirty bool
 }
 
 // SymbolRun is dictionary entries FirstID, FirstID+1, ... of generation
@@ -201,7 +206,8 @@ func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict,
 				return fail(fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, fs.intact, err))
 			}
 		}
-		d.files[fs.gen] = &genFile{f: f, size: fs.intact}
+		// Without sync nothing says an earlier life fsynced it.
+		d.files[fs.gen] = &genFile{f: f, size: fs.intact, dirty: !sync}
 		d.bytes += fs.intact
 	}
 	for g := range migrate {
@@ -219,7 +225,7 @@ func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict,
 		if err != nil {
 			return fail(err)
 		}
-		d.files[g] = &genFile{f: f, size: int64(len(buf))}
+		d.files[g] = &genFile{f: f, size: int64(len(buf))} // replaceFile fsynced it
 		d.bytes += int64(len(buf))
 	}
 	if len(migrate) > 0 {
@@ -246,6 +252,7 @@ func (d *symbolDict) persist(gen uint32, firstID int, entries [][]byte) error {
 		return fmt.Errorf("sfqueue: %s (rebuilt entries): %w", op, err)
 	}
 	if d.sync {
+		d.files[gen].dirty = false
 		if err := d.files[gen].f.Sync(); err != nil {
 			return fmt.Errorf("sfqueue: fsync %s: %w", genDictName(gen), err)
 		}
@@ -380,6 +387,7 @@ func (d *symbolDict) addRun(r SymbolRun) (*dictMark, string, error) {
 			d.files[gen] = gf
 		}
 		m.size = gf.size
+		gf.dirty = true
 		buf, off := d.rec[:0], gf.size
 		for i, e := range r.Entries {
 			buf = appendSymbolRecord(buf, gen, uint32(r.FirstID+i), e)
@@ -474,6 +482,20 @@ func (d *symbolDict) dropBelow(gen uint32) error {
 	return errors.Join(errs...)
 }
 
+// takeDirty returns the files written since their last fsync and counts
+// them clean: the caller fsyncs them (and latches the queue fatal if that
+// fails, so a file is never counted clean in error).
+func (d *symbolDict) takeDirty() []*genFile {
+	var out []*genFile
+	for _, gf := range d.files {
+		if gf.dirty {
+			gf.dirty = false
+			out = append(out, gf)
+		}
+	}
+	return out
+}
+
 func (d *symbolDict) close() error {
 	var errs []error
 	for g, gf := range d.files {
@@ -534,7 +556,9 @@ func (q *Queue) writeSymbolsLocked(runs []SymbolRun) ([]dictMark, error) {
 	created := false
 	files := make([]File, 0, len(marks))
 	for _, m := range marks {
-		files = append(files, q.dict.files[m.gen].f)
+		gf := q.dict.files[m.gen]
+		gf.dirty = false // fsynced here; a failure latches
+		files = append(files, gf.f)
 		created = created || m.created
 	}
 	q.dictSyncs++ // keeps generation drops and Close off these files
@@ -715,9 +739,6 @@ func (q *Queue) DropSymbolGenerationsBelow(gen uint32) error {
 }
 
 func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
-	for q.dictSyncs > 0 && !q.closed { // never close a file under its fsync
-		q.syncDone.Wait()
-	}
 	if q.closed {
 		return ErrClosed
 	}
@@ -730,9 +751,14 @@ func (q *Queue) dropSymbolsBelowLocked(gen uint32) error {
 		if err := q.saveWatermarkLocked(); err != nil {
 			return fmt.Errorf("sfqueue: saving the ack watermark before dropping symbol generations below %d: %w", gen, err)
 		}
-		if q.closed { // closed while the watermark was written
-			return ErrClosed
-		}
+	}
+	// After the save, which releases q.mu: a seal may have started an
+	// fsync of a dirty file meanwhile.
+	for q.dictSyncs > 0 && !q.closed { // never close a file under its fsync
+		q.syncDone.Wait()
+	}
+	if q.closed {
+		return ErrClosed
 	}
 	return q.dict.dropBelow(gen)
 }

@@ -125,6 +125,13 @@ func (q *Queue) saveWatermarkLocked() error {
 	q.mu.Lock()
 	q.wmWriting = false
 	q.syncDone.Broadcast()
+	var dse *dirSyncError
+	if errors.As(err, &dse) {
+		// The directory holds the segments' names too: after a failed
+		// fsync of it, a later one may report clean for entries that never
+		// reached the disk. Fatal, like a segment's (doc.go, Durability).
+		q.latchLocked("fsync directory "+q.slot, dse.err)
+	}
 	if err != nil {
 		return err
 	}
@@ -152,7 +159,9 @@ func replaceFile(fsys FS, dir, name string, data []byte) error {
 		err = fsys.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err == nil {
-		err = fsys.SyncDir(dir)
+		if derr := fsys.SyncDir(dir); derr != nil {
+			err = &dirSyncError{derr}
+		}
 	}
 	if err != nil {
 		fsys.Remove(tmp)
@@ -160,6 +169,13 @@ func replaceFile(fsys FS, dir, name string, data []byte) error {
 	}
 	return nil
 }
+
+// dirSyncError is replaceFile's failed fsync of the directory, which, unlike
+// a failure on the temporary file, concerns every entry of the directory.
+type dirSyncError struct{ err error }
+
+func (e *dirSyncError) Error() string { return "fsync directory: " + e.err.Error() }
+func (e *dirSyncError) Unwrap() error { return e.err }
 
 // readSmallFile reads a whole file of at most limit bytes.
 func readSmallFile(fsys FS, name string, limit int64) ([]byte, error) {

@@ -1,0 +1,139 @@
+package sfqueue
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// In memory durability a sealed segment is fsynced in the background and
+// then counts as durable: its frames are outside the loss window. The
+// dictionary entries they use must be durable by then too. Here the frame
+// that defined id 0 is acknowledged and deleted, so after a power loss
+// only the dictionary file can back the id the sealed frame uses: were the
+// file's entries never fsynced, recovery would set the slot aside
+// (DATA_LOSS) for frames the mode promised to keep.
+//
+// The same holds for a restart after a process crash: recovery fsyncs the
+// recovered segments and counts them durable, so it fsyncs the dictionary
+// the previous life left unsynced with them.
+func TestMemoryDurabilitySealMakesDictionaryDurable(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "seal", true: "recovery"}[restart], func(t *testing.T) {
+			memoryDictionaryPowerLoss(t, restart)
+		})
+	}
+}
+
+func memoryDictionaryPowerLoss(t *testing.T, restart bool) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256,
+		SymbolUse: symUse, SymbolDefs: symDefs}
+	q := mustOpen(t, o)
+	pad := bytes.Repeat([]byte{'.'}, 150) // one frame a segment
+	appendWith := func(p []byte, runs ...SymbolRun) uint64 {
+		t.Helper()
+		fsn, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(p, pad...)}, Symbols: runs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fsn
+	}
+	appendWith(symPayload(0, "a"), SymbolRun{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}})
+	uses := appendWith([]byte{0, 0, 0}) // uses id 0, defines nothing
+	if restart {
+		// A process crash before any seal: nothing of the slot fsynced.
+		kill(q)
+		q = mustOpen(t, o)
+	} else {
+		appendWith([]byte{0xff, 0, 0}) // seals the segment holding uses
+	}
+	q.Ack(1) // the defining frame's segment goes
+	waitFor(t, ".ack-watermark records the sealed segment as synced", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
+	})
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+	q.Close()
+
+	o.FS = snap
+	q = mustOpen(t, o)
+	defer q.Close()
+	rep := q.Recovery()
+	if rep.Unreplayable != nil || rep.LostFrames != 0 {
+		t.Fatalf("a power loss set aside a slot whose sealed, synced frame uses a dictionary entry: %+v", rep)
+	}
+	frames := drain(t, q.NewCursor())
+	if len(frames) == 0 || frames[0].fsn != uses {
+		t.Fatalf("replayed %v; want FSN %d first", frames, uses)
+	}
+	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
+		t.Fatalf("dictionary after recovery %q; want [a]", got)
+	}
+}
+
+// A failed fsync of a dictionary file at a memory-durability seal latches
+// the queue like a segment's: the sealed frames are not counted durable,
+// later appends fail, and the failure names the dictionary.
+func TestMemoryDurabilityDictionaryFsyncFailureLatches(t *testing.T) {
+	cfs := newCrashFS()
+	cfs.failSync = func(name string) error {
+		if strings.Contains(name, symbolDictFile) {
+			return syscall.EIO
+		}
+		return nil
+	}
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256, SymbolUse: symUse}
+	q := mustOpen(t, o)
+	defer q.Close()
+	pad := bytes.Repeat([]byte{'.'}, 150)
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(symPayload(0, "a"), pad...)},
+		Symbols: []SymbolRun{{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, q, append([]byte{0, 0, 0}, pad...)) // seals the first segment
+	var fatal *FatalError
+	waitFor(t, "the seal's failed dictionary fsync latched", func() bool {
+		_, err := q.Append(context.Background(), []byte{0xff, 0, 0})
+		return errors.As(err, &fatal)
+	})
+	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "dictionary") {
+		t.Fatalf("latched %v; want the dictionary's fsync EIO", fatal)
+	}
+	if d := q.Stats().DurableFSN; d != 0 {
+		t.Fatalf("durable FSN %d after a failed seal fsync; want 0", d)
+	}
+}
+
+// A failed fsync of the slot directory while .ack-watermark is replaced
+// latches the queue: the directory holds the segments' names, and a later
+// directory fsync may report clean for entries that never reached the disk
+// (the failed one is never retried as if they had). A failure on the
+// temporary file alone is only retried (TestFileFaultsAreLoud).
+func TestWatermarkDirectoryFsyncFailureLatches(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory}
+	q := mustOpen(t, o)
+	defer q.Close()
+	cfs.mu.Lock()
+	cfs.failSync = func(name string) error {
+		if name == "/d/s" {
+			return syscall.EIO
+		}
+		return nil
+	}
+	cfs.mu.Unlock()
+	mustAppend(t, q, testPayload(1, 10)) // moves what .ack-watermark records
+	var fatal *FatalError
+	waitFor(t, "the .ack-watermark save's failed directory fsync latched", func() bool {
+		_, err := q.Append(context.Background(), testPayload(2, 10))
+		return errors.As(err, &fatal)
+	})
+	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "directory") {
+		t.Fatalf("latched %v; want the directory fsync's EIO", fatal)
+	}
+}
