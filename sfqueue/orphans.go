@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // failedFile marks a slot a background drainer gave up on.
@@ -92,23 +91,20 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 
 // SetAsideSlots lists the slots under dir that hold data the queue will
 // never send and wait for an operator: those recovery renamed
-// <id>.unreplayable-<n>, and orphan slots a drainer marked .failed for
-// DATA_LOSS. A missing dir has none.
+// <id>.unreplayable-<n>, and orphan slots a drainer marked .failed, for
+// DATA_LOSS or for a server's refusal alike (orphan scans skip both, so
+// once the drainer's log is gone this is their only trace). A missing dir
+// has none.
 func SetAsideSlots(dir string) ([]string, error) {
 	fsys := OSFS()
 	return selectSlotDirs(fsys, dir, func(name, slot string) bool {
 		if isUnreplayableName(name) {
 			return true
 		}
-		b, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 4096)
-		return err == nil && strings.Contains(string(b), dataLossMarker)
+		_, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0)
+		return err == nil
 	})
 }
-
-// dataLossMarker is in the .failed reason of a slot set aside for
-// DATA_LOSS (DataLossError.Error), unlike one a drainer gave up on for a
-// server's refusal.
-const dataLossMarker = "DATA_LOSS"
 
 // MarkFailed writes <dir>/<senderID>/.failed with reason, so that later
 // orphan scans skip the slot. The slot and its data are kept.
