@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -128,6 +130,11 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			log.Info("orphan slot is busy; skipped", zap.Error(err))
 			return skipped, nil
 		}
+		if _, serr := os.Stat(so.SlotDir); errors.Is(err, fs.ErrNotExist) && errors.Is(serr, fs.ErrNotExist) {
+			// Another drainer emptied and removed it after our scan.
+			log.Info("orphan slot is gone; skipped", zap.Error(err))
+			return skipped, nil
+		}
 		var dl *sfqueue.DataLossError
 		switch {
 		case !errors.As(err, &dl):
@@ -159,7 +166,15 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			obs.DrainerFailed()
 			return failed, nil
 		}
-		if rerr := sfqueue.RemoveSlot(dir, id); rerr != nil {
+		var le *sfqueue.LockedError
+		if rerr := sfqueue.RemoveSlot(dir, id); errors.As(rerr, &le) {
+			// Every frame is acknowledged; whoever took the lock between
+			// our Close and RemoveSlot (another drainer, the slot's owner)
+			// finds it empty and removes or reuses it.
+			log.Info("orphan slot drained; another process took it before its removal", zap.Error(rerr))
+			obs.DrainerSucceeded()
+			return drained, nil
+		} else if rerr != nil {
 			log.Error("removing the drained orphan slot", zap.Error(rerr))
 			obs.DrainerFailed()
 			return failed, nil

@@ -277,3 +277,71 @@ func slotFiles(t *testing.T, dir string) string {
 	}
 	return sb.String()
 }
+
+// TestDrainOrphansRacingDrainers: two drainers (two collectors starting
+// at once on one sf_dir) list the same orphans and race for each, round
+// after round: the slot lock lets one drain it, the other skips it; every
+// row arrives once, no drainer fails or logs an Error, and no slot is left
+// behind. Before, the winner deleted the slot in place, unlinking the .lock
+// it held: the loser could create a new .lock and take it meanwhile (two
+// holders at once; the deletion then failed, "directory not empty"), or
+// lock the slot between the winner's Close and RemoveSlot; both counted a
+// failed drainer for a delivered slot.
+func TestDrainOrphansRacingDrainers(t *testing.T) {
+	rounds := 30
+	if testing.Short() {
+		rounds = 15
+	}
+	srv := newServer(t, qwptest.Options{})
+	const orphans = 6
+	for round := range rounds {
+		dir := t.TempDir()
+		base := int64(round * orphans * 1000)
+		for i := range orphans {
+			orphan(t, dir, fmt.Sprintf("dead-%d", i), base+int64(i*1000), 4)
+		}
+		core, logs := observer.New(zapcore.WarnLevel)
+		recs := [2]*recorder{{}, {}}
+		reps := make(chan DrainReport, 2)
+		for _, rec := range recs {
+			go func() {
+				o := testOptions(rec, srv.URL())
+				o.Logger = zap.New(core)
+				rep, err := DrainOrphans(context.Background(), dir, nil, 3, DrainOptions{Sender: o})
+				if err != nil {
+					t.Error(err)
+				}
+				reps <- rep
+			}()
+		}
+		var drained []string
+		for range 2 {
+			rep := <-reps
+			if len(rep.Failed) != 0 {
+				t.Errorf("round %d: report %+v: a drainer failed", round, rep)
+			}
+			drained = append(drained, rep.Drained...)
+		}
+		slices.Sort(drained)
+		if len(slices.Compact(drained)) != orphans {
+			t.Errorf("round %d: drained %v, want each of the %d orphans", round, drained, orphans)
+		}
+		counts := rowIDs(t, srv)
+		for i := range orphans {
+			for id := base + int64(i*1000); id < base+int64(i*1000+20); id++ {
+				if counts[id] != 1 {
+					t.Errorf("round %d: row %d arrived %d times", round, id, counts[id])
+				}
+			}
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("round %d: left under sf_dir: %v", round, left)
+		}
+		if f := recs[0].drainers[2].Load() + recs[1].drainers[2].Load(); f != 0 || logs.Len() != 0 {
+			t.Errorf("round %d: drainers_failed %d, want 0; warnings and errors: %v", round, f, logs.All())
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}

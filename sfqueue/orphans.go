@@ -117,6 +117,13 @@ func MarkFailed(dir, senderID, reason string) error {
 
 // RemoveSlot deletes the slot <dir>/<senderID> after a drainer emptied it.
 // It refuses a slot that is locked or still holds unacked frames.
+//
+// The slot is first renamed, under its lock, to <senderID>.removing and
+// deleted there: deleting it in place would unlink .lock while we hold it,
+// so an opener racing with the deletion (another drainer, the slot's
+// owner starting again) could create a fresh .lock, take it and write
+// into a directory whose files the deletion is still unlinking. After the
+// rename an opener of <dir>/<senderID> starts on a new, empty slot.
 func RemoveSlot(dir, senderID string) error {
 	if err := validSenderID(senderID); err != nil {
 		return err
@@ -135,8 +142,20 @@ func RemoveSlot(dir, senderID string) error {
 	if unacked {
 		return fmt.Errorf("sfqueue: slot %s still holds unacked frames; drain it before removing it", slot)
 	}
-	if err := fsys.RemoveAll(slot); err != nil {
+	gone := slot + removingSuffix
+	// A leftover of a crash between an earlier rename and its deletion.
+	if err := fsys.RemoveAll(gone); err != nil {
+		return err
+	}
+	if err := fsys.Rename(slot, gone); err != nil {
+		return err
+	}
+	if err := fsys.RemoveAll(gone); err != nil {
 		return err
 	}
 	return fsys.SyncDir(dir)
 }
+
+// removingSuffix names a drained slot being deleted. It holds no unacked
+// frames and no .failed, so orphan scans and SetAsideSlots pass it by.
+const removingSuffix = ".removing"
