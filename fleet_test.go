@@ -2,10 +2,12 @@ package questdbexporter
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
+	"github.com/questdbexporter/questdbexporter/sfqueue"
 )
 
 // leaveOrphan leaves n gauge rows (ids from base) unsent in <dir>/<id>, as
@@ -78,5 +81,92 @@ func TestFailedOrphanStaysVisibleAfterRestart(t *testing.T) {
 	}
 	if got := srv.RowCount("otel_metrics_gauge"); got != 0 {
 		t.Fatalf("%d rows of the .failed orphan were sent, want 0 (kept for the operator)", got)
+	}
+}
+
+// TestOwnerGetsItsSlotBackFromADrainer: a collector whose slot another
+// collector's drain_orphans adopted while it was down (both restarting at
+// once, or a crash loop) starts anyway: its exporter asks the drainer for
+// the slot, the drainer hands it over with its frames (interrupted, not
+// failed), and the owner delivers them. Before, the owner's Start failed
+// with the slot locked for as long as the drain lasted, which during an
+// outage is for ever.
+func TestOwnerGetsItsSlotBackFromADrainer(t *testing.T) {
+	dir := t.TempDir()
+	leaveOrphan(t, dir, "owner", 0, 3)
+
+	// The other collector drains towards a QuestDB that is down: its
+	// drainer holds the slot and never finishes.
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir, cfg.SenderID, cfg.DrainOrphans = dir, "other", true
+	other, ott, ologs, _ := startObserved(t, cfg)
+	defer other.Shutdown(context.Background())
+	waitFor(t, func() bool {
+		n, _ := metricTotal(t, ott, "otelcol_exporter_questdb_drainers_active")
+		return n == 1
+	})
+
+	srv := newServer(t, qwptest.Options{})
+	cfg = testConfig(t, srv.Addr())
+	cfg.SFDir, cfg.SenderID = dir, "owner"
+	owner, _, logs, _ := startObserved(t, cfg)
+	defer owner.Shutdown(context.Background())
+	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 3 })
+	ids := serverIDs(t, srv, "otel_metrics_gauge")
+	for id := range 3 {
+		if ids[id] != 1 {
+			t.Fatalf("row %d arrived %d times", id, ids[id])
+		}
+	}
+	if logs.FilterMessageSnippet("hand it over").Len() != 1 {
+		t.Errorf("the owner did not log that it asked for its slot: %v", logs.All())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "owner", ".handover")); !os.IsNotExist(err) {
+		t.Errorf("the handover request was left in the slot (stat: %v)", err)
+	}
+	<-other.drained
+	for name, want := range map[string]float64{"otelcol_exporter_questdb_drainers_active": 0, "otelcol_exporter_questdb_drainers_failed": 0} {
+		if got, _ := metricTotal(t, ott, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if ologs.FilterMessageSnippet("handed it over").Len() != 1 {
+		t.Errorf("the drainer did not log the handover: %v", ologs.All())
+	}
+}
+
+// TestSlotHeldByAnotherSenderStillFailsStart: a lock held by something
+// that is not a drainer (a second collector on the same sender_id,
+// questdb-slot salvage) does not yield: Start fails after handoverWait,
+// naming the slot as locked, and withdraws its handover request.
+func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
+	dir := t.TempDir()
+	holder, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "twin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	old := handoverWait
+	handoverWait = 300 * time.Millisecond
+	defer func() { handoverWait = old }()
+
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir, cfg.SenderID = dir, "twin"
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Shutdown(context.Background())
+	start := time.Now()
+	err = inst.Start(context.Background(), componenttest.NewNopHost())
+	var le *sfqueue.LockedError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("Start on a held slot: %v; want the LockedError", err)
+	}
+	if waited := time.Since(start); waited < handoverWait {
+		t.Errorf("Start gave up after %v, before handoverWait %v", waited, handoverWait)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "twin", ".handover")); !os.IsNotExist(err) {
+		t.Errorf("the handover request was left in the slot (stat: %v)", err)
 	}
 }

@@ -345,3 +345,41 @@ func TestDrainOrphansRacingDrainers(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainOrphanIgnoresAStaleHandoverRequest: a handover request left in
+// a slot by an owner that died before it got the slot does not stop the
+// drainers that adopt it later: only a request that changes while a
+// drainer holds the slot does.
+func TestDrainOrphanIgnoresAStaleHandoverRequest(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 3)
+	if err := RequestHandover(filepath.Join(dir, "dead")); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, qwptest.Options{})
+	srv.StallAcks()
+	rec := &recorder{}
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, _ := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
+		done <- rep
+	}()
+	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 3 })
+	time.Sleep(3 * handoverPoll) // several looks at the stale request
+	select {
+	case rep := <-done:
+		t.Fatalf("the drainer stopped for a stale handover request: %+v", rep)
+	default:
+	}
+	if err := RequestHandover(filepath.Join(dir, "dead")); err != nil { // the owner is back
+		t.Fatal(err)
+	}
+	rep := <-done
+	if !slices.Equal(rep.Skipped, []string{"dead"}) || rec.interrupted.Load() != 1 || rec.drainers[2].Load() != 0 {
+		t.Fatalf("report %+v, interrupted %d, failed %d; want dead handed over (skipped, interrupted, not failed)",
+			rep, rec.interrupted.Load(), rec.drainers[2].Load())
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || !slices.Equal(ids, []string{"dead"}) {
+		t.Fatalf("after the handover ListOrphans = %v, %v; want the slot with its frames, lock free", ids, err)
+	}
+}
