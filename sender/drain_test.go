@@ -383,3 +383,37 @@ func TestDrainOrphanIgnoresAStaleHandoverRequest(t *testing.T) {
 		t.Fatalf("after the handover ListOrphans = %v, %v; want the slot with its frames, lock free", ids, err)
 	}
 }
+
+// TestDrainOrphanLargerThanTheCap: an orphan larger than the drainer's own
+// MaxTotalBytes (a dead collector's cap was larger, or the orphans of a
+// volume add up past it) is drained in full and removed: recovery does not
+// apply the cap to what a slot already holds, and a drainer appends nothing.
+func TestDrainOrphanLargerThanTheCap(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "big", 0, 40)
+	size := int64(0)
+	segs, _ := filepath.Glob(filepath.Join(dir, "big", "*.sfseg"))
+	for _, s := range segs {
+		if fi, err := os.Stat(s); err == nil {
+			size += fi.Size()
+		}
+	}
+	const cap = 4 << 10
+	if size <= cap {
+		t.Fatalf("orphan of %d bytes, want more than the cap %d", size, cap)
+	}
+	srv := newServer(t, qwptest.Options{})
+	rep, err := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{
+		Queue:  sfqueue.Options{MaxTotalBytes: cap, MaxSegmentBytes: 4 << 10},
+		Sender: testOptions(nil, srv.URL()),
+	})
+	if err != nil || !slices.Equal(rep.Drained, []string{"big"}) {
+		t.Fatalf("report %+v, %v; want big drained", rep, err)
+	}
+	counts := rowIDs(t, srv)
+	for id := range int64(200) {
+		if counts[id] != 1 {
+			t.Fatalf("row %d arrived %d times", id, counts[id])
+		}
+	}
+}
