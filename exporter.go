@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -254,7 +255,9 @@ func (e *questdbExporter) openSlot(opts sfqueue.Options) (*sfqueue.Queue, error)
 	}()
 	deadline := time.Now().Add(handoverWait)
 	for errors.As(err, &le) && time.Now().Before(deadline) {
-		if rerr := sender.RequestHandover(le.Path); rerr != nil {
+		// A slot that vanished meanwhile (drained and removed) is
+		// simply created by the next Open.
+		if rerr := sender.RequestHandover(le.Path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			return nil, errors.Join(err, rerr)
 		}
 		time.Sleep(handoverRetry)

@@ -417,3 +417,34 @@ func TestDrainOrphanLargerThanTheCap(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainOrphansAreBounded: however many orphans there are, at most
+// maxDrainers of them are open (queue, connection, goroutines) at a time;
+// the rest wait their turn unopened.
+func TestDrainOrphansAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 6 {
+		orphan(t, dir, fmt.Sprintf("dead-%d", i), int64(i*1000), 2)
+	}
+	srv := newServer(t, qwptest.Options{})
+	srv.StallAcks() // no drainer ever finishes
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, _ := DrainOrphans(ctx, dir, nil, 2, DrainOptions{Sender: testOptions(rec, srv.URL())})
+		done <- rep
+	}()
+	waitFor(t, "two drainers' frames", func() bool { return srv.Frames() >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	if n := rec.drainers[0].Load(); n != 2 {
+		t.Fatalf("%d drainers started with maxDrainers 2", n)
+	}
+	if f := srv.Frames(); f != 4 {
+		t.Fatalf("%d frames sent, want the 4 of the two open orphans", f)
+	}
+	cancel()
+	if rep := <-done; len(rep.Skipped) != 6 || len(rep.Drained)+len(rep.Failed) != 0 {
+		t.Fatalf("report %+v; want all 6 skipped (2 interrupted, 4 never opened)", rep)
+	}
+}
