@@ -169,11 +169,7 @@ func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
 	srv.StallAcks() // nothing is ever acked
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan DrainReport, 1)
-	go func() {
-		rep, _ := DrainOrphans(ctx, dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
-		done <- rep
-	}()
+	done := drainInBackground(ctx, dir, 1, testOptions(rec, srv.URL()))
 	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 3 })
 	if rec.drainers[0].Load() != 1 {
 		t.Fatalf("drainers started %d, want 1", rec.drainers[0].Load())
@@ -359,11 +355,7 @@ func TestDrainOrphanIgnoresAStaleHandoverRequest(t *testing.T) {
 	srv := newServer(t, qwptest.Options{})
 	srv.StallAcks()
 	rec := &recorder{}
-	done := make(chan DrainReport, 1)
-	go func() {
-		rep, _ := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
-		done <- rep
-	}()
+	done := drainInBackground(context.Background(), dir, 1, testOptions(rec, srv.URL()))
 	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 3 })
 	time.Sleep(3 * handoverPoll) // several looks at the stale request
 	select {
@@ -430,11 +422,7 @@ func TestDrainOrphansAreBounded(t *testing.T) {
 	srv.StallAcks() // no drainer ever finishes
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan DrainReport, 1)
-	go func() {
-		rep, _ := DrainOrphans(ctx, dir, nil, 2, DrainOptions{Sender: testOptions(rec, srv.URL())})
-		done <- rep
-	}()
+	done := drainInBackground(ctx, dir, 2, testOptions(rec, srv.URL()))
 	waitFor(t, "two drainers' frames", func() bool { return srv.Frames() >= 4 })
 	time.Sleep(100 * time.Millisecond)
 	if n := rec.drainers[0].Load(); n != 2 {
@@ -447,4 +435,15 @@ func TestDrainOrphansAreBounded(t *testing.T) {
 	if rep := <-done; len(rep.Skipped) != 6 || len(rep.Drained)+len(rep.Failed) != 0 {
 		t.Fatalf("report %+v; want all 6 skipped (2 interrupted, 4 never opened)", rep)
 	}
+}
+
+// drainInBackground runs DrainOrphans (no exclusions) in a goroutine and
+// delivers its report.
+func drainInBackground(ctx context.Context, dir string, maxDrainers int, o Options) <-chan DrainReport {
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, _ := DrainOrphans(ctx, dir, nil, maxDrainers, DrainOptions{Sender: o})
+		done <- rep
+	}()
+	return done
 }
