@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -208,7 +209,7 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 		maxGen = max(maxGen, gen)
 		return gen, maxID
 	}
-	q, err := sfqueue.Open(opts)
+	q, err := e.openSlot(opts)
 	if err != nil {
 		return nil, 0, fmt.Errorf("questdb exporter: opening the queue (sf_dir %q, sender_id %q): %w", e.cfg.SFDir, e.senderID, err)
 	}
@@ -226,6 +227,47 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 	}
 	return q, maxGen, nil
 }
+
+// handoverWait bounds how long Start waits for the lock of its slot while
+// another process holds it: an orphan drainer of another collector yields
+// within a poll; anything else (a second collector on the same sender_id,
+// questdb-slot salvage) does not, and Start fails naming its PID.
+var handoverWait = 15 * time.Second
+
+// openSlot opens the queue; when another process holds the slot's lock, it
+// asks an orphan drainer holding it to hand it over (sender.RequestHandover)
+// and retries until handoverWait. A collector that restarts while another
+// collector's drain_orphans adopted its slot (both starting at once, or a
+// crash loop) gets its slot back instead of failing until that drain ends,
+// which during an outage it never does.
+func (e *questdbExporter) openSlot(opts sfqueue.Options) (*sfqueue.Queue, error) {
+	q, err := sfqueue.Open(opts)
+	var le *sfqueue.LockedError
+	if opts.Dir == "" || !errors.As(err, &le) {
+		return q, err
+	}
+	e.logger.Info("the slot is held by another process; asking an orphan drainer holding it to hand it over",
+		zap.String("slot", le.Path), zap.Int("holder_pid", le.PID))
+	defer func() {
+		if werr := sender.WithdrawHandover(le.Path); werr != nil {
+			e.logger.Warn("cannot remove the slot's handover request", zap.String("slot", le.Path), zap.Error(werr))
+		}
+	}()
+	deadline := time.Now().Add(handoverWait)
+	for errors.As(err, &le) && time.Now().Before(deadline) {
+		// A slot that vanished meanwhile (drained and removed) is
+		// simply created by the next Open.
+		if rerr := sender.RequestHandover(le.Path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return nil, errors.Join(err, rerr)
+		}
+		time.Sleep(handoverRetry)
+		q, err = sfqueue.Open(opts)
+	}
+	return q, err
+}
+
+// handoverRetry is the pause between two attempts at a held slot.
+const handoverRetry = 100 * time.Millisecond
 
 // reportRecovery makes what recovery lost loud: an Error log naming the
 // slot, the FSN ranges and the cause, and the data_loss_frames and

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -128,6 +132,11 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			log.Info("orphan slot is busy; skipped", zap.Error(err))
 			return skipped, nil
 		}
+		if _, serr := os.Stat(so.SlotDir); errors.Is(err, fs.ErrNotExist) && errors.Is(serr, fs.ErrNotExist) {
+			// Another drainer emptied and removed it after our scan.
+			log.Info("orphan slot is gone; skipped", zap.Error(err))
+			return skipped, nil
+		}
 		var dl *sfqueue.DataLossError
 		switch {
 		case !errors.As(err, &dl):
@@ -146,9 +155,12 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 	if err == nil {
 		err = s.Start()
 	}
+	var handedOver bool
 	if err == nil {
 		log.Info("draining orphan slot", zap.Uint64("frames", q.PublishedFSN()-q.AckedFSN()))
-		err = s.WaitAcked(ctx, q.PublishedFSN())
+		wctx, yield := watchHandover(ctx, so.SlotDir)
+		err = s.WaitAcked(wctx, q.PublishedFSN())
+		handedOver = yield()
 		_ = s.Close(context.Background())
 	}
 	var te *TerminalError
@@ -159,7 +171,15 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			obs.DrainerFailed()
 			return failed, nil
 		}
-		if rerr := sfqueue.RemoveSlot(dir, id); rerr != nil {
+		var le *sfqueue.LockedError
+		if rerr := sfqueue.RemoveSlot(dir, id); errors.As(rerr, &le) {
+			// Every frame is acknowledged; whoever took the lock between
+			// our Close and RemoveSlot (another drainer, the slot's owner)
+			// finds it empty and removes or reuses it.
+			log.Info("orphan slot drained; another process took it before its removal", zap.Error(rerr))
+			obs.DrainerSucceeded()
+			return drained, nil
+		} else if rerr != nil {
 			log.Error("removing the drained orphan slot", zap.Error(rerr))
 			obs.DrainerFailed()
 			return failed, nil
@@ -177,7 +197,11 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 		return failed, nil
 	}
 	_ = q.Close()
-	log.Info("orphan drainer interrupted; the slot keeps its frames", zap.Error(err))
+	if handedOver {
+		log.Info("the slot's own exporter asked for it back; orphan drainer handed it over with its remaining frames")
+	} else {
+		log.Info("orphan drainer interrupted; the slot keeps its frames", zap.Error(err))
+	}
 	if o, ok := obs.(DrainInterruptObserver); ok {
 		o.DrainerInterrupted()
 	}
@@ -189,4 +213,65 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 // succeeded nor failed), so that an active-drainers gauge can go down.
 type DrainInterruptObserver interface {
 	DrainerInterrupted()
+}
+
+// handoverFile in a slot is the request of the slot's own exporter,
+// restarted while an orphan drainer holds its lock, to have the slot back.
+const handoverFile = ".handover"
+
+// handoverPoll is how often a drainer looks for a handover request.
+const handoverPoll = 100 * time.Millisecond
+
+// RequestHandover asks the orphan drainer holding the slot, if any, to
+// close it: the slot's own exporter calls it on every retry while the lock
+// is held, and WithdrawHandover once it has the slot or gives up. Each call
+// writes new content, and a drainer yields only to content that changes
+// while it holds the slot, so a request left by a process that died is not
+// taken for a live one.
+func RequestHandover(slot string) error {
+	b := fmt.Appendf(nil, "%d %d\n", os.Getpid(), time.Now().UnixNano())
+	return os.WriteFile(filepath.Join(slot, handoverFile), b, 0o600)
+}
+
+// WithdrawHandover removes the slot's handover request.
+func WithdrawHandover(slot string) error {
+	if err := os.Remove(filepath.Join(slot, handoverFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// watchHandover returns a context that ends with ctx or when a handover
+// request for slot appears; yield stops the watch and reports the latter.
+func watchHandover(ctx context.Context, slot string) (context.Context, func() bool) {
+	read := func() string {
+		b, _ := os.ReadFile(filepath.Join(slot, handoverFile))
+		return string(b)
+	}
+	initial := read()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var asked atomic.Bool
+	go func() {
+		defer close(done)
+		t := time.NewTicker(handoverPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if c := read(); c != "" && c != initial {
+				asked.Store(true)
+				cancel()
+				return
+			}
+		}
+	}()
+	return wctx, func() bool {
+		cancel()
+		<-done
+		return asked.Load()
+	}
 }

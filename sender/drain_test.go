@@ -169,11 +169,7 @@ func TestDrainOrphansInterruptedKeepsFrames(t *testing.T) {
 	srv.StallAcks() // nothing is ever acked
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan DrainReport, 1)
-	go func() {
-		rep, _ := DrainOrphans(ctx, dir, nil, 1, DrainOptions{Sender: testOptions(rec, srv.URL())})
-		done <- rep
-	}()
+	done := drainInBackground(ctx, dir, 1, testOptions(rec, srv.URL()))
 	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 3 })
 	if rec.drainers[0].Load() != 1 {
 		t.Fatalf("drainers started %d, want 1", rec.drainers[0].Load())
@@ -276,4 +272,178 @@ func slotFiles(t *testing.T, dir string) string {
 		fmt.Fprintf(&sb, "%s %v %q\n", e.Name(), fi.Mode(), b)
 	}
 	return sb.String()
+}
+
+// TestDrainOrphansRacingDrainers: two drainers (two collectors starting
+// at once on one sf_dir) list the same orphans and race for each, round
+// after round: the slot lock lets one drain it, the other skips it; every
+// row arrives once, no drainer fails or logs an Error, and no slot is left
+// behind. Before, the winner deleted the slot in place, unlinking the .lock
+// it held: the loser could create a new .lock and take it meanwhile (two
+// holders at once; the deletion then failed, "directory not empty"), or
+// lock the slot between the winner's Close and RemoveSlot; both counted a
+// failed drainer for a delivered slot.
+func TestDrainOrphansRacingDrainers(t *testing.T) {
+	rounds := 30
+	if testing.Short() {
+		rounds = 15
+	}
+	srv := newServer(t, qwptest.Options{})
+	const orphans = 6
+	for round := range rounds {
+		dir := t.TempDir()
+		base := int64(round * orphans * 1000)
+		for i := range orphans {
+			orphan(t, dir, fmt.Sprintf("dead-%d", i), base+int64(i*1000), 4)
+		}
+		core, logs := observer.New(zapcore.WarnLevel)
+		recs := [2]*recorder{{}, {}}
+		reps := make(chan DrainReport, 2)
+		for _, rec := range recs {
+			go func() {
+				o := testOptions(rec, srv.URL())
+				o.Logger = zap.New(core)
+				rep, err := DrainOrphans(context.Background(), dir, nil, 3, DrainOptions{Sender: o})
+				if err != nil {
+					t.Error(err)
+				}
+				reps <- rep
+			}()
+		}
+		var drained []string
+		for range 2 {
+			rep := <-reps
+			if len(rep.Failed) != 0 {
+				t.Errorf("round %d: report %+v: a drainer failed", round, rep)
+			}
+			drained = append(drained, rep.Drained...)
+		}
+		slices.Sort(drained)
+		if len(slices.Compact(drained)) != orphans {
+			t.Errorf("round %d: drained %v, want each of the %d orphans", round, drained, orphans)
+		}
+		counts := rowIDs(t, srv)
+		for i := range orphans {
+			for id := base + int64(i*1000); id < base+int64(i*1000+20); id++ {
+				if counts[id] != 1 {
+					t.Errorf("round %d: row %d arrived %d times", round, id, counts[id])
+				}
+			}
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("round %d: left under sf_dir: %v", round, left)
+		}
+		if f := recs[0].drainers[2].Load() + recs[1].drainers[2].Load(); f != 0 || logs.Len() != 0 {
+			t.Errorf("round %d: drainers_failed %d, want 0; warnings and errors: %v", round, f, logs.All())
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestDrainOrphanIgnoresAStaleHandoverRequest: a handover request left in
+// a slot by an owner that died before it got the slot does not stop the
+// drainers that adopt it later: only a request that changes while a
+// drainer holds the slot does.
+func TestDrainOrphanIgnoresAStaleHandoverRequest(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "dead", 0, 3)
+	if err := RequestHandover(filepath.Join(dir, "dead")); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, qwptest.Options{})
+	srv.StallAcks()
+	rec := &recorder{}
+	done := drainInBackground(context.Background(), dir, 1, testOptions(rec, srv.URL()))
+	waitFor(t, "the drainer's frames", func() bool { return srv.Frames() >= 3 })
+	time.Sleep(3 * handoverPoll) // several looks at the stale request
+	select {
+	case rep := <-done:
+		t.Fatalf("the drainer stopped for a stale handover request: %+v", rep)
+	default:
+	}
+	if err := RequestHandover(filepath.Join(dir, "dead")); err != nil { // the owner is back
+		t.Fatal(err)
+	}
+	rep := <-done
+	if !slices.Equal(rep.Skipped, []string{"dead"}) || rec.interrupted.Load() != 1 || rec.drainers[2].Load() != 0 {
+		t.Fatalf("report %+v, interrupted %d, failed %d; want dead handed over (skipped, interrupted, not failed)",
+			rep, rec.interrupted.Load(), rec.drainers[2].Load())
+	}
+	if ids, err := sfqueue.ListOrphans(dir, nil); err != nil || !slices.Equal(ids, []string{"dead"}) {
+		t.Fatalf("after the handover ListOrphans = %v, %v; want the slot with its frames, lock free", ids, err)
+	}
+}
+
+// TestDrainOrphanLargerThanTheCap: an orphan larger than the drainer's own
+// MaxTotalBytes (a dead collector's cap was larger, or the orphans of a
+// volume add up past it) is drained in full and removed: recovery does not
+// apply the cap to what a slot already holds, and a drainer appends nothing.
+func TestDrainOrphanLargerThanTheCap(t *testing.T) {
+	dir := t.TempDir()
+	orphan(t, dir, "big", 0, 40)
+	size := int64(0)
+	segs, _ := filepath.Glob(filepath.Join(dir, "big", "*.sfseg"))
+	for _, s := range segs {
+		if fi, err := os.Stat(s); err == nil {
+			size += fi.Size()
+		}
+	}
+	const cap = 4 << 10
+	if size <= cap {
+		t.Fatalf("orphan of %d bytes, want more than the cap %d", size, cap)
+	}
+	srv := newServer(t, qwptest.Options{})
+	rep, err := DrainOrphans(context.Background(), dir, nil, 1, DrainOptions{
+		Queue:  sfqueue.Options{MaxTotalBytes: cap, MaxSegmentBytes: 4 << 10},
+		Sender: testOptions(nil, srv.URL()),
+	})
+	if err != nil || !slices.Equal(rep.Drained, []string{"big"}) {
+		t.Fatalf("report %+v, %v; want big drained", rep, err)
+	}
+	counts := rowIDs(t, srv)
+	for id := range int64(200) {
+		if counts[id] != 1 {
+			t.Fatalf("row %d arrived %d times", id, counts[id])
+		}
+	}
+}
+
+// TestDrainOrphansAreBounded: however many orphans there are, at most
+// maxDrainers of them are open (queue, connection, goroutines) at a time;
+// the rest wait their turn unopened.
+func TestDrainOrphansAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 6 {
+		orphan(t, dir, fmt.Sprintf("dead-%d", i), int64(i*1000), 2)
+	}
+	srv := newServer(t, qwptest.Options{})
+	srv.StallAcks() // no drainer ever finishes
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := drainInBackground(ctx, dir, 2, testOptions(rec, srv.URL()))
+	waitFor(t, "two drainers' frames", func() bool { return srv.Frames() >= 4 })
+	time.Sleep(100 * time.Millisecond)
+	if n := rec.drainers[0].Load(); n != 2 {
+		t.Fatalf("%d drainers started with maxDrainers 2", n)
+	}
+	if f := srv.Frames(); f != 4 {
+		t.Fatalf("%d frames sent, want the 4 of the two open orphans", f)
+	}
+	cancel()
+	if rep := <-done; len(rep.Skipped) != 6 || len(rep.Drained)+len(rep.Failed) != 0 {
+		t.Fatalf("report %+v; want all 6 skipped (2 interrupted, 4 never opened)", rep)
+	}
+}
+
+// drainInBackground runs DrainOrphans (no exclusions) in a goroutine and
+// delivers its report.
+func drainInBackground(ctx context.Context, dir string, maxDrainers int, o Options) <-chan DrainReport {
+	done := make(chan DrainReport, 1)
+	go func() {
+		rep, _ := DrainOrphans(ctx, dir, nil, maxDrainers, DrainOptions{Sender: o})
+		done <- rep
+	}()
+	return done
 }

@@ -21,6 +21,7 @@
 //	    .ack-watermark             highest acked FSN (optional)
 //	    .symbol-dict.0000000007    symbol dictionary of generation 7 (one file per generation)
 //	    .failed                    a drainer gave up on this slot (reason inside)
+//	    .handover                  the slot's exporter asks the drainer holding it to yield (package sender)
 //	    .spare-segment             the next segment, prepared ahead (periodic, flush)
 //	    00000000000000000001.sfseg segment whose first frame is FSN 1
 //	    00000000000000004097.sfseg next segment, first frame FSN 4097

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // failedFile marks a slot a background drainer gave up on.
@@ -92,23 +91,20 @@ func slotHasUnacked(fsys FS, slot string) (bool, error) {
 
 // SetAsideSlots lists the slots under dir that hold data the queue will
 // never send and wait for an operator: those recovery renamed
-// <id>.unreplayable-<n>, and orphan slots a drainer marked .failed for
-// DATA_LOSS. A missing dir has none.
+// <id>.unreplayable-<n>, and orphan slots a drainer marked .failed, for
+// DATA_LOSS or for a server's refusal alike (orphan scans skip both, so
+// once the drainer's log is gone this is their only trace). A missing dir
+// has none.
 func SetAsideSlots(dir string) ([]string, error) {
 	fsys := OSFS()
 	return selectSlotDirs(fsys, dir, func(name, slot string) bool {
 		if isUnreplayableName(name) {
 			return true
 		}
-		b, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 4096)
-		return err == nil && strings.Contains(string(b), dataLossMarker)
+		_, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0)
+		return err == nil
 	})
 }
-
-// dataLossMarker is in the .failed reason of a slot set aside for
-// DATA_LOSS (DataLossError.Error), unlike one a drainer gave up on for a
-// server's refusal.
-const dataLossMarker = "DATA_LOSS"
 
 // MarkFailed writes <dir>/<senderID>/.failed with reason, so that later
 // orphan scans skip the slot. The slot and its data are kept.
@@ -121,6 +117,13 @@ func MarkFailed(dir, senderID, reason string) error {
 
 // RemoveSlot deletes the slot <dir>/<senderID> after a drainer emptied it.
 // It refuses a slot that is locked or still holds unacked frames.
+//
+// The slot is first renamed, under its lock, to <senderID>.removing and
+// deleted there: deleting it in place would unlink .lock while we hold it,
+// so an opener racing with the deletion (another drainer, the slot's
+// owner starting again) could create a fresh .lock, take it and write
+// into a directory whose files the deletion is still unlinking. After the
+// rename an opener of <dir>/<senderID> starts on a new, empty slot.
 func RemoveSlot(dir, senderID string) error {
 	if err := validSenderID(senderID); err != nil {
 		return err
@@ -139,8 +142,20 @@ func RemoveSlot(dir, senderID string) error {
 	if unacked {
 		return fmt.Errorf("sfqueue: slot %s still holds unacked frames; drain it before removing it", slot)
 	}
-	if err := fsys.RemoveAll(slot); err != nil {
+	gone := slot + removingSuffix
+	// A leftover of a crash between an earlier rename and its deletion.
+	if err := fsys.RemoveAll(gone); err != nil {
+		return err
+	}
+	if err := fsys.Rename(slot, gone); err != nil {
+		return err
+	}
+	if err := fsys.RemoveAll(gone); err != nil {
 		return err
 	}
 	return fsys.SyncDir(dir)
 }
+
+// removingSuffix names a drained slot being deleted. It holds no unacked
+// frames and no .failed, so orphan scans and SetAsideSlots pass it by.
+const removingSuffix = ".removing"

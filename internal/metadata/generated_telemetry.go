@@ -498,7 +498,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterQuestdbSetAsideSlots, err = builder.meter.Int64ObservableGauge(
 		"otelcol_exporter_questdb_set_aside_slots",
-		metric.WithDescription("Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed for DATA_LOSS); above 0 while the evidence waits for an operator. [Alpha]"),
+		metric.WithDescription("Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed, for DATA_LOSS or a server's refusal); above 0 while the data waits for an operator. [Alpha]"),
 		metric.WithUnit("{slots}"),
 	)
 	errs = errors.Join(errs, err)

@@ -494,7 +494,7 @@ func AssertEqualExporterQuestdbServerErrors(t *testing.T, tt *componenttest.Tele
 func AssertEqualExporterQuestdbSetAsideSlots(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_questdb_set_aside_slots",
-		Description: "Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed for DATA_LOSS); above 0 while the evidence waits for an operator. [Alpha]",
+		Description: "Slots under sf_dir set aside with data that will never be sent (<sender_id>.unreplayable-<n>, and orphan slots a drainer marked .failed, for DATA_LOSS or a server's refusal); above 0 while the data waits for an operator. [Alpha]",
 		Unit:        "{slots}",
 		Data: metricdata.Gauge[int64]{
 			DataPoints: dps,
