@@ -53,6 +53,15 @@ func DrainOrphans(ctx context.Context, sfDir string, exclude []string, maxDraine
 	if _, err := o.Sender.withDefaults(); err != nil {
 		return rep, err
 	}
+	log := o.Sender.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if gone, err := sfqueue.RemoveLeftovers(sfDir); err != nil {
+		log.Warn("deleting drained slots a crash left behind", zap.Strings("deleted", gone), zap.Error(err))
+	} else if len(gone) > 0 {
+		log.Info("deleted drained slots a crash left behind", zap.Strings("deleted", gone))
+	}
 	ids, err := sfqueue.ListOrphans(sfDir, exclude)
 	if err != nil {
 		return rep, fmt.Errorf("sender: listing orphan slots in %s: %w", sfDir, err)

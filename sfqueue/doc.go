@@ -26,6 +26,7 @@
 //	    00000000000000000001.sfseg segment whose first frame is FSN 1
 //	    00000000000000004097.sfseg next segment, first frame FSN 4097
 //	<Dir>/<SenderID>.unreplayable-<n>/  a slot recovery set aside (kept for inspection)
+//	<Dir>/<SenderID>.removing/  a drained slot RemoveSlot is deleting (RemoveLeftovers deletes one a crash left)
 //
 // Segment names are the base FSN in 20 decimal digits, so lexical order is
 // FSN order.

@@ -2,6 +2,7 @@ package sfqueue
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -202,6 +203,9 @@ func validSenderID(id string) error {
 	}
 	if isUnreplayableName(id) {
 		return fmt.Errorf("sfqueue: SenderID %q is reserved for set-aside slots (<id>.unreplayable-<n>)", id)
+	}
+	if strings.HasSuffix(id, removingSuffix) {
+		return fmt.Errorf("sfqueue: SenderID %q is reserved for slots being deleted (<id>%s)", id, removingSuffix)
 	}
 	return nil
 }

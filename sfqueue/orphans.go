@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // failedFile marks a slot a background drainer gave up on.
@@ -144,7 +145,7 @@ func RemoveSlot(dir, senderID string) error {
 	}
 	gone := slot + removingSuffix
 	// A leftover of a crash between an earlier rename and its deletion.
-	if err := fsys.RemoveAll(gone); err != nil {
+	if err := removeLeftover(fsys, gone); err != nil {
 		return err
 	}
 	if err := fsys.Rename(slot, gone); err != nil {
@@ -157,5 +158,64 @@ func RemoveSlot(dir, senderID string) error {
 }
 
 // removingSuffix names a drained slot being deleted. It holds no unacked
-// frames and no .failed, so orphan scans and SetAsideSlots pass it by.
+// frames and no .failed, so orphan scans and SetAsideSlots pass it by; no
+// SenderID may end in it (validSenderID).
 const removingSuffix = ".removing"
+
+// RemoveLeftovers deletes the <id>.removing directories under dir that a
+// crash left between RemoveSlot's rename and its deletion (every frame in
+// them was acknowledged before the rename), and returns their names. One
+// whose lock is held is being deleted now and is passed by. Without it a
+// leftover would hold its disk space for good, counted nowhere.
+func RemoveLeftovers(dir string) ([]string, error) {
+	fsys := OSFS()
+	names, err := selectSlotDirs(fsys, dir, func(name, _ string) bool {
+		return strings.HasSuffix(name, removingSuffix) && len(name) > len(removingSuffix)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, name := range names {
+		held, err := removeUnlocked(fsys, filepath.Join(dir, name))
+		if err != nil {
+			return removed, err
+		}
+		if !held {
+			removed = append(removed, name)
+		}
+	}
+	if len(removed) > 0 {
+		return removed, fsys.SyncDir(dir)
+	}
+	return removed, nil
+}
+
+// removeLeftover deletes gone (a <id>.removing leftover), unless another
+// process holds its lock, which is an error: that process is deleting it.
+func removeLeftover(fsys FS, gone string) error {
+	if !fsys.IsDir(gone) {
+		return nil
+	}
+	held, err := removeUnlocked(fsys, gone)
+	if err == nil && held {
+		err = fmt.Errorf("sfqueue: %s is being deleted by another process", gone)
+	}
+	return err
+}
+
+// removeUnlocked deletes the directory path while holding its lock; held
+// reports that another process holds the lock, and nothing was deleted.
+func removeUnlocked(fsys FS, path string) (held bool, err error) {
+	l, err := fsys.Lock(filepath.Join(path, lockFileName))
+	if errors.Is(err, ErrLockHeld) {
+		return true, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if l != nil {
+		defer l.Close()
+	}
+	return false, fsys.RemoveAll(path)
+}

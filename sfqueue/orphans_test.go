@@ -100,3 +100,64 @@ func TestSetAsideSlots(t *testing.T) {
 		t.Fatalf("SetAsideSlots = %v, %v; want the renamed slot and both .failed orphans", got, err)
 	}
 }
+
+// TestRemoveLeftovers: a crash between RemoveSlot's rename and its deletion
+// leaves <id>.removing behind; RemoveLeftovers deletes it unless its lock
+// is held (a deletion in progress), RemoveSlot refuses to delete a held
+// one, and no slot may be named like one.
+func TestRemoveLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	leftover := func(id string) string {
+		t.Helper()
+		q := mustOpen(t, Options{Dir: dir, SenderID: id})
+		mustAppend(t, q, testPayload(1, 40))
+		q.Ack(q.PublishedFSN())
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		gone := filepath.Join(dir, id+removingSuffix)
+		if err := os.Rename(filepath.Join(dir, id), gone); err != nil {
+			t.Fatal(err)
+		}
+		return gone
+	}
+	crashed := leftover("crashed")
+	busy := leftover("busy")
+	l, err := OSFS().Lock(filepath.Join(busy, lockFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := mustOpen(t, Options{Dir: dir, SenderID: "live"})
+	defer live.Close()
+
+	got, err := RemoveLeftovers(dir)
+	if err != nil || !slices.Equal(got, []string{"crashed" + removingSuffix}) {
+		t.Fatalf("RemoveLeftovers = %v, %v; want [crashed.removing]", got, err)
+	}
+	if _, err := os.Stat(crashed); !os.IsNotExist(err) {
+		t.Fatalf("leftover still there: %v", err)
+	}
+	if _, err := os.Stat(busy); err != nil {
+		t.Fatalf("a leftover whose lock is held was deleted: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "live")); err != nil {
+		t.Fatalf("a live slot was touched: %v", err)
+	}
+
+	// A new slot "busy", drained: its removal meets the held leftover.
+	q := mustOpen(t, Options{Dir: dir, SenderID: "busy"})
+	q.Close()
+	if err := RemoveSlot(dir, "busy"); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("RemoveSlot over a held leftover: %v", err)
+	}
+	l.Close()
+	if err := RemoveSlot(dir, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(busy); !os.IsNotExist(err) {
+		t.Fatalf("leftover still there after RemoveSlot: %v", err)
+	}
+	if _, err := Open(Options{Dir: dir, SenderID: "x" + removingSuffix}); err == nil || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("a slot named like a leftover: %v", err)
+	}
+}
