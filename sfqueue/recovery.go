@@ -232,10 +232,7 @@ func (q *Queue) recover() error {
 	if err := checkSlotFormat(q.fs, q.slot); err != nil {
 		return err
 	}
-	if err := q.fs.MkdirAll(q.slot); err != nil {
-		return fmt.Errorf("sfqueue: create slot %s: %w", q.slot, err)
-	}
-	lock, err := lockSlot(q.fs, q.slot)
+	lock, err := mkdirLockSlot(q.fs, q.slot)
 	if err != nil {
 		return err
 	}
@@ -611,10 +608,7 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 	}
 
-	if err := q.fs.MkdirAll(q.slot); err != nil {
-		return rep, err
-	}
-	lock, err := lockSlot(q.fs, q.slot)
+	lock, err := mkdirLockSlot(q.fs, q.slot)
 	if err != nil {
 		return rep, err
 	}
