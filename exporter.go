@@ -200,6 +200,7 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 		}
 	}
 	opts := e.cfg.queueOptions(e.senderID, e.logger)
+	opts.ClearFailed = true // a drainer's .failed in our slot is stale once we own it
 	if e.queueFS != nil {
 		opts.FS = e.queueFS
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -168,5 +169,36 @@ func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "twin", ".handover")); !os.IsNotExist(err) {
 		t.Errorf("the handover request was left in the slot (stat: %v)", err)
+	}
+}
+
+// TestOwnerClearsADrainersFailedMark: another collector's drainer, with its
+// own credentials, gave up on this collector's slot and marked it .failed;
+// when the owner starts again it delivers the slot itself, so the marker
+// must go: before, set_aside_slots stayed 1 and the status RecoverableError
+// for a healthy slot, for good.
+func TestOwnerClearsADrainersFailedMark(t *testing.T) {
+	dir := t.TempDir()
+	leaveOrphan(t, dir, "owner", 0, 3)
+	if err := sfqueue.MarkFailed(dir, "owner", "drainer of another collector: auth refused"); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.SFDir, cfg.SenderID = dir, "owner"
+	e, tt, logs, host := startObserved(t, cfg)
+	defer e.Shutdown(context.Background())
+	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 3 })
+	if n, _ := metricTotal(t, tt, "otelcol_exporter_questdb_set_aside_slots"); n != 0 {
+		t.Fatalf("set_aside_slots = %v, want 0: the owner delivers its slot itself", n)
+	}
+	if ev := host.last(); ev != nil && ev.Status() == componentstatus.StatusRecoverableError {
+		t.Fatalf("status %v for a healthy slot: %v", ev.Status(), ev.Err())
+	}
+	if logs.FilterField(zap.String("old_reason", "drainer of another collector: auth refused")).Len() != 1 {
+		t.Fatal("no log naming the cleared marker's reason")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "owner", ".failed")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf(".failed still there: %v", err)
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A slot renamed away (RemoveSlot, salvage --delete) between an opener's
@@ -163,5 +166,29 @@ func TestDeleteLockedSlot(t *testing.T) {
 	defer q.Close()
 	if q.PublishedFSN() != 0 {
 		t.Fatalf("reopened slot has frames up to FSN %d; want a fresh slot", q.PublishedFSN())
+	}
+}
+
+// A .failed an orphan drainer left in a slot (its own credentials failed)
+// is removed when the slot's owner opens it, so the owner's healthy slot
+// is not counted as set aside for good; a drainer's Open keeps it.
+func TestOwnerOpenClearsDrainersFailedMarker(t *testing.T) {
+	dir := t.TempDir()
+	mustOpen(t, Options{Dir: dir, SenderID: "s"}).Close()
+	if err := MarkFailed(dir, "s", "drainer: auth refused"); err != nil {
+		t.Fatal(err)
+	}
+	mustOpen(t, Options{Dir: dir, SenderID: "s"}).Close()
+	if got, _ := SetAsideSlots(dir); len(got) != 1 {
+		t.Fatalf("SetAsideSlots after a non-owner Open = %v; want the marker kept", got)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	q := mustOpen(t, Options{Dir: dir, SenderID: "s", ClearFailed: true, Logger: zap.New(core)})
+	q.Close()
+	if got, err := SetAsideSlots(dir); err != nil || len(got) != 0 {
+		t.Fatalf("SetAsideSlots after the owner's Open = %v, %v; want none", got, err)
+	}
+	if e := logs.FilterField(zap.String("old_reason", "drainer: auth refused")).All(); len(e) != 1 || e[0].Level != zap.InfoLevel {
+		t.Fatalf("want one Info log naming the old reason; got %v", logs.All())
 	}
 }
