@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,9 @@ func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("Start on a held slot: %v; want the LockedError", err)
 	}
+	if le.PID != os.Getpid() || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("Start's error %q (PID %d) does not name the holder's PID %d", err, le.PID, os.Getpid())
+	}
 	if waited := time.Since(start); waited < handoverWait {
 		t.Errorf("Start gave up after %v, before handoverWait %v", waited, handoverWait)
 	}
@@ -200,5 +204,41 @@ func TestOwnerClearsADrainersFailedMark(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "owner", ".failed")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf(".failed still there: %v", err)
+	}
+}
+
+// TestStartOnAHeldSlotHonoursCancel: the handover wait (up to
+// handoverWait, with e.mu held) ends when Start's context does; before, a
+// cancelled Start slept out the whole wait.
+func TestStartOnAHeldSlotHonoursCancel(t *testing.T) {
+	dir := t.TempDir()
+	holder, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "twin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	old := handoverWait
+	handoverWait = 10 * time.Second
+	defer func() { handoverWait = old }()
+
+	cfg := testConfig(t, closedPort(t))
+	cfg.SFDir, cfg.SenderID = dir, "twin"
+	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = inst.Start(ctx, componenttest.NewNopHost())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start = %v; want the context's error", err)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Fatalf("Start returned %v after its context ended", waited-300*time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "twin", ".handover")); !os.IsNotExist(err) {
+		t.Errorf("the handover request was left in the slot (stat: %v)", err)
 	}
 }
