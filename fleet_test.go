@@ -137,30 +137,38 @@ func TestOwnerGetsItsSlotBackFromADrainer(t *testing.T) {
 	}
 }
 
-// TestSlotHeldByAnotherSenderStillFailsStart: a lock held by something
-// that is not a drainer (a second collector on the same sender_id,
-// questdb-slot salvage) does not yield: Start fails after handoverWait,
-// naming the slot as locked, and withdraws its handover request.
-func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
+// heldSlotInstance returns an exporter instance (not started) on the slot
+// <dir>/twin, which this process holds locked as another sender would, with
+// handoverWait set to wait; both are undone at the test's end.
+func heldSlotInstance(t *testing.T, wait time.Duration) (string, instance) {
+	t.Helper()
 	dir := t.TempDir()
 	holder, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "twin"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close()
+	t.Cleanup(func() { holder.Close() })
 	old := handoverWait
-	handoverWait = 300 * time.Millisecond
-	defer func() { handoverWait = old }()
-
+	handoverWait = wait
+	t.Cleanup(func() { handoverWait = old })
 	cfg := testConfig(t, closedPort(t))
 	cfg.SFDir, cfg.SenderID = dir, "twin"
 	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inst.Shutdown(context.Background())
+	t.Cleanup(func() { inst.Shutdown(context.Background()) })
+	return dir, inst
+}
+
+// TestSlotHeldByAnotherSenderStillFailsStart: a lock held by something
+// that is not a drainer (a second collector on the same sender_id,
+// questdb-slot salvage) does not yield: Start fails after handoverWait,
+// naming the slot as locked, and withdraws its handover request.
+func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
+	dir, inst := heldSlotInstance(t, 300*time.Millisecond)
 	start := time.Now()
-	err = inst.Start(context.Background(), componenttest.NewNopHost())
+	err := inst.Start(context.Background(), componenttest.NewNopHost())
 	var le *sfqueue.LockedError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("Start on a held slot: %v; want the LockedError", err)
@@ -211,27 +219,11 @@ func TestOwnerClearsADrainersFailedMark(t *testing.T) {
 // handoverWait, with e.mu held) ends when Start's context does; before, a
 // cancelled Start slept out the whole wait.
 func TestStartOnAHeldSlotHonoursCancel(t *testing.T) {
-	dir := t.TempDir()
-	holder, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "twin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	old := handoverWait
-	handoverWait = 10 * time.Second
-	defer func() { handoverWait = old }()
-
-	cfg := testConfig(t, closedPort(t))
-	cfg.SFDir, cfg.SenderID = dir, "twin"
-	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Shutdown(context.Background())
+	dir, inst := heldSlotInstance(t, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = inst.Start(ctx, componenttest.NewNopHost())
+	err := inst.Start(ctx, componenttest.NewNopHost())
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Start = %v; want the context's error", err)
 	}
