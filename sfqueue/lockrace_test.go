@@ -192,3 +192,36 @@ func TestOwnerOpenClearsDrainersFailedMarker(t *testing.T) {
 		t.Fatalf("want one Info log naming the old reason; got %v", logs.All())
 	}
 }
+
+// The reviewer's race, for real: an owner opening its slot while a drainer
+// removes it (RemoveSlot renames it away under its lock). Every Open either
+// finds the lock held or holds the lock of the slot at its path; before,
+// some failed with ENOENT or locked the renamed directory.
+func TestOpenRacingRemoveSlot(t *testing.T) {
+	rounds := 300
+	if testing.Short() {
+		rounds = 100
+	}
+	dir := t.TempDir()
+	slot := filepath.Join(dir, "s")
+	for range rounds {
+		mustOpen(t, Options{Dir: dir, SenderID: "s"}).Close()
+		removed := make(chan error, 1)
+		go func() { removed <- RemoveSlot(dir, "s") }()
+		q, err := Open(Options{Dir: dir, SenderID: "s"})
+		var le *LockedError
+		switch {
+		case errors.As(err, &le):
+		case err != nil:
+			t.Fatalf("Open racing RemoveSlot: %v", err)
+		default:
+			if slotLockFree(OSFS(), slot) {
+				t.Fatal("Open returned without holding the lock of the slot at its path")
+			}
+			q.Close()
+		}
+		if err := <-removed; err != nil && !errors.As(err, &le) {
+			t.Fatalf("RemoveSlot: %v", err)
+		}
+	}
+}
