@@ -115,7 +115,7 @@ func (e *questdbExporter) Start(ctx context.Context, host component.Host) error 
 	if err := activeSlots.add(slot); err != nil {
 		return err
 	}
-	q, gen, err := e.openQueue()
+	q, gen, err := e.openQueue(ctx)
 	if err != nil {
 		activeSlots.remove(slot)
 		return err
@@ -193,13 +193,14 @@ func (e *questdbExporter) startDrainers(ctx context.Context) {
 // openQueue opens (in SF mode: recovers) the slot, logs what recovery
 // found, and returns the dictionary generation to continue with: the newest
 // one that frames or .symbol-dict know of.
-func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
+func (e *questdbExporter) openQueue(ctx context.Context) (*sfqueue.Queue, uint32, error) {
 	if e.cfg.SFDir != "" {
 		if err := prepareSFDir(e.cfg.SFDir, e.cfg.isDefaultSFDir(), e.logger); err != nil {
 			return nil, 0, err
 		}
 	}
 	opts := e.cfg.queueOptions(e.senderID, e.logger)
+	opts.ClearFailed = true // a drainer's .failed in our slot is stale once we own it
 	if e.queueFS != nil {
 		opts.FS = e.queueFS
 	}
@@ -209,7 +210,7 @@ func (e *questdbExporter) openQueue() (*sfqueue.Queue, uint32, error) {
 		maxGen = max(maxGen, gen)
 		return gen, maxID
 	}
-	q, err := e.openSlot(opts)
+	q, err := e.openSlot(ctx, opts)
 	if err != nil {
 		return nil, 0, fmt.Errorf("questdb exporter: opening the queue (sf_dir %q, sender_id %q): %w", e.cfg.SFDir, e.senderID, err)
 	}
@@ -240,7 +241,7 @@ var handoverWait = 15 * time.Second
 // collector's drain_orphans adopted its slot (both starting at once, or a
 // crash loop) gets its slot back instead of failing until that drain ends,
 // which during an outage it never does.
-func (e *questdbExporter) openSlot(opts sfqueue.Options) (*sfqueue.Queue, error) {
+func (e *questdbExporter) openSlot(ctx context.Context, opts sfqueue.Options) (*sfqueue.Queue, error) {
 	q, err := sfqueue.Open(opts)
 	var le *sfqueue.LockedError
 	if opts.Dir == "" || !errors.As(err, &le) {
@@ -260,7 +261,13 @@ func (e *questdbExporter) openSlot(opts sfqueue.Options) (*sfqueue.Queue, error)
 		if rerr := sender.RequestHandover(le.Path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			return nil, errors.Join(err, rerr)
 		}
-		time.Sleep(handoverRetry)
+		// Start holds e.mu meanwhile, so a cancelled Start must not wait
+		// the rest of handoverWait.
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(handoverRetry):
+		}
 		q, err = sfqueue.Open(opts)
 	}
 	return q, err

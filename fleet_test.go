@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component/componentstatus"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap"
 
 	"github.com/questdbexporter/questdbexporter/internal/metadata"
 	"github.com/questdbexporter/questdbexporter/qwp/qwptest"
@@ -135,36 +137,98 @@ func TestOwnerGetsItsSlotBackFromADrainer(t *testing.T) {
 	}
 }
 
-// TestSlotHeldByAnotherSenderStillFailsStart: a lock held by something
-// that is not a drainer (a second collector on the same sender_id,
-// questdb-slot salvage) does not yield: Start fails after handoverWait,
-// naming the slot as locked, and withdraws its handover request.
-func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
+// heldSlotInstance returns an exporter instance (not started) on the slot
+// <dir>/twin, which this process holds locked as another sender would, with
+// handoverWait set to wait; both are undone at the test's end.
+func heldSlotInstance(t *testing.T, wait time.Duration) (string, instance) {
+	t.Helper()
 	dir := t.TempDir()
 	holder, err := sfqueue.Open(sfqueue.Options{Dir: dir, SenderID: "twin"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close()
+	t.Cleanup(func() { holder.Close() })
 	old := handoverWait
-	handoverWait = 300 * time.Millisecond
-	defer func() { handoverWait = old }()
-
+	handoverWait = wait
+	t.Cleanup(func() { handoverWait = old })
 	cfg := testConfig(t, closedPort(t))
 	cfg.SFDir, cfg.SenderID = dir, "twin"
 	inst, err := newInstance(cfg, exportertest.NewNopSettings(metadata.Type))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer inst.Shutdown(context.Background())
+	t.Cleanup(func() { inst.Shutdown(context.Background()) })
+	return dir, inst
+}
+
+// TestSlotHeldByAnotherSenderStillFailsStart: a lock held by something
+// that is not a drainer (a second collector on the same sender_id,
+// questdb-slot salvage) does not yield: Start fails after handoverWait,
+// naming the slot as locked, and withdraws its handover request.
+func TestSlotHeldByAnotherSenderStillFailsStart(t *testing.T) {
+	dir, inst := heldSlotInstance(t, 300*time.Millisecond)
 	start := time.Now()
-	err = inst.Start(context.Background(), componenttest.NewNopHost())
+	err := inst.Start(context.Background(), componenttest.NewNopHost())
 	var le *sfqueue.LockedError
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("Start on a held slot: %v; want the LockedError", err)
 	}
+	if le.PID != os.Getpid() || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("Start's error %q (PID %d) does not name the holder's PID %d", err, le.PID, os.Getpid())
+	}
 	if waited := time.Since(start); waited < handoverWait {
 		t.Errorf("Start gave up after %v, before handoverWait %v", waited, handoverWait)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "twin", ".handover")); !os.IsNotExist(err) {
+		t.Errorf("the handover request was left in the slot (stat: %v)", err)
+	}
+}
+
+// TestOwnerClearsADrainersFailedMark: another collector's drainer, with its
+// own credentials, gave up on this collector's slot and marked it .failed;
+// when the owner starts again it delivers the slot itself, so the marker
+// must go: before, set_aside_slots stayed 1 and the status RecoverableError
+// for a healthy slot, for good.
+func TestOwnerClearsADrainersFailedMark(t *testing.T) {
+	dir := t.TempDir()
+	leaveOrphan(t, dir, "owner", 0, 3)
+	if err := sfqueue.MarkFailed(dir, "owner", "drainer of another collector: auth refused"); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, qwptest.Options{})
+	cfg := testConfig(t, srv.Addr())
+	cfg.SFDir, cfg.SenderID = dir, "owner"
+	e, tt, logs, host := startObserved(t, cfg)
+	defer e.Shutdown(context.Background())
+	waitFor(t, func() bool { return srv.RowCount("otel_metrics_gauge") == 3 })
+	if n, _ := metricTotal(t, tt, "otelcol_exporter_questdb_set_aside_slots"); n != 0 {
+		t.Fatalf("set_aside_slots = %v, want 0: the owner delivers its slot itself", n)
+	}
+	if ev := host.last(); ev != nil && ev.Status() == componentstatus.StatusRecoverableError {
+		t.Fatalf("status %v for a healthy slot: %v", ev.Status(), ev.Err())
+	}
+	if logs.FilterField(zap.String("old_reason", "drainer of another collector: auth refused")).Len() != 1 {
+		t.Fatal("no log naming the cleared marker's reason")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "owner", ".failed")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf(".failed still there: %v", err)
+	}
+}
+
+// TestStartOnAHeldSlotHonoursCancel: the handover wait (up to
+// handoverWait, with e.mu held) ends when Start's context does; before, a
+// cancelled Start slept out the whole wait.
+func TestStartOnAHeldSlotHonoursCancel(t *testing.T) {
+	dir, inst := heldSlotInstance(t, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := inst.Start(ctx, componenttest.NewNopHost())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start = %v; want the context's error", err)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Fatalf("Start returned %v after its context ended", waited-300*time.Millisecond)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "twin", ".handover")); !os.IsNotExist(err) {
 		t.Errorf("the handover request was left in the slot (stat: %v)", err)

@@ -188,6 +188,12 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			log.Info("orphan slot drained; another process took it before its removal", zap.Error(rerr))
 			obs.DrainerSucceeded()
 			return drained, nil
+		} else if errors.Is(rerr, sfqueue.ErrSlotLeftover) {
+			// Renamed away with every frame acknowledged: delivered; the
+			// next scan's RemoveLeftovers deletes what is left.
+			log.Warn("orphan slot drained; its deletion is unfinished and the next orphan scan retries it", zap.Error(rerr))
+			obs.DrainerSucceeded()
+			return drained, nil
 		} else if rerr != nil {
 			log.Error("removing the drained orphan slot", zap.Error(rerr))
 			obs.DrainerFailed()

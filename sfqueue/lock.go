@@ -2,7 +2,9 @@ package sfqueue
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +17,28 @@ const (
 	lockFileName = ".lock"
 	pidFileName  = ".lock.pid"
 )
+
+// lockStaleRetries bounds how often lockFile retries when the file it
+// locked was replaced under it; each retry means another process deleted
+// or renamed the slot again, so a handful is plenty.
+const lockStaleRetries = 8
+
+// mkdirLockSlot creates the slot directory and locks it, as Open does. A
+// slot that RemoveSlot or salvage --delete renamed away between the MkdirAll
+// and the lock is created again: for its owner it is a fresh, empty slot.
+func mkdirLockSlot(fsys FS, slot string) (io.Closer, error) {
+	var err error
+	for range lockStaleRetries {
+		if err = fsys.MkdirAll(slot); err != nil {
+			return nil, fmt.Errorf("sfqueue: create slot %s: %w", slot, err)
+		}
+		var l io.Closer
+		if l, err = lockSlot(fsys, slot); !errors.Is(err, fs.ErrNotExist) {
+			return l, err
+		}
+	}
+	return nil, err
+}
 
 // lockSlot takes the slot lock and records our PID.
 func lockSlot(fsys FS, slot string) (io.Closer, error) {

@@ -128,6 +128,12 @@ type Options struct {
 	// the reason (so later orphan scans skip it, seed 000), and Open returns
 	// the *DataLossError instead of starting on a fresh slot.
 	MarkUnreplayableFailed bool
+	// ClearFailed is for the slot's owner: a .failed marker an orphan
+	// drainer left (it gave up with its own credentials or settings) is
+	// removed, logged at Info with its reason, since the owner delivers
+	// the slot itself and the marker would otherwise count it set aside
+	// for good. Should the owner die again, the slot is an orphan anew.
+	ClearFailed bool
 	// Logger receives warnings (evictions, torn tails, data loss); nil = nop.
 	Logger *zap.Logger
 	// CallerLogsDataLoss: the caller logs the *DataLossError of a slot set

@@ -143,6 +143,24 @@ func RemoveSlot(dir, senderID string) error {
 	if unacked {
 		return fmt.Errorf("sfqueue: slot %s still holds unacked frames; drain it before removing it", slot)
 	}
+	return deleteLockedSlot(fsys, slot)
+}
+
+// ErrSlotLeftover is wrapped by RemoveSlot and DeleteLockedSlot when the
+// slot was renamed to <slot>.removing but not entirely deleted: the slot
+// is gone from its path, and RemoveLeftovers deletes the rest later.
+var ErrSlotLeftover = errors.New("sfqueue: slot renamed away but not fully deleted; RemoveLeftovers finishes it")
+
+// DeleteLockedSlot deletes the slot directory slot, whose lock the caller
+// holds (LockSlot), the way RemoveSlot does: renamed to <slot>.removing
+// under the lock, then deleted there, so that an opener racing with the
+// deletion starts on a fresh slot instead of writing into a directory
+// being unlinked. It does not look at the slot's frames.
+func DeleteLockedSlot(slot string) error {
+	return deleteLockedSlot(OSFS(), filepath.Clean(slot))
+}
+
+func deleteLockedSlot(fsys FS, slot string) error {
 	gone := slot + removingSuffix
 	// A leftover of a crash between an earlier rename and its deletion.
 	if err := removeLeftover(fsys, gone); err != nil {
@@ -151,10 +169,14 @@ func RemoveSlot(dir, senderID string) error {
 	if err := fsys.Rename(slot, gone); err != nil {
 		return err
 	}
-	if err := fsys.RemoveAll(gone); err != nil {
+	rerr := fsys.RemoveAll(gone)
+	if err := fsys.SyncDir(filepath.Dir(slot)); err != nil && rerr == nil {
 		return err
 	}
-	return fsys.SyncDir(dir)
+	if rerr != nil {
+		return fmt.Errorf("%w: %s: %w", ErrSlotLeftover, gone, rerr)
+	}
+	return nil
 }
 
 // removingSuffix names a drained slot being deleted. It holds no unacked

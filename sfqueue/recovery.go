@@ -224,6 +224,22 @@ func (q *Queue) rebuildSymbols(s *SlotScan, keep []*SegmentScan, counts map[uint
 	return added, err
 }
 
+// clearFailed removes the slot's .failed marker (Options.ClearFailed). A
+// marker that cannot be removed is only logged: the slot works regardless.
+func (q *Queue) clearFailed() {
+	name := filepath.Join(q.slot, failedFile)
+	reason, err := readSmallFile(q.fs, name, 4096)
+	if err != nil {
+		return
+	}
+	if err := q.fs.Remove(name); err != nil {
+		q.log.Warn("sfqueue: cannot remove the .failed marker an orphan drainer left in our slot", zap.String("slot", q.slot), zap.Error(err))
+		return
+	}
+	q.log.Info("sfqueue: removed the .failed marker an orphan drainer left in our slot; we deliver it ourselves",
+		zap.String("slot", q.slot), zap.String("old_reason", strings.TrimSpace(string(reason))))
+}
+
 // recover locks the slot and rebuilds the queue state from its files. See
 // doc.go for the rules.
 func (q *Queue) recover() error {
@@ -232,15 +248,15 @@ func (q *Queue) recover() error {
 	if err := checkSlotFormat(q.fs, q.slot); err != nil {
 		return err
 	}
-	if err := q.fs.MkdirAll(q.slot); err != nil {
-		return fmt.Errorf("sfqueue: create slot %s: %w", q.slot, err)
-	}
-	lock, err := lockSlot(q.fs, q.slot)
+	lock, err := mkdirLockSlot(q.fs, q.slot)
 	if err != nil {
 		return err
 	}
 	q.lock = lock
 	q.makePrivate()
+	if q.o.ClearFailed {
+		q.clearFailed()
+	}
 	report, err := q.recoverLocked()
 	if err != nil {
 		q.lock.Close()
@@ -611,10 +627,7 @@ func (q *Queue) setAside(rep RecoveryReport) (RecoveryReport, error) {
 		q.log.Error("sfqueue: DATA_LOSS: slot cannot be replayed; set aside and starting empty", fields...)
 	}
 
-	if err := q.fs.MkdirAll(q.slot); err != nil {
-		return rep, err
-	}
-	lock, err := lockSlot(q.fs, q.slot)
+	lock, err := mkdirLockSlot(q.fs, q.slot)
 	if err != nil {
 		return rep, err
 	}

@@ -392,7 +392,7 @@ func salvage(ctx context.Context, f salvageFlags, logger *zap.Logger) (*salvageR
 		case !rep.complete() && !accept:
 			rep.deleted = "not deleted: the salvage is incomplete"
 		default:
-			if err := os.RemoveAll(f.slot); err != nil {
+			if err := sfqueue.DeleteLockedSlot(f.slot); err != nil {
 				rep.deleted = "failed: " + err.Error()
 				return rep, fmt.Errorf("delete slot %s: %w", f.slot, err)
 			}
