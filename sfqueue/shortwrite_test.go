@@ -177,3 +177,94 @@ func TestRefusedBatchAcrossSealedSegments(t *testing.T) {
 		t.Fatalf("replayed payloads %v; want [1 5]", ids)
 	}
 }
+
+// TestRefusedBatchStaysRefusedAfterAPowerLoss: a batch spanning segments
+// whose last segment's write the disk refuses, in each durability mode.
+// The rotation fsynced the first segment with the batch's first frame in
+// it; the undo's zeros over that frame must be durable before the refusal
+// returns, or a power loss brings the refused frame back (replayed, a
+// duplicate of the caller's retry) and, once a later append took its FSN,
+// replaces that append's payload with the refused one, no loss counted.
+// On the old code the zeros stayed in the page cache. (Flush durability
+// writes the last segment's frames in the group write after the batch,
+// whose refusal takes another path, dropGroupLocked.)
+func TestRefusedBatchStaysRefusedAfterAPowerLoss(t *testing.T) {
+	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic} {
+		t.Run(d.String(), func(t *testing.T) {
+			cfs := newCrashFS()
+			third := "/d/s/" + segmentName(4)
+			frame4 := int(frameSize(len(testPayload(4, 3000))))
+			cfs.shortWrite = func(name string, size int) (int, error) {
+				if name == third && size == frame4 { // the frame, not the segment's creation
+					return 0, syscall.ENOSPC
+				}
+				return 0, nil
+			}
+			o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, SyncInterval: time.Hour,
+				MaxSegmentBytes: 4096, AppendDeadline: time.Millisecond}
+			q := mustOpen(t, o)
+			defer q.Close()
+			mustAppend(t, q, testPayload(1, 100))
+			batch := [][]byte{testPayload(2, 3000), testPayload(3, 3000), testPayload(4, 3000)}
+			var full *FullError
+			if _, err := q.AppendBatch(context.Background(), batch); !errors.As(err, &full) || full.Reason != DiskFull {
+				t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
+			}
+			afterRefusal := cfs.PowerLoss(dropUnsynced, nil)
+			cfs.mu.Lock()
+			cfs.shortWrite = nil
+			cfs.mu.Unlock()
+			if fsn := mustAppend(t, q, testPayload(5, 100)); fsn != 2 {
+				t.Fatalf("append after the refused batch got FSN %d; want 2", fsn)
+			}
+			afterRetry := cfs.PowerLoss(dropUnsynced, nil)
+			for name, snap := range map[string]*crashFS{"after the refusal": afterRefusal, "after the next append": afterRetry} {
+				o.FS = snap
+				r := mustOpen(t, o)
+				if rep := r.Recovery(); rep.Unreplayable != nil {
+					t.Errorf("power loss %s: recovery set the slot aside: %+v", name, rep)
+				}
+				for _, f := range drain(t, r.NewCursor()) {
+					id, err := checkTestPayload(f.payload)
+					if err != nil {
+						t.Fatalf("power loss %s: FSN %d: %v", name, f.fsn, err)
+					}
+					if id >= 2 && id <= 4 {
+						t.Errorf("power loss %s: FSN %d holds the refused payload %d", name, f.fsn, id)
+					}
+				}
+				r.Close()
+			}
+		})
+	}
+}
+
+// TestUndoThatLatchesFailsFatal: a full disk refuses a frame's write, the
+// undo's zeros and its truncate fail too, so the refused frame's bytes may
+// stay in the file: the undo latches the queue, and the append fails with
+// that fatal error, not with a DiskFull refusal the caller would retry
+// against a latched queue (the old code).
+func TestUndoThatLatchesFailsFatal(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, AppendDeadline: time.Millisecond}
+	q := mustOpen(t, o)
+	defer q.Close()
+	mustAppend(t, q, testPayload(1, 100))
+	cfs.mu.Lock()
+	cfs.failWrite = func(name string) error {
+		if strings.HasSuffix(name, segmentSuffix) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}
+	cfs.failTrunc = func(string) error { return syscall.EIO }
+	cfs.mu.Unlock()
+	_, err := q.Append(context.Background(), testPayload(2, 100))
+	var fatal *FatalError
+	if !errors.As(err, &fatal) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append whose undo could not erase its frame: %v; want the latched *FatalError", err)
+	}
+	if st := q.Stats(); st.Fatal == nil {
+		t.Fatal("the queue did not latch")
+	}
+}
