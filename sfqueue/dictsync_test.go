@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // In memory durability a sealed segment is fsynced in the background and
@@ -135,5 +136,50 @@ func TestWatermarkDirectoryFsyncFailureLatches(t *testing.T) {
 	})
 	if !errors.Is(fatal, syscall.EIO) || !strings.Contains(fatal.Op, "directory") {
 		t.Fatalf("latched %v; want the directory fsync's EIO", fatal)
+	}
+}
+
+// A memory-durability life leaves the dictionary unsynced; the next Open,
+// in periodic durability, fsyncs the recovered segments and counts them
+// durable, so it must fsync the dictionary files with them, though its own
+// mode fsyncs entries as it writes them. Here a frame of the new life uses
+// an entry the memory life defined, the defining frame is acked and
+// deleted, and the power fails: on the old code only the memory life's
+// dictionary could back the id, and it was never fsynced (the slot set
+// aside, DATA_LOSS).
+func TestRecoveryAfterAMemoryLifeMakesDictionaryDurable(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256,
+		SymbolUse: symUse, SymbolDefs: symDefs, SyncInterval: 5 * time.Millisecond}
+	q := mustOpen(t, o)
+	pad := bytes.Repeat([]byte{'.'}, 150) // one frame a segment
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(symPayload(0, "a"), pad...)},
+		Symbols: []SymbolRun{{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	o.Durability = DurabilityPeriodic
+	q = mustOpen(t, o)
+	uses := mustAppend(t, q, append([]byte{0, 0, 0}, pad...)) // uses id 0, defines nothing
+	q.Ack(1)                                                  // the defining frame's segment goes
+	waitFor(t, ".ack-watermark records the frame using id 0 as synced", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
+	})
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+	q.Close()
+
+	o.FS = snap
+	q = mustOpen(t, o)
+	defer q.Close()
+	if rep := q.Recovery(); rep.Unreplayable != nil || rep.LostFrames != 0 {
+		t.Fatalf("a power loss set aside a slot whose synced frame uses an entry a memory-durability life defined: %+v", rep)
+	}
+	if frames := drain(t, q.NewCursor()); len(frames) == 0 || frames[0].fsn != uses {
+		t.Fatalf("replayed %v; want FSN %d first", frames, uses)
+	}
+	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
+		t.Fatalf("dictionary after recovery %q; want [a]", got)
 	}
 }
