@@ -183,3 +183,57 @@ func TestRecoveryAfterAMemoryLifeMakesDictionaryDurable(t *testing.T) {
 		t.Fatalf("dictionary after recovery %q; want [a]", got)
 	}
 }
+
+// A refused batch's dictionary entries, which a seal fsynced while the
+// batch rotated, are cut by its undo; the cut must be fsynced by the next
+// seal like any dictionary write, or a power loss keeps the refused
+// entries in the dictionary (entries nothing defines, counted in the
+// generation, its later ids past them). On the old code the undo's
+// truncate left the file clean.
+func TestRefusedBatchDictionaryEntriesStayUndoneAfterAPowerLoss(t *testing.T) {
+	cfs := newCrashFS()
+	pad := bytes.Repeat([]byte{'.'}, 150) // one frame a segment
+	filler := append([]byte{0xff, 0, 0}, pad...)
+	third := "/d/s/" + segmentName(4)
+	cfs.shortWrite = func(name string, size int) (int, error) {
+		if name == third && size == int(frameSize(len(filler))) {
+			return 0, syscall.ENOSPC
+		}
+		return 0, nil
+	}
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256,
+		SymbolUse: symUse, SymbolDefs: symDefs, AppendDeadline: time.Millisecond}
+	q := mustOpen(t, o)
+	defer q.Close()
+	if _, err := q.AppendWith(context.Background(), Batch{Payloads: [][]byte{append(symPayload(0, "a"), pad...)},
+		Symbols: []SymbolRun{{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Three segments' frames: the second rotation waits for the seal
+	// fsync of the first segment, dictionary included; the third's write
+	// is refused.
+	_, err := q.AppendWith(context.Background(), Batch{
+		Payloads: [][]byte{append(symPayload(1, "x", "y"), pad...), filler, filler},
+		Symbols:  []SymbolRun{{Gen: 0, FirstID: 1, Entries: [][]byte{[]byte("x"), []byte("y")}}}})
+	var full *FullError
+	if !errors.As(err, &full) || full.Reason != DiskFull {
+		t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
+	}
+	cfs.mu.Lock()
+	cfs.shortWrite = nil
+	cfs.mu.Unlock()
+	mustAppend(t, q, filler)
+	last := mustAppend(t, q, filler) // seals the segment before it
+	waitFor(t, "the seals after the refusal are durable", func() bool { return q.Stats().DurableFSN >= last-1 })
+	snap := cfs.PowerLoss(dropUnsynced, nil)
+
+	o.FS = snap
+	r := mustOpen(t, o)
+	defer r.Close()
+	if rep := r.Recovery(); rep.Unreplayable != nil || rep.LostFrames != 0 {
+		t.Fatalf("recovery: %+v", rep)
+	}
+	if got := symbols(t, r, 0); len(got) != 1 || string(got[0]) != "a" {
+		t.Fatalf("dictionary after a power loss %q; want [a]: the refused batch's entries came back", got)
+	}
+}

@@ -454,6 +454,10 @@ func (d *symbolDict) undo(marks []dictMark) error {
 			continue
 		}
 		errs = append(errs, gf.f.Truncate(m.size))
+		// A memory-durability seal may have fsynced the undone entries
+		// (takeDirty): the next one fsyncs the cut, or a power loss keeps
+		// them.
+		gf.dirty = true
 	}
 	return errors.Join(errs...)
 }
