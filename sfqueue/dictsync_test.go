@@ -237,3 +237,40 @@ func TestRefusedBatchDictionaryEntriesStayUndoneAfterAPowerLoss(t *testing.T) {
 		t.Fatalf("dictionary after a power loss %q; want [a]: the refused batch's entries came back", got)
 	}
 }
+
+// .ack-watermark never records more frames synced than published: a batch
+// of several segments' frames in memory durability counts its first frames
+// durable at a seal fsync before it publishes them, and a watermark saved
+// while a later seal fsync runs (q.mu released) took q.durable as it was
+// (the old code: synced 2, published 1).
+func TestWatermarkNeverRecordsSyncedPastPublished(t *testing.T) {
+	cfs := newCrashFS()
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: DurabilityMemory, MaxSegmentBytes: 256}
+	q := mustOpen(t, o)
+	defer q.Close()
+	pad := bytes.Repeat([]byte{'.'}, 150) // one frame a segment
+	mustAppend(t, q, pad)
+	var seen []watermark
+	cfs.mu.Lock()
+	cfs.syncHook = func(name string) {
+		if name == "/d/s/"+segmentName(3) { // the batch's second frame's segment, sealed by its fourth
+			q.mu.Lock()
+			seen = append(seen, q.watermarkLocked())
+			q.mu.Unlock()
+		}
+	}
+	cfs.mu.Unlock()
+	if _, err := q.AppendBatch(context.Background(), [][]byte{pad, pad, pad, pad}); err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(seen) == 0 {
+		t.Fatal("the second segment of the batch was never fsynced: the test checked nothing")
+	}
+	for _, w := range seen {
+		if w.synced > w.published {
+			t.Fatalf(".ack-watermark would record synced %d past published %d", w.synced, w.published)
+		}
+	}
+}
