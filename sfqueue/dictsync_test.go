@@ -66,25 +66,36 @@ func memoryDictionaryPowerLoss(t *testing.T, restart bool) {
 		appendWith(symPayload(0, "a"), SymbolRun{Gen: 0, FirstID: 0, Entries: [][]byte{[]byte("a")}})
 		uses = appendWith([]byte{0, 0, 0}) // uses id 0, defines nothing
 		appendWith([]byte{0xff, 0, 0})     // seals the segment holding uses
-		q.Ack(1)                           // the defining frame's segment goes
-		waitFor(t, ".ack-watermark records the sealed segment as synced", func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
-		})
+		ackDefiningFrame(t, q, uses)
 	}
+	entryOutlivesPowerLoss(t, cfs, q, o, uses)
+}
+
+// ackDefiningFrame acks FSN 1, which defined the entry FSN uses uses, and
+// waits until its segment is gone and .ack-watermark records uses synced.
+func ackDefiningFrame(t *testing.T, q *Queue, uses uint64) {
+	t.Helper()
+	q.Ack(1)
+	waitFor(t, ".ack-watermark records the frame using id 0 as synced, the defining one acked", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
+	})
+}
+
+// entryOutlivesPowerLoss cuts the power under q, closes it and checks
+// that the slot recovers with FSN uses first and id 0 of generation 0 "a".
+func entryOutlivesPowerLoss(t *testing.T, cfs *crashFS, q *Queue, o Options, uses uint64) {
+	t.Helper()
 	snap := cfs.PowerLoss(dropUnsynced, nil)
 	q.Close()
-
 	o.FS = snap
 	q = mustOpen(t, o)
 	defer q.Close()
-	rep := q.Recovery()
-	if rep.Unreplayable != nil || rep.LostFrames != 0 {
+	if rep := q.Recovery(); rep.Unreplayable != nil || rep.LostFrames != 0 {
 		t.Fatalf("a power loss set aside a slot whose synced frame uses a dictionary entry: %+v", rep)
 	}
-	frames := drain(t, q.NewCursor())
-	if len(frames) == 0 || frames[0].fsn != uses {
+	if frames := drain(t, q.NewCursor()); len(frames) == 0 || frames[0].fsn != uses {
 		t.Fatalf("replayed %v; want FSN %d first", frames, uses)
 	}
 	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
@@ -176,27 +187,8 @@ func TestRecoveryAfterAMemoryLifeMakesDictionaryDurable(t *testing.T) {
 	o.Durability = DurabilityPeriodic
 	q = mustOpen(t, o)
 	uses := mustAppend(t, q, append([]byte{0, 0, 0}, pad...)) // uses id 0, defines nothing
-	q.Ack(1)                                                  // the defining frame's segment goes
-	waitFor(t, ".ack-watermark records the frame using id 0 as synced", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.wmSaved.synced >= uses && q.wmSaved.acked >= 1 && len(q.segs) > 0 && q.segs[0].base == uses
-	})
-	snap := cfs.PowerLoss(dropUnsynced, nil)
-	q.Close()
-
-	o.FS = snap
-	q = mustOpen(t, o)
-	defer q.Close()
-	if rep := q.Recovery(); rep.Unreplayable != nil || rep.LostFrames != 0 {
-		t.Fatalf("a power loss set aside a slot whose synced frame uses an entry a memory-durability life defined: %+v", rep)
-	}
-	if frames := drain(t, q.NewCursor()); len(frames) == 0 || frames[0].fsn != uses {
-		t.Fatalf("replayed %v; want FSN %d first", frames, uses)
-	}
-	if got := symbols(t, q, 0); len(got) != 1 || string(got[0]) != "a" {
-		t.Fatalf("dictionary after recovery %q; want [a]", got)
-	}
+	ackDefiningFrame(t, q, uses)
+	entryOutlivesPowerLoss(t, cfs, q, o, uses)
 }
 
 // A refused batch's dictionary entries, which a seal fsynced while the
