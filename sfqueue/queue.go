@@ -1046,6 +1046,15 @@ func (u *writeUndo) undo() error {
 		s.closeFile() // or the fsync holding it does (a ref), when it ends
 		q.fs.Remove(s.path)
 	}
+	if u.rotated && len(u.created) > 0 && fatal == nil {
+		// A segment the batch created and sealed may be durable with
+		// its frames, name included (a memory-durability seal fsyncs
+		// the directory too): its removal must be, or a power loss
+		// brings the frames back.
+		if err := q.fs.SyncDir(q.slot); err != nil {
+			fatal = q.latchLocked("fsync directory after undoing a batch", err)
+		}
+	}
 	return fatal
 }
 

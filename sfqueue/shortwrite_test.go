@@ -3,6 +3,7 @@ package sfqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -185,57 +186,81 @@ func TestRefusedBatchAcrossSealedSegments(t *testing.T) {
 // returns, or a power loss brings the refused frame back (replayed, a
 // duplicate of the caller's retry) and, once a later append took its FSN,
 // replaces that append's payload with the refused one, no loss counted.
-// On the old code the zeros stayed in the page cache. (Flush durability
-// writes the last segment's frames in the group write after the batch,
-// whose refusal takes another path, dropGroupLocked.)
+// On the old code the zeros stayed in the page cache. After a restart the
+// batch's first frame goes to a segment it created, and a seal had made
+// that segment's name durable: its removal must be too (the old code left
+// it in the page cache). (Flush durability writes the last segment's
+// frames in the group write after the batch, whose refusal takes another
+// path, dropGroupLocked.)
 func TestRefusedBatchStaysRefusedAfterAPowerLoss(t *testing.T) {
 	for _, d := range []Durability{DurabilityMemory, DurabilityPeriodic} {
-		t.Run(d.String(), func(t *testing.T) {
-			cfs := newCrashFS()
-			third := "/d/s/" + segmentName(4)
-			frame4 := int(frameSize(len(testPayload(4, 3000))))
-			cfs.shortWrite = func(name string, size int) (int, error) {
-				if name == third && size == frame4 { // the frame, not the segment's creation
-					return 0, syscall.ENOSPC
-				}
-				return 0, nil
+		for _, restart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/restart=%v", d, restart), func(t *testing.T) {
+				refusedBatchPowerLoss(t, d, restart)
+			})
+		}
+	}
+}
+
+func refusedBatchPowerLoss(t *testing.T, d Durability, restart bool) {
+	cfs := newCrashFS()
+	third := "/d/s/" + segmentName(4)
+	frame4 := int(frameSize(len(testPayload(4, 3000))))
+	cfs.shortWrite = func(name string, size int) (int, error) {
+		if name == third && size == frame4 { // the frame, not the segment's creation
+			return 0, syscall.ENOSPC
+		}
+		return 0, nil
+	}
+	o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, SyncInterval: time.Hour,
+		MaxSegmentBytes: 4096, AppendDeadline: time.Millisecond}
+	if d == DurabilityPeriodic && !restart {
+		o.SyncInterval = 50 * time.Millisecond
+	}
+	q := mustOpen(t, o)
+	mustAppend(t, q, testPayload(1, 100))
+	if restart {
+		// Closed and reopened: the first segment's name and frame
+		// are durable; the batch starts a new segment.
+		q.Close()
+		q = mustOpen(t, o)
+	} else if d == DurabilityPeriodic {
+		// The first segment's name durable (a periodic fsync),
+		// the batch's first frame goes into it. A periodic fsync
+		// between the refusal and the power loss would hide the
+		// old code's fault, not fail the fixed code.
+		waitFor(t, "a periodic fsync of the first frame", func() bool { return q.Stats().DurableFSN >= 1 })
+	}
+	defer q.Close()
+	batch := [][]byte{testPayload(2, 3000), testPayload(3, 3000), testPayload(4, 3000)}
+	var full *FullError
+	if _, err := q.AppendBatch(context.Background(), batch); !errors.As(err, &full) || full.Reason != DiskFull {
+		t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
+	}
+	afterRefusal := cfs.PowerLoss(dropUnsynced, nil)
+	cfs.mu.Lock()
+	cfs.shortWrite = nil
+	cfs.mu.Unlock()
+	if fsn := mustAppend(t, q, testPayload(5, 100)); fsn != 2 {
+		t.Fatalf("append after the refused batch got FSN %d; want 2", fsn)
+	}
+	afterRetry := cfs.PowerLoss(dropUnsynced, nil)
+	for name, snap := range map[string]*crashFS{"after the refusal": afterRefusal, "after the next append": afterRetry} {
+		o.FS = snap
+		r := mustOpen(t, o)
+		if rep := r.Recovery(); rep.Unreplayable != nil {
+			t.Errorf("power loss %s: recovery set the slot aside: %+v", name, rep)
+		}
+		for _, f := range drain(t, r.NewCursor()) {
+			id, err := checkTestPayload(f.payload)
+			if err != nil {
+				t.Fatalf("power loss %s: FSN %d: %v", name, f.fsn, err)
 			}
-			o := Options{Dir: "/d", SenderID: "s", FS: cfs, Durability: d, SyncInterval: time.Hour,
-				MaxSegmentBytes: 4096, AppendDeadline: time.Millisecond}
-			q := mustOpen(t, o)
-			defer q.Close()
-			mustAppend(t, q, testPayload(1, 100))
-			batch := [][]byte{testPayload(2, 3000), testPayload(3, 3000), testPayload(4, 3000)}
-			var full *FullError
-			if _, err := q.AppendBatch(context.Background(), batch); !errors.As(err, &full) || full.Reason != DiskFull {
-				t.Fatalf("batch whose third segment's write the disk refuses: %v; want a DiskFull *FullError", err)
+			if id >= 2 && id <= 4 {
+				t.Errorf("power loss %s: FSN %d holds the refused payload %d", name, f.fsn, id)
 			}
-			afterRefusal := cfs.PowerLoss(dropUnsynced, nil)
-			cfs.mu.Lock()
-			cfs.shortWrite = nil
-			cfs.mu.Unlock()
-			if fsn := mustAppend(t, q, testPayload(5, 100)); fsn != 2 {
-				t.Fatalf("append after the refused batch got FSN %d; want 2", fsn)
-			}
-			afterRetry := cfs.PowerLoss(dropUnsynced, nil)
-			for name, snap := range map[string]*crashFS{"after the refusal": afterRefusal, "after the next append": afterRetry} {
-				o.FS = snap
-				r := mustOpen(t, o)
-				if rep := r.Recovery(); rep.Unreplayable != nil {
-					t.Errorf("power loss %s: recovery set the slot aside: %+v", name, rep)
-				}
-				for _, f := range drain(t, r.NewCursor()) {
-					id, err := checkTestPayload(f.payload)
-					if err != nil {
-						t.Fatalf("power loss %s: FSN %d: %v", name, f.fsn, err)
-					}
-					if id >= 2 && id <= 4 {
-						t.Errorf("power loss %s: FSN %d holds the refused payload %d", name, f.fsn, id)
-					}
-				}
-				r.Close()
-			}
-		})
+		}
+		r.Close()
 	}
 }
 
