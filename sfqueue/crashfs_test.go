@@ -47,6 +47,7 @@ type crashFS struct {
 	// short by a full disk).
 	shortWrite func(name string, size int) (keep int, err error)
 	failZero   func(name string) error
+	failTrunc  func(name string) error
 	failRead   func(name string) error
 	syncHook   func(name string) // runs (unlocked) at the start of File.Sync
 	// removeHook runs (unlocked) before Remove changes anything.
@@ -483,6 +484,11 @@ func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *crashFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
+	if f.fs.failTrunc != nil {
+		if err := f.fs.failTrunc(f.name); err != nil {
+			return err
+		}
+	}
 	f.ino.data = resize(f.ino.data, size)
 	f.ino.log(fileOp{off: size, trunc: true})
 	return nil

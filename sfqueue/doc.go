@@ -95,8 +95,11 @@
 // There a full disk surfaces as ENOSPC from the frame write instead; the
 // batch is undone as when preallocation fails (what it wrote is zeroed, or
 // cut off when even that is refused, and made durable before a later
-// segment's frames), and either way the append gets a full queue with
-// reason DiskFull.
+// segment's frames; fsynced before the refusal returns when the batch had
+// rotated, whose fsync of the earlier segment may have made its first
+// frames durable), and either way the append gets a full queue with
+// reason DiskFull. An undo that can neither zero nor cut latches the
+// queue, and the append gets that fatal error.
 //
 // In periodic and flush durability the next segment is prepared ahead,
 // off the append path, as .spare-segment (spare.go): the Ack that frees the
@@ -212,7 +215,9 @@
 //     still running), together with the dictionary files written since
 //     their last fsync (the ids its frames use, whose defining frames may
 //     be acked and deleted), and .ack-watermark then records it as synced.
-//     Recovery fsyncs the dictionary files with the recovered segments.
+//     Recovery fsyncs the dictionary files with the recovered segments,
+//     in whatever mode the slot is reopened (the life before may have been
+//     a memory-durability one).
 //   - periodic: a background goroutine fsyncs every SyncInterval; a power
 //     loss loses up to about one or two intervals of appends (measured).
 //   - flush: group commit. An append returns only after an fsync that

@@ -339,6 +339,11 @@ func (q *Queue) appendLocked(ctx context.Context, b Batch, setIndex bool, frames
 				q.noSpace = false
 				break
 			}
+			if q.fatal != nil {
+				// An undo that latched: its error may wrap the ENOSPC
+				// that began it, but no retry can succeed now.
+				return 0, q.fatal
+			}
 			if !isNoSpace(err) {
 				return 0, err
 			}
@@ -674,12 +679,15 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error
 					err = q.sealLocked(prev)
 				}
 				if err != nil {
-					rollback.undo()
+					if ferr := rollback.undo(); ferr != nil {
+						return ferr
+					}
 					return err
 				}
 			}
 			if a := q.active; a != nil {
 				sealed = append(sealed, a)
+				rollback.rotated = true
 				a.slack = q.sealSlack(a.size)
 				q.used += a.slack
 				rollback.added += a.slack
@@ -692,7 +700,9 @@ func (q *Queue) writeLocked(payloads [][]byte, items []uint32, early bool) error
 		}
 		chunkItems, err := q.writeFramesLocked(c.seg, payloads[c.from:c.to], items[min(c.from, len(items)):min(c.to, len(items))])
 		if err != nil {
-			rollback.undo()
+			if ferr := rollback.undo(); ferr != nil {
+				return ferr
+			}
 			if isNoSpace(err) {
 				return err
 			}
@@ -937,6 +947,9 @@ type writeUndo struct {
 	// lost is the error of a group write that cut frames of the batch
 	// (dropGroupLocked): the batch fails with it.
 	lost error
+	// rotated: the batch moved appends to a later segment, whose rotation
+	// may have fsynced active with the batch's first frames in it.
+	rotated bool
 }
 
 func (q *Queue) snapshotLocked(created []*segment) *writeUndo {
@@ -970,17 +983,21 @@ func writeZeros(f File, off, end int64) error {
 // is sealed, recovery finds written bytes after its last frame in a
 // segment before the newest, which is damage, and sets the slot aside. A
 // failed truncate latches.
-func (q *Queue) eraseUndoneLocked(s *segment, off, end int64) {
+func (q *Queue) eraseUndoneLocked(s *segment, off, end int64) error {
 	zerr := writeZeros(s.f, off, end)
 	if zerr == nil {
-		return
+		return nil
 	}
 	if err := s.f.Truncate(off); err != nil {
-		q.latchLocked("truncate "+filepath.Base(s.path)+" after a failed write", errors.Join(zerr, err))
+		return q.latchLocked("truncate "+filepath.Base(s.path)+" after a failed write", errors.Join(zerr, err))
 	}
+	return nil
 }
 
-func (u *writeUndo) undo() {
+// undo restores the state before the batch. It returns the fatal error
+// when erasing the batch's frames latched the queue (nil otherwise): the
+// append then fails with it, not with a retryable refusal.
+func (u *writeUndo) undo() error {
 	q := u.q
 	q.segs = slices.DeleteFunc(q.segs, func(s *segment) bool { return slices.Contains(u.created, s) })
 	if a := u.active; a != nil && a.removed {
@@ -992,6 +1009,7 @@ func (u *writeUndo) undo() {
 	}
 	q.active = u.active
 	q.used -= u.added
+	var fatal error
 	// A seal fsync during the batch (memory durability) counted the
 	// batch's frames in the segment it sealed as durable: they are gone.
 	q.durable = min(q.durable, q.nextFSN-1)
@@ -1005,11 +1023,21 @@ func (u *writeUndo) undo() {
 		a.size, a.offsets, a.items, a.slack = u.size, a.offsets[:u.frames], u.items, 0
 		a.unsealLocked() // active again
 		if written || q.flushReq == nil {
-			q.eraseUndoneLocked(a, u.size, max(u.end, u.size+4))
-			// The erase must be durable before a later segment's frames
-			// are: a rotation's fsync may have made the undone frames
-			// durable already.
-			a.dirty = true
+			if err := q.eraseUndoneLocked(a, u.size, max(u.end, u.size+4)); err != nil {
+				fatal = err
+			} else if u.rotated {
+				// The batch's rotation may have fsynced a with the
+				// batch's first frames in it: the zeros must be durable
+				// before the refusal returns, or a power loss brings
+				// the refused frames back, in the place of later
+				// appends' frames (a rare path: the fsync holds q.mu).
+				if err := q.fsyncLocked(a); err != nil {
+					fatal = err
+				}
+			} else {
+				// Durable before a later segment's frames are.
+				a.dirty = true
+			}
 		}
 	}
 	for _, s := range u.created {
@@ -1018,6 +1046,16 @@ func (u *writeUndo) undo() {
 		s.closeFile() // or the fsync holding it does (a ref), when it ends
 		q.fs.Remove(s.path)
 	}
+	if u.rotated && len(u.created) > 0 && fatal == nil {
+		// A segment the batch created and sealed may be durable with
+		// its frames, name included (a memory-durability seal fsyncs
+		// the directory too): its removal must be, or a power loss
+		// brings the frames back.
+		if err := q.fs.SyncDir(q.slot); err != nil {
+			fatal = q.latchLocked("fsync directory after undoing a batch", err)
+		}
+	}
+	return fatal
 }
 
 // sealLocked seals prev at a rotation in flush and memory durability.

@@ -490,8 +490,9 @@ func (q *Queue) syncRecovered(scan *SlotScan) error {
 			return fmt.Errorf("sfqueue: fsync recovered segment %s: %w", s.path, err)
 		}
 	}
-	// And the dictionary entries they use (memory durability leaves the
-	// files unsynced): the queue counts the frames durable from here on.
+	// And the dictionary entries they use, in any mode (a memory-
+	// durability life leaves the files unsynced, and the one before this
+	// may have been one): the queue counts the frames durable from here on.
 	for _, gf := range q.dict.takeDirty() {
 		start := time.Now()
 		err := gf.f.Sync()

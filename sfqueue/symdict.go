@@ -56,10 +56,11 @@ func symbolRecordBytes(entry []byte) int64 { return int64(symbolRecordHeader + l
 type genFile struct {
 	f    File
 	size int64
-	// dirty: written since its last fsync. Only memory durability, which
-	// does not fsync entries as it writes them, leaves a file dirty: the
-	// seal fsync (and recovery's) makes them durable before the frames
-	// that use them count as durable (takeDirty).
+	// dirty: written since its last fsync (or opened by recovery, which
+	// cannot tell). Only memory durability, which does not fsync entries
+	// as it writes them, leaves a file dirty past an append: the seal
+	// fsync (and recovery's) makes them durable before the frames that
+	// use them count as durable (takeDirty).
 	dirty bool
 }
 
@@ -206,8 +207,10 @@ func openSymbolDict(fsys FS, dir string, scan DictScan, sync bool) (*symbolDict,
 				return fail(fmt.Errorf("sfqueue: cut torn tail of %s at %d: %w", p, fs.intact, err))
 			}
 		}
-		// Without sync nothing says an earlier life fsynced it.
-		d.files[fs.gen] = &genFile{f: f, size: fs.intact, dirty: !sync}
+		// Dirty whatever the mode: nothing says an earlier life fsynced
+		// it (a memory-durability one did not), and recovery counts the
+		// frames using its entries durable (syncRecovered fsyncs it).
+		d.files[fs.gen] = &genFile{f: f, size: fs.intact, dirty: true}
 		d.bytes += fs.intact
 	}
 	for g := range migrate {
@@ -451,6 +454,10 @@ func (d *symbolDict) undo(marks []dictMark) error {
 			continue
 		}
 		errs = append(errs, gf.f.Truncate(m.size))
+		// A memory-durability seal may have fsynced the undone entries
+		// (takeDirty): the next one fsyncs the cut, or a power loss keeps
+		// them.
+		gf.dirty = true
 	}
 	return errors.Join(errs...)
 }

@@ -95,10 +95,13 @@ func encodeWatermark(w watermark) []byte {
 }
 
 // watermarkLocked is what .ack-watermark records now: the acked FSN, what
-// completed fsyncs covered (q.durable), every published frame, and the
-// durability mode.
+// completed fsyncs covered (q.durable) of every published frame, and the
+// durability mode. q.durable runs ahead of q.written while a batch of
+// several segments waits for a seal fsync (memory durability): its frames
+// an earlier seal made durable are not published yet, and may still be
+// undone.
 func (q *Queue) watermarkLocked() watermark {
-	return watermark{acked: q.acked, synced: q.durable, published: q.written, mode: q.o.Durability, modeKnown: true}
+	return watermark{acked: q.acked, synced: min(q.durable, q.written), published: q.written, mode: q.o.Durability, modeKnown: true}
 }
 
 // saveWatermarkLocked writes .ack-watermark if what it records moved
