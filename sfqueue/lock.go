@@ -28,7 +28,12 @@ const lockStaleRetries = 8
 // and the lock is created again: for its owner it is a fresh, empty slot.
 func mkdirLockSlot(fsys FS, slot string) (io.Closer, error) {
 	var err error
-	for range lockStaleRetries {
+	for i := range lockStaleRetries {
+		// A retry must not create a parent that vanished meanwhile (an
+		// unmounted sf_dir): only the slot itself was renamed away.
+		if i > 0 && !fsys.IsDir(filepath.Dir(slot)) {
+			return nil, fmt.Errorf("sfqueue: create slot %s: %w", slot, err)
+		}
 		if err = fsys.MkdirAll(slot); err != nil {
 			return nil, fmt.Errorf("sfqueue: create slot %s: %w", slot, err)
 		}

@@ -225,3 +225,60 @@ func TestOpenRacingRemoveSlot(t *testing.T) {
 		}
 	}
 }
+
+// The owner's Open clears a drainer's .failed only once recovery succeeds:
+// a slot recovery sets aside keeps its marker (it moves with the slot),
+// where clearing it first would lose the record if recovery failed.
+func TestOwnerOpenKeepsFailedMarkerOfAnUnreplayableSlot(t *testing.T) {
+	o, _ := writeSlot(t, 40, nil)
+	if err := os.Remove(segmentPaths(t, o)[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := MarkFailed(o.Dir, o.SenderID, "DATA_LOSS: drainer"); err != nil {
+		t.Fatal(err)
+	}
+	o.ClearFailed = true
+	q := mustOpen(t, o)
+	defer q.Close()
+	rep := q.Recovery().Unreplayable
+	if rep == nil {
+		t.Fatal("the slot with a gap was not set aside")
+	}
+	if _, err := os.Stat(filepath.Join(rep.Path, failedFile)); err != nil {
+		t.Fatalf("the set-aside slot lost its .failed marker: %v", err)
+	}
+}
+
+// vanishParentFS renames sf_dir itself away right after Open's first
+// MkdirAll, as an unmount could.
+type vanishParentFS struct {
+	FS
+	done bool
+}
+
+func (v *vanishParentFS) MkdirAll(dir string) error {
+	if err := v.FS.MkdirAll(dir); err != nil {
+		return err
+	}
+	if !v.done {
+		v.done = true
+		return os.Rename(filepath.Dir(dir), filepath.Dir(dir)+".gone")
+	}
+	return nil
+}
+
+// A retry of the lock creates the slot again, never a vanished sf_dir.
+func TestOpenDoesNotRecreateAVanishedParent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sf")
+	mustOpen(t, Options{Dir: dir, SenderID: "s"}).Close()
+	v := &vanishParentFS{FS: OSFS()}
+	if q, err := Open(Options{Dir: dir, SenderID: "s", FS: v}); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if q != nil {
+			q.Close()
+		}
+		t.Fatalf("Open after sf_dir vanished: %v; want a not-exist error", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the vanished sf_dir was created again: %v", err)
+	}
+}

@@ -130,7 +130,8 @@ type Options struct {
 	MarkUnreplayableFailed bool
 	// ClearFailed is for the slot's owner: a .failed marker an orphan
 	// drainer left (it gave up with its own credentials or settings) is
-	// removed, logged at Info with its reason, since the owner delivers
+	// removed once recovery succeeds (a slot set aside keeps it), logged
+	// at Info with its reason, since the owner delivers
 	// the slot itself and the marker would otherwise count it set aside
 	// for good. Should the owner die again, the slot is an orphan anew.
 	ClearFailed bool

@@ -254,9 +254,6 @@ func (q *Queue) recover() error {
 	}
 	q.lock = lock
 	q.makePrivate()
-	if q.o.ClearFailed {
-		q.clearFailed()
-	}
 	report, err := q.recoverLocked()
 	if err != nil {
 		q.lock.Close()
@@ -271,6 +268,10 @@ func (q *Queue) recover() error {
 			return err
 		}
 		report = fresh
+	} else if q.o.ClearFailed {
+		// Only once recovery succeeded: a marker cleared before a failed
+		// recovery would leave the slot looking like an ordinary orphan.
+		q.clearFailed()
 	}
 	q.recovery = report
 	if q.o.Durability != DurabilityMemory {
