@@ -543,33 +543,8 @@ func dictionaryRefusal(dec *qwptest.Decoder, msg []byte, err error) bool {
 		return true
 	}
 	start, _, derr := qwp.DeltaDictEntries(msg)
-	return derr == nil && start > dec.Dict.Len() || symbolIndexRefusal(se)
+	return derr == nil && start > dec.Dict.Len() || se.UnknownSymbol
 }
-
-// symbolIndexRefusal reports whether se is the refusal of a symbol id
-// beyond the dictionary: PARSE_ERROR with one of symbolIndexTexts, at the
-// start of the message or after the SYMBOL column it names. salvage sees
-// only the errors of the local qwptest decoder, never QuestDB's; qwptest
-// mirrors QuestDB's text (QwpSymbolColumnCursor), after its own context
-// (block, table, column). The text is the only signal: QuestDB's code for
-// it (INVALID_DICTIONARY_INDEX) never reaches the wire, and PARSE_ERROR
-// covers every malformed message.
-func symbolIndexRefusal(se *qwptest.StatusError) bool {
-	if se.Status != qwp.StatusParseError {
-		return false
-	}
-	for _, t := range symbolIndexTexts {
-		if strings.HasPrefix(se.Msg, t) || strings.Contains(se.Msg, "("+qwp.TypeSymbol.String()+"): "+t) {
-			return true
-		}
-	}
-	return false
-}
-
-// symbolIndexTexts are how QuestDB's messages for an out-of-range symbol id
-// begin, verbatim (qwptest says the same): an id past the dictionary, and
-// one past Java's int.
-var symbolIndexTexts = []string{"symbol index out of range: ", "symbol index out of int range: "}
 
 // dictState says, for the dictionary generations gens, what became of
 // their files: missing, damaged, or intact (then a damaged frame defined

@@ -15,12 +15,21 @@ import (
 type StatusError struct {
 	Status qwp.Status
 	Msg    string
+	// UnknownSymbol marks the refusal of a symbol id beyond the dictionary
+	// (PARSE_ERROR, QuestDB's "symbol index out of range"), so a client
+	// decoding offline (questdb-slot salvage) need not match the text.
+	UnknownSymbol bool
 }
 
 func (e *StatusError) Error() string { return e.Status.String() + ": " + e.Msg }
 
 func parseErr(format string, args ...any) *StatusError {
 	return &StatusError{Status: qwp.StatusParseError, Msg: fmt.Sprintf(format, args...)}
+}
+
+func unknownSymbol(e *StatusError) *StatusError {
+	e.UnknownSymbol = true
+	return e
 }
 
 // Dict is a connection's global symbol dictionary as the server holds it.
@@ -553,10 +562,10 @@ func (bd *blockDecoder) symbols(n int, add func(any)) error {
 		// checks Java's int range first, on the varint read as a signed
 		// long.
 		if id > math.MaxInt32 {
-			return parseErr("symbol index out of int range: %d (value %d)", int64(id), i)
+			return unknownSymbol(parseErr("symbol index out of int range: %d (value %d)", int64(id), i))
 		}
 		if id >= size {
-			return parseErr("symbol index out of range: %d (value %d, dictionary size %d)", id, i, size)
+			return unknownSymbol(parseErr("symbol index out of range: %d (value %d, dictionary size %d)", id, i, size))
 		}
 		if bd.dec.CountOnly {
 			continue
