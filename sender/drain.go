@@ -141,11 +141,6 @@ func drainOrphan(ctx context.Context, dir, id string, o DrainOptions) (drainResu
 			log.Info("orphan slot is busy; skipped", zap.Error(err))
 			return skipped, nil
 		}
-		if _, serr := os.Stat(so.SlotDir); errors.Is(err, fs.ErrNotExist) && errors.Is(serr, fs.ErrNotExist) {
-			// Another drainer emptied and removed it after our scan.
-			log.Info("orphan slot is gone; skipped", zap.Error(err))
-			return skipped, nil
-		}
 		var dl *sfqueue.DataLossError
 		switch {
 		case !errors.As(err, &dl):

@@ -102,6 +102,11 @@ func SetAsideSlots(dir string) ([]string, error) {
 		if isUnreplayableName(name) {
 			return true
 		}
+		if strings.HasSuffix(name, removingSuffix) {
+			// Delivered and being deleted (salvage --delete may take a
+			// .failed marker along).
+			return false
+		}
 		_, err := readSmallFile(fsys, filepath.Join(slot, failedFile), 0)
 		return err == nil
 	})
@@ -180,8 +185,9 @@ func deleteLockedSlot(fsys FS, slot string) error {
 }
 
 // removingSuffix names a drained slot being deleted. It holds no unacked
-// frames and no .failed, so orphan scans and SetAsideSlots pass it by; no
-// SenderID may end in it (validSenderID).
+// frames, so orphan scans and SetAsideSlots pass it by (a .failed marker
+// that salvage --delete took along included); no SenderID may end in it
+// (validSenderID).
 const removingSuffix = ".removing"
 
 // RemoveLeftovers deletes the <id>.removing directories under dir that a
