@@ -223,22 +223,29 @@ func openGenDict(stored symbolEntries, maxEntries, maxBytes, startBytes int, gen
 // Gen is the current generation.
 func (d *genDict) Gen() uint32 { return d.gen }
 
-// full reports whether the current generation reached maxEntries ids,
+// full reports whether the current generation must end (ending).
+func (d *genDict) full() bool { return d.ending() != dictContinues }
+
+// ending reports the bound the current generation reached: maxEntries ids,
 // maxBytes of symbol text or 3 × maxBytes of index, or its working limit
 // without recurring symbols (Growth), so the next frame must start a new
-// generation. At its working limit a generation whose symbols recur grows.
-func (d *genDict) full() bool {
-	if d.Len() >= d.maxEntries || d.atLimit(d.maxBytes) {
-		return true
+// generation; dictContinues if none. At its working limit a generation
+// whose symbols recur grows.
+func (d *genDict) ending() dictEnd {
+	if d.Len() >= d.maxEntries {
+		return dictEndEntries
+	}
+	if d.atLimit(d.maxBytes) {
+		return d.limitCause(d.maxBytes)
 	}
 	for d.atLimit(d.limit) { // ends: atLimit(maxBytes) is false
 		if !d.recurs() {
-			return true
+			return d.limitCause(d.limit)
 		}
 		d.limit = min(2*d.limit, d.maxBytes)
 		d.growths++
 	}
-	return false
+	return dictContinues
 }
 
 // dictEnd is the bound a generation ended at, the cause attribute of the
@@ -255,17 +262,13 @@ const (
 // dictEndCauses lists the causes, for the counter's series at 0.
 var dictEndCauses = []dictEnd{dictEndEntries, dictEndText, dictEndIndex}
 
-// endCause is the bound a full generation reached (full): its entries
-// first, then its text, else its index.
-func (d *genDict) endCause() dictEnd {
-	switch {
-	case d.Len() >= d.maxEntries:
-		return dictEndEntries
-	case d.TextBytes() >= d.limit:
+// limitCause is which half of atLimit(limit) holds: the text, else the
+// index.
+func (d *genDict) limitCause(limit int) dictEnd {
+	if d.TextBytes() >= limit {
 		return dictEndText
-	default:
-		return dictEndIndex
 	}
+	return dictEndIndex
 }
 
 // atLimit reports whether the current generation holds limit bytes of

@@ -445,17 +445,14 @@ func (w *writer) emit(frame []byte) error {
 // symbol_dict_max_bytes.
 func (w *writer) rotateIfFull() {
 	limit, growths := w.dict.Limit(), w.dict.growths
-	full := w.dict.full()
+	end := w.dict.ending()
+	full := end != dictContinues
 	if !full && w.dict.growths == growths {
 		return // the common case: no bound reached, nothing to report
 	}
 	// Reported here, against the limit full found: after this, a growth
 	// or a rotation has taken the fill below 1 again, and the gauges, read
 	// later, would never show where the generation ended or grew.
-	end := dictContinues
-	if full {
-		end = w.dict.endCause()
-	}
 	w.obs.dictBoundReached(w.dict.fillAt(limit), w.dict.Limit(), w.dict.growths-growths, end)
 	if !full {
 		return
